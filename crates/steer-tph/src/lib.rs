@@ -1,0 +1,1 @@
+//! PCIe TPH codec (see README).
