@@ -1,0 +1,214 @@
+//! Replacement policies. Each is a small module behind `ReplacementPolicy` and registers itself by
+//! name in `POLICIES`, so a cache spec selects one with `replacement = "NAME"`.
+
+/// The contract between a set-associative cache and its replacement policy.
+///
+/// The cache owns tags and validity; the policy owns only recency state. The cache calls `on_hit`
+/// for every hit, `on_fill` when a line is installed, `on_invalidate` when a line leaves without
+/// being chosen as a victim, and `victim` only when every way allowed by `allowed` is valid
+/// (the cache fills invalid ways first). `victim` must return a way whose bit is set in `allowed`.
+pub trait ReplacementPolicy: Send {
+    fn on_hit(&mut self, set: usize, way: usize, write: bool);
+    fn on_fill(&mut self, set: usize, way: usize);
+    fn on_invalidate(&mut self, _set: usize, _way: usize) {}
+    fn victim(&mut self, set: usize, allowed: u64) -> usize;
+}
+
+/// Options every policy may read.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyOptions {
+    /// Whether a write hit counts as a use (real caches: yes; pycachesim: no).
+    pub write_hit_updates_recency: bool,
+}
+
+/// A registered policy: its name, a one-line description, its constraints and its constructor.
+pub struct PolicyInfo {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// Returns an error message if the policy cannot manage `ways` ways.
+    pub check_ways: fn(ways: usize) -> Result<(), String>,
+    pub build: fn(sets: usize, ways: usize, options: PolicyOptions) -> Box<dyn ReplacementPolicy>,
+}
+
+pub const POLICIES: &[PolicyInfo] = &[
+    PolicyInfo {
+        name: "lru",
+        description: "true least-recently-used (per-line use stamps)",
+        check_ways: |_| Ok(()),
+        build: |sets, ways, options| Box::new(Lru::new(sets, ways, options)),
+    },
+    PolicyInfo {
+        name: "tree_plru",
+        description: "binary-tree pseudo-LRU (ways must be a power of two, at most 64)",
+        check_ways: |ways| {
+            if ways.is_power_of_two() && ways <= 64 {
+                Ok(())
+            } else {
+                Err(format!("tree_plru needs a power-of-two way count up to 64, got {ways}"))
+            }
+        },
+        build: |sets, ways, options| Box::new(TreePlru::new(sets, ways, options)),
+    },
+];
+
+pub fn find(name: &str) -> Option<&'static PolicyInfo> {
+    POLICIES.iter().find(|p| p.name == name)
+}
+
+pub fn names() -> Vec<&'static str> {
+    POLICIES.iter().map(|p| p.name).collect()
+}
+
+/// True LRU: each way carries the stamp of its last use; the victim has the smallest stamp.
+pub struct Lru {
+    ways: usize,
+    stamps: Vec<u64>,
+    clock: u64,
+    options: PolicyOptions,
+}
+
+impl Lru {
+    pub fn new(sets: usize, ways: usize, options: PolicyOptions) -> Lru {
+        Lru { ways, stamps: vec![0; sets * ways], clock: 0, options }
+    }
+    fn touch(&mut self, set: usize, way: usize) {
+        self.clock += 1;
+        self.stamps[set * self.ways + way] = self.clock;
+    }
+}
+
+impl ReplacementPolicy for Lru {
+    fn on_hit(&mut self, set: usize, way: usize, write: bool) {
+        if !write || self.options.write_hit_updates_recency {
+            self.touch(set, way);
+        }
+    }
+    fn on_fill(&mut self, set: usize, way: usize) {
+        self.touch(set, way);
+    }
+    fn victim(&mut self, set: usize, allowed: u64) -> usize {
+        let base = set * self.ways;
+        (0..self.ways)
+            .filter(|w| allowed >> w & 1 == 1)
+            .min_by_key(|w| self.stamps[base + w])
+            .expect("allowed mask selects at least one way")
+    }
+}
+
+/// Tree pseudo-LRU: `ways - 1` direction bits per set form a binary tree over the ways; each bit
+/// points to the half that was used less recently. Node `n` has children `2n+1` and `2n+2`.
+pub struct TreePlru {
+    ways: usize,
+    bits: Vec<u64>,
+    options: PolicyOptions,
+}
+
+impl TreePlru {
+    pub fn new(sets: usize, ways: usize, options: PolicyOptions) -> TreePlru {
+        TreePlru { ways, bits: vec![0; sets], options }
+    }
+
+    /// Points every node on the path to `way` away from it.
+    fn touch(&mut self, set: usize, way: usize) {
+        let (mut node, mut lo, mut span) = (0usize, 0usize, self.ways);
+        while span > 1 {
+            let half = span / 2;
+            let went_right = way >= lo + half;
+            // bit = 1 means "the victim is on the right": point away from the used side.
+            if went_right {
+                self.bits[set] &= !(1 << node);
+                lo += half;
+                node = 2 * node + 2;
+            } else {
+                self.bits[set] |= 1 << node;
+                node = 2 * node + 1;
+            }
+            span = half;
+        }
+    }
+}
+
+impl ReplacementPolicy for TreePlru {
+    fn on_hit(&mut self, set: usize, way: usize, write: bool) {
+        if !write || self.options.write_hit_updates_recency {
+            self.touch(set, way);
+        }
+    }
+    fn on_fill(&mut self, set: usize, way: usize) {
+        self.touch(set, way);
+    }
+    fn victim(&mut self, set: usize, allowed: u64) -> usize {
+        let any_allowed = |lo: usize, span: usize| {
+            let mask = if span >= 64 { u64::MAX } else { ((1u64 << span) - 1) << lo };
+            allowed & mask != 0
+        };
+        let (mut node, mut lo, mut span) = (0usize, 0usize, self.ways);
+        while span > 1 {
+            let half = span / 2;
+            let mut right = self.bits[set] >> node & 1 == 1;
+            // Follow the tree, but never into a half with no allowed way (way masks).
+            if right && !any_allowed(lo + half, half) {
+                right = false;
+            } else if !right && !any_allowed(lo, half) {
+                right = true;
+            }
+            if right {
+                lo += half;
+                node = 2 * node + 2;
+            } else {
+                node = 2 * node + 1;
+            }
+            span = half;
+        }
+        lo
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPTS: PolicyOptions = PolicyOptions { write_hit_updates_recency: true };
+
+    #[test]
+    fn lru_evicts_least_recent_allowed_way() {
+        let mut lru = Lru::new(1, 4, OPTS);
+        for way in 0..4 {
+            lru.on_fill(0, way);
+        }
+        lru.on_hit(0, 0, false);
+        assert_eq!(lru.victim(0, 0b1111), 1);
+        assert_eq!(lru.victim(0, 0b1101), 2);
+    }
+
+    #[test]
+    fn lru_write_hit_recency_is_optional() {
+        let mut lru = Lru::new(1, 2, PolicyOptions { write_hit_updates_recency: false });
+        lru.on_fill(0, 0);
+        lru.on_fill(0, 1);
+        lru.on_hit(0, 0, true);
+        assert_eq!(lru.victim(0, 0b11), 0);
+    }
+
+    #[test]
+    fn tree_plru_protects_recent_half() {
+        let mut plru = TreePlru::new(1, 4, OPTS);
+        for way in 0..4 {
+            plru.on_fill(0, way);
+        }
+        // Last touched way 3 (right half), so the victim is in the left half: way 0 was touched
+        // before way 1, and node 1 points away from way 1.
+        assert_eq!(plru.victim(0, 0b1111), 0);
+        plru.on_hit(0, 0, false);
+        assert_eq!(plru.victim(0, 0b1111), 2);
+        // Masked to the left half only.
+        assert_eq!(plru.victim(0, 0b0011), 1);
+    }
+
+    #[test]
+    fn registry_knows_policies() {
+        assert!(find("lru").is_some());
+        assert!((find("tree_plru").unwrap().check_ways)(12).is_err());
+        assert!(find("random").is_none());
+    }
+}

@@ -1,0 +1,89 @@
+//! DMA write placement: where an inbound device write lands. A policy only decides (returns a
+//! `Destination`); the hierarchy carries the decision out. Policies register by name in `POLICIES`.
+
+use crate::error::{ConfigError, ConfigResult};
+use crate::hierarchy::Destination;
+use crate::params::params;
+
+/// What a DMA write carries, so a policy can steer some kinds and not others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DmaKind {
+    /// The first line of a packet (protocol headers).
+    Header,
+    /// The rest of the packet.
+    Payload,
+    /// A completion (event) entry telling the driver a packet arrived.
+    Completion,
+}
+
+/// One inbound line write as a policy sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct DmaWrite {
+    pub kind: DmaKind,
+    /// The CPU that consumes the queue the write belongs to.
+    pub consumer_cpu: u32,
+}
+
+/// The contract: given a write, name its destination. Must be deterministic.
+pub trait PlacementPolicy: Send {
+    fn destination(&self, write: &DmaWrite) -> Destination;
+}
+
+params! {
+    /// A device's DMA write placement.
+    pub struct PlacementSpec {
+        /// Policy name: `memory` (write DRAM, invalidate cached copies) or `l2` (inject into a core's L2).
+        policy: String = "memory".to_string(),
+        /// For `l2`: the CPU whose L2 receives the writes; default: each queue's consumer CPU.
+        cpu: Option<u32> = None,
+    }
+}
+
+/// A registered policy: name, description, constructor.
+pub struct PolicyInfo {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub build: fn(&PlacementSpec) -> Box<dyn PlacementPolicy>,
+}
+
+pub const POLICIES: &[PolicyInfo] = &[
+    PolicyInfo {
+        name: "memory",
+        description: "write to DRAM and invalidate cached copies (no injection)",
+        build: |_| Box::new(ToMemory),
+    },
+    PolicyInfo {
+        name: "l2",
+        description: "inject every write into one core's L2 (the SDCI mechanism)",
+        build: |spec| Box::new(ToL2 { cpu: spec.cpu }),
+    },
+];
+
+pub fn build(spec: &PlacementSpec, path: &str) -> ConfigResult<Box<dyn PlacementPolicy>> {
+    let info = POLICIES.iter().find(|p| p.name == spec.policy).ok_or_else(|| {
+        let known: Vec<_> = POLICIES.iter().map(|p| p.name).collect();
+        ConfigError::new(
+            format!("{path}.policy"),
+            format!("unknown placement policy `{}` (known: {})", spec.policy, known.join(", ")),
+        )
+    })?;
+    Ok((info.build)(spec))
+}
+
+struct ToMemory;
+
+impl PlacementPolicy for ToMemory {
+    fn destination(&self, _write: &DmaWrite) -> Destination {
+        Destination::Memory
+    }
+}
+
+struct ToL2 {
+    cpu: Option<u32>,
+}
+
+impl PlacementPolicy for ToL2 {
+    fn destination(&self, write: &DmaWrite) -> Destination {
+        Destination::L2 { cpu: self.cpu.unwrap_or(write.consumer_cpu) }
+    }
+}

@@ -1,0 +1,186 @@
+//! The event-driven engine. Agents (NIC queues generating packets, workloads on CPUs) run in time
+//! order; ties break by scheduling order, so a scenario and seed always give the same run.
+//! Statistics are reset when the warm-up ends; results cover the measured window only.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::devices::nic::{Allocator, Nic};
+use crate::hierarchy::Hierarchy;
+use crate::platform::PlatformSpec;
+use crate::results::{self, RunResult};
+use crate::scenario::Scenario;
+use crate::units::{Clock, Time};
+use crate::workloads::rx_loop::RxLoop;
+use crate::workloads::{Workload, WorkloadSpec};
+
+/// Everything agents act on.
+pub struct System {
+    pub platform: PlatformSpec,
+    pub hierarchy: Hierarchy,
+    pub nics: Vec<Nic>,
+    pub allocator: Allocator,
+}
+
+impl System {
+    /// NUMA node closest to a CPU (memory nodes split a socket's CCXs evenly).
+    pub fn node_of_cpu(&self, cpu: u32) -> u32 {
+        let t = &self.platform.topology;
+        let ccx = t.ccx_of_core(t.core_of_cpu(cpu));
+        let nodes_per_socket = self.platform.memory.nodes_per_socket;
+        let socket = t.socket_of_ccx(ccx);
+        let ccx_in_socket = ccx % t.ccx_per_socket;
+        socket * nodes_per_socket + ccx_in_socket * nodes_per_socket / t.ccx_per_socket
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Agent {
+    Queue { nic: usize, queue: usize },
+    Workload(usize),
+}
+
+/// A validated scenario assembled into a runnable system.
+pub struct Simulation {
+    pub scenario: Scenario,
+    pub system: System,
+    workloads: Vec<Box<dyn Workload>>,
+    events: BinaryHeap<Reverse<(Time, u64, usize)>>,
+    agents: Vec<Agent>,
+    sequence: u64,
+    now: Time,
+}
+
+impl Simulation {
+    /// Builds the system for a scenario that passed `Scenario::validate`.
+    pub fn new(scenario: Scenario) -> Simulation {
+        let platform = scenario.platform.clone();
+        let line_bits = platform.line_bits();
+        let mut allocator = Allocator::new(platform.memory.nodes(&platform.topology));
+        let nics: Vec<Nic> = scenario
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| Nic::new(spec, &mut allocator, line_bits, scenario.seed.wrapping_add(i as u64)))
+            .collect();
+        let mut system = System { hierarchy: Hierarchy::new(&platform), nics, allocator, platform };
+        let clock = Clock::new(system.platform.core.freq_ghz);
+        let workloads: Vec<Box<dyn Workload>> = scenario
+            .workloads
+            .iter()
+            .enumerate()
+            .map(|(index, spec)| -> Box<dyn Workload> {
+                match spec {
+                    WorkloadSpec::RxLoop(rx) => {
+                        let nic = scenario.devices.iter().position(|d| d.name == rx.device).expect("validated device");
+                        Box::new(RxLoop::new(index, rx, nic, clock, &mut system))
+                    }
+                }
+            })
+            .collect();
+        let mut simulation = Simulation {
+            scenario,
+            system,
+            workloads,
+            events: BinaryHeap::new(),
+            agents: Vec::new(),
+            sequence: 0,
+            now: Time::ZERO,
+        };
+        for nic in 0..simulation.system.nics.len() {
+            for queue in 0..simulation.system.nics[nic].queues.len() {
+                let agent = simulation.add_agent(Agent::Queue { nic, queue });
+                let first = simulation.system.nics[nic].first_arrival(queue);
+                simulation.schedule(first, agent);
+            }
+        }
+        for index in 0..simulation.workloads.len() {
+            let agent = simulation.add_agent(Agent::Workload(index));
+            simulation.schedule(Time::ZERO, agent);
+        }
+        simulation
+    }
+
+    fn add_agent(&mut self, agent: Agent) -> usize {
+        self.agents.push(agent);
+        self.agents.len() - 1
+    }
+
+    fn workload_agent(&self, index: usize) -> usize {
+        self.agents
+            .iter()
+            .position(|a| matches!(a, Agent::Workload(w) if *w == index))
+            .expect("every workload has an agent")
+    }
+
+    fn schedule(&mut self, time: Time, agent: usize) {
+        self.sequence += 1;
+        self.events.push(Reverse((time, self.sequence, agent)));
+    }
+
+    /// Runs all events before `until`; `progress` is called with the simulated time now and then.
+    pub fn run_until(&mut self, until: Time, progress: &mut dyn FnMut(Time)) {
+        let mut next_report = self.now;
+        while let Some(&Reverse((time, _, agent))) = self.events.peek() {
+            if time >= until {
+                break;
+            }
+            self.events.pop();
+            self.now = time;
+            if time >= next_report {
+                progress(time);
+                next_report = time + Time::from_us(50.0);
+            }
+            match self.agents[agent] {
+                Agent::Queue { nic, queue } => {
+                    let (next, wake) = self.system.nics[nic].arrive(queue, time, &mut self.system.hierarchy);
+                    self.schedule(next, agent);
+                    if let Some((workload, at)) = wake {
+                        let woken = self.workload_agent(workload);
+                        self.schedule(at, woken);
+                    }
+                }
+                Agent::Workload(index) => {
+                    if let Some(next) = self.workloads[index].step(&mut self.system, time) {
+                        self.schedule(next, agent);
+                    }
+                }
+            }
+        }
+        self.now = until;
+    }
+
+    pub fn reset_stats(&mut self) {
+        self.system.hierarchy.reset_stats();
+        for nic in &mut self.system.nics {
+            for queue in &mut nic.queues {
+                queue.reset_stats();
+            }
+        }
+        let now = self.now;
+        for workload in &mut self.workloads {
+            workload.reset_stats(now);
+        }
+    }
+
+    pub fn workloads(&self) -> &[Box<dyn Workload>] {
+        &self.workloads
+    }
+
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    /// Warm-up, reset, measured window; returns the results.
+    pub fn run(mut self, progress: &mut dyn FnMut(f64)) -> RunResult {
+        let started = std::time::Instant::now();
+        let warmup = Time::from_us(self.scenario.sim.warmup_us);
+        let end = warmup + Time::from_us(self.scenario.sim.measure_us);
+        let total = end.0.max(1) as f64;
+        self.run_until(warmup, &mut |t| progress(t.0 as f64 / total));
+        self.reset_stats();
+        self.run_until(end, &mut |t| progress(t.0 as f64 / total));
+        progress(1.0);
+        results::collect(&self, warmup, started.elapsed().as_secs_f64())
+    }
+}

@@ -1,0 +1,484 @@
+//! The coherent cache hierarchy: a private L1D and L2 per core, an L3 per CCX, and memory.
+//!
+//! A directory records, for every cached line, which private hierarchies (L1 or L2 of a core) and
+//! which L3s hold it, so a miss finds a peer core's copy, a copy in another CCX, or goes to memory,
+//! and a DMA write invalidates every stale copy. The relation of each level to the one above
+//! (inclusive, exclusive, non-inclusive) decides where fills and victims go; see `Relation`.
+
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+use crate::cache::{Cache, Evicted};
+use crate::memory::Memory;
+use crate::platform::{PlatformSpec, Relation, TopologySpec, MAX_TRACKED_CACHES};
+use crate::units::{Clock, Line, Time};
+
+/// Where a core's demand access was satisfied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    L1,
+    L2,
+    /// Another core's private cache in the same CCX.
+    PeerL2,
+    /// The L3 of the core's own CCX.
+    L3,
+    /// Any cache of another CCX.
+    RemoteCache,
+    Dram,
+}
+
+impl Source {
+    pub const ALL: [Source; 6] =
+        [Source::L1, Source::L2, Source::PeerL2, Source::L3, Source::RemoteCache, Source::Dram];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::L1 => "l1",
+            Source::L2 => "l2",
+            Source::PeerL2 => "peer_l2",
+            Source::L3 => "l3",
+            Source::RemoteCache => "remote_cache",
+            Source::Dram => "dram",
+        }
+    }
+}
+
+/// Where a DMA write is placed; decided by a placement policy, carried out here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Destination {
+    /// Write to DRAM and invalidate every cached copy.
+    Memory,
+    /// Install (dirty) in the L2 of the core running `cpu`, invalidating other copies.
+    L2 { cpu: u32 },
+}
+
+/// A demand access's outcome.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Access {
+    pub source: Source,
+    pub latency: Time,
+}
+
+/// Per-level request counters, defined as pycachesim defines them so trace replays compare
+/// one-to-one: a write miss counts a miss and is then filled like a read.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct LevelStats {
+    pub reads: u64,
+    pub writes: u64,
+    pub read_hits: u64,
+    pub write_hits: u64,
+    pub misses: u64,
+    /// Dirty lines evicted from this level.
+    pub writebacks: u64,
+}
+
+impl LevelStats {
+    fn request(&mut self, write: bool, hit: bool) {
+        if write {
+            self.writes += 1;
+            self.write_hits += hit as u64;
+        } else {
+            self.reads += 1;
+            self.read_hits += hit as u64;
+        }
+        self.misses += !hit as u64;
+    }
+}
+
+/// Counters of the whole hierarchy (reset after warm-up).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct HierarchyStats {
+    pub l1d: LevelStats,
+    pub l2: LevelStats,
+    pub l3: LevelStats,
+    /// Demand accesses per logical CPU by source, indexed like `Source::ALL`.
+    #[serde(skip)]
+    pub fills: Vec<[u64; 6]>,
+    pub dma_lines_to_memory: u64,
+    pub dma_lines_to_cache: u64,
+    pub dma_reads_from_cache: u64,
+    pub dma_reads_from_memory: u64,
+    /// Cache-line operations simulated (demand accesses plus device line reads and writes).
+    pub line_ops: u64,
+}
+
+/// Set of cache ids holding a line: id `core` is that core's private L1/L2, `cores + ccx` an L3.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Holders([u64; (MAX_TRACKED_CACHES / 64) as usize]);
+
+impl Holders {
+    fn add(&mut self, id: u32) {
+        self.0[(id / 64) as usize] |= 1 << (id % 64);
+    }
+    fn remove(&mut self, id: u32) {
+        self.0[(id / 64) as usize] &= !(1 << (id % 64));
+    }
+    fn has(&self, id: u32) -> bool {
+        self.0[(id / 64) as usize] >> (id % 64) & 1 == 1
+    }
+    fn is_empty(&self) -> bool {
+        self.0.iter().all(|&w| w == 0)
+    }
+    fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.iter().enumerate().flat_map(|(i, &word)| {
+            (0..64).filter(move |b| word >> b & 1 == 1).map(move |b| i as u32 * 64 + b)
+        })
+    }
+}
+
+pub struct Hierarchy {
+    topology: TopologySpec,
+    l1: Vec<Cache>,
+    l2: Vec<Cache>,
+    l3: Vec<Cache>,
+    l2_relation: Relation,
+    l3_relation: Relation,
+    latency: [Time; 5],
+    pub memory: Memory,
+    directory: FxHashMap<u64, Holders>,
+    pub stats: HierarchyStats,
+}
+
+impl Hierarchy {
+    /// Builds an empty hierarchy for a validated platform.
+    pub fn new(platform: &PlatformSpec) -> Hierarchy {
+        let t = platform.topology.clone();
+        let clock = Clock::new(platform.core.freq_ghz);
+        let (l1, l2, l3) = (platform.l1d.geometry(), platform.l2.geometry(), platform.l3.geometry());
+        Hierarchy {
+            l1: (0..t.cores()).map(|_| Cache::new(&l1)).collect(),
+            l2: (0..t.cores()).map(|_| Cache::new(&l2)).collect(),
+            l3: (0..t.ccx_count()).map(|_| Cache::new(&l3)).collect(),
+            l2_relation: platform.l2.relation,
+            l3_relation: platform.l3.relation,
+            latency: [
+                clock.cycles(platform.l1d.latency_cycles),
+                clock.cycles(platform.l2.latency_cycles),
+                Time::from_ns(platform.fabric.peer_l2_latency_ns),
+                clock.cycles(platform.l3.latency_cycles),
+                Time::from_ns(platform.fabric.remote_cache_latency_ns),
+            ],
+            memory: Memory::new(&platform.memory, &t, platform.line_bytes()),
+            directory: FxHashMap::default(),
+            stats: HierarchyStats { fills: vec![[0; 6]; t.cpus() as usize], ..Default::default() },
+            topology: t,
+        }
+    }
+
+    pub fn topology(&self) -> &TopologySpec {
+        &self.topology
+    }
+
+    pub fn reset_stats(&mut self) {
+        let cpus = self.stats.fills.len();
+        self.stats = HierarchyStats { fills: vec![[0; 6]; cpus], ..Default::default() };
+        self.memory.reset_stats();
+    }
+
+    fn l3_id(&self, ccx: u32) -> u32 {
+        self.topology.cores() + ccx
+    }
+
+    fn ccx_of(&self, core: u32) -> u32 {
+        self.topology.ccx_of_core(core)
+    }
+
+    fn dir_add(&mut self, line: Line, id: u32) {
+        self.directory.entry(line.0).or_default().add(id);
+    }
+
+    fn dir_remove(&mut self, line: Line, id: u32) {
+        if let Some(holders) = self.directory.get_mut(&line.0) {
+            holders.remove(id);
+            if holders.is_empty() {
+                self.directory.remove(&line.0);
+            }
+        }
+    }
+
+    fn holders(&self, line: Line) -> Holders {
+        self.directory.get(&line.0).copied().unwrap_or_default()
+    }
+
+    /// A demand load (`write = false`) or store by logical CPU `cpu`.
+    pub fn core_access(&mut self, cpu: u32, line: Line, write: bool, now: Time) -> Access {
+        let core = self.topology.core_of_cpu(cpu);
+        self.stats.line_ops += 1;
+        let l1_hit = self.l1[core as usize].access(line, write);
+        self.stats.l1d.request(write, l1_hit);
+        let (source, latency) = if l1_hit {
+            if write {
+                self.invalidate_others(core, line);
+            }
+            (Source::L1, self.latency[0])
+        } else {
+            let l2_hit = self.l2[core as usize].access(line, false);
+            self.stats.l2.request(false, l2_hit);
+            let (source, latency) = if l2_hit {
+                if write {
+                    self.invalidate_others(core, line);
+                }
+                (Source::L2, self.latency[1])
+            } else {
+                let (source, dirty, latency) = self.fetch_below_l2(core, line, write, now);
+                self.fill_l2(core, line, dirty, now);
+                (source, latency)
+            };
+            self.fill_l1(core, line, write, now);
+            (source, latency)
+        };
+        self.stats.fills[cpu as usize][source as usize] += 1;
+        Access { source, latency }
+    }
+
+    /// Finds a line missing from `core`'s private caches: own L3, a peer in the CCX, another
+    /// CCX, or memory. Returns the source, whether dirty ownership moved to the requester, and
+    /// the load-to-use latency.
+    fn fetch_below_l2(&mut self, core: u32, line: Line, write: bool, now: Time) -> (Source, bool, Time) {
+        let ccx = self.ccx_of(core);
+        let l3_id = self.l3_id(ccx);
+        let holders = self.holders(line);
+        let in_l3 = holders.has(l3_id);
+        if in_l3 {
+            self.l3[ccx as usize].access(line, false);
+        }
+        self.stats.l3.request(false, in_l3);
+        let (source, mut dirty, latency) = if in_l3 {
+            let dirty = if self.l3_relation == Relation::Exclusive {
+                self.dir_remove(line, l3_id);
+                self.l3[ccx as usize].remove(line).unwrap_or(false)
+            } else {
+                false
+            };
+            (Source::L3, dirty, self.latency[3])
+        } else if holders.iter().any(|h| h < self.topology.cores() && h != core && self.ccx_of(h) == ccx) {
+            (Source::PeerL2, false, self.latency[2])
+        } else if !holders.is_empty() {
+            (Source::RemoteCache, false, self.latency[4])
+        } else {
+            let latency = self.memory.read(line, now);
+            if self.l3_relation != Relation::Exclusive {
+                self.l3_install(ccx, line, false, now);
+            }
+            (Source::Dram, false, latency)
+        };
+        if write {
+            dirty |= self.invalidate_others(core, line);
+        }
+        (source, dirty, latency)
+    }
+
+    /// Invalidates every copy not in `core`'s private caches (keeping its own CCX's L3 copy when
+    /// the L3 must stay inclusive). Returns whether any invalidated copy was dirty.
+    fn invalidate_others(&mut self, core: u32, line: Line) -> bool {
+        let holders = self.holders(line);
+        let own_l3 = self.l3_id(self.ccx_of(core));
+        let mut dirty = false;
+        for holder in holders.iter().filter(|&h| h != core) {
+            if holder == own_l3 && self.l3_relation == Relation::Inclusive {
+                continue;
+            }
+            dirty |= self.drop_copy(holder, line);
+        }
+        dirty
+    }
+
+    /// Removes `line` from cache id `holder` (a core's L1+L2, or an L3); returns whether it was dirty.
+    fn drop_copy(&mut self, holder: u32, line: Line) -> bool {
+        let cores = self.topology.cores();
+        let dirty = if holder < cores {
+            let l1 = self.l1[holder as usize].remove(line).unwrap_or(false);
+            let l2 = self.l2[holder as usize].remove(line).unwrap_or(false);
+            l1 || l2
+        } else {
+            self.l3[(holder - cores) as usize].remove(line).unwrap_or(false)
+        };
+        self.dir_remove(line, holder);
+        dirty
+    }
+
+    fn fill_l1(&mut self, core: u32, line: Line, dirty: bool, now: Time) {
+        if let Some(victim) = self.l1[core as usize].insert(line, dirty, u64::MAX) {
+            self.l1_victim(core, victim, now);
+        }
+        self.dir_add(line, core);
+    }
+
+    fn l1_victim(&mut self, core: u32, victim: Evicted, now: Time) {
+        if victim.dirty {
+            self.stats.l1d.writebacks += 1;
+            let hit = self.l2[core as usize].access(victim.line, true);
+            self.stats.l2.request(true, hit);
+            if !hit {
+                // Only a non-inclusive L2 can miss here: write-allocate fetches the line first.
+                let (_, _, _) = self.fetch_below_l2(core, victim.line, false, now);
+                self.fill_l2(core, victim.line, true, now);
+            }
+        } else if !self.l2[core as usize].contains(victim.line) {
+            self.dir_remove(victim.line, core);
+        }
+    }
+
+    fn fill_l2(&mut self, core: u32, line: Line, dirty: bool, now: Time) {
+        if let Some(victim) = self.l2[core as usize].insert(line, dirty, u64::MAX) {
+            self.l2_victim(core, victim, now);
+        }
+        self.dir_add(line, core);
+    }
+
+    fn l2_victim(&mut self, core: u32, victim: Evicted, now: Time) {
+        let mut dirty = victim.dirty;
+        if self.l2_relation == Relation::Inclusive {
+            dirty |= self.l1[core as usize].remove(victim.line).unwrap_or(false);
+        }
+        if !self.l1[core as usize].contains(victim.line) {
+            self.dir_remove(victim.line, core);
+        }
+        if victim.dirty {
+            self.stats.l2.writebacks += 1;
+        }
+        let ccx = self.ccx_of(core);
+        let l3 = &mut self.l3[ccx as usize];
+        match self.l3_relation {
+            Relation::Exclusive => {
+                if l3.contains(victim.line) {
+                    if dirty {
+                        l3.mark_dirty(victim.line);
+                    }
+                } else {
+                    self.l3_install(ccx, victim.line, dirty, now);
+                }
+            }
+            Relation::Inclusive => {
+                if dirty && !l3.mark_dirty(victim.line) {
+                    self.l3_install(ccx, victim.line, true, now);
+                }
+            }
+            Relation::NonInclusive => {
+                if dirty {
+                    let hit = l3.access(victim.line, true);
+                    self.stats.l3.request(true, hit);
+                    if !hit {
+                        // Write-allocate: fetch from memory, then install dirty.
+                        self.memory.read(victim.line, now);
+                        self.l3_install(ccx, victim.line, true, now);
+                    }
+                }
+            }
+        }
+    }
+
+    fn l3_install(&mut self, ccx: u32, line: Line, dirty: bool, now: Time) {
+        let id = self.l3_id(ccx);
+        if let Some(victim) = self.l3[ccx as usize].insert(line, dirty, u64::MAX) {
+            self.l3_victim(ccx, victim, now);
+        }
+        self.dir_add(line, id);
+    }
+
+    fn l3_victim(&mut self, ccx: u32, victim: Evicted, now: Time) {
+        let mut dirty = victim.dirty;
+        if self.l3_relation == Relation::Inclusive {
+            let cores_in_ccx: Vec<u32> = self
+                .holders(victim.line)
+                .iter()
+                .filter(|&h| h < self.topology.cores() && self.ccx_of(h) == ccx)
+                .collect();
+            for core in cores_in_ccx {
+                dirty |= self.drop_copy(core, victim.line);
+            }
+        }
+        self.dir_remove(victim.line, self.l3_id(ccx));
+        if dirty {
+            self.stats.l3.writebacks += 1;
+            self.memory.write(victim.line, now);
+        }
+    }
+
+    /// A device writes a whole line; `destination` comes from the device's placement policy.
+    pub fn dma_write(&mut self, line: Line, destination: Destination, now: Time) {
+        self.stats.line_ops += 1;
+        match destination {
+            Destination::Memory => {
+                // The write overwrites the whole line: cached copies are dropped, dirty or not.
+                for holder in self.holders(line).iter().collect::<Vec<_>>() {
+                    self.drop_copy(holder, line);
+                }
+                self.memory.write(line, now);
+                self.stats.dma_lines_to_memory += 1;
+            }
+            Destination::L2 { cpu } => {
+                let core = self.topology.core_of_cpu(cpu);
+                for holder in self.holders(line).iter().filter(|&h| h != core).collect::<Vec<_>>() {
+                    self.drop_copy(holder, line);
+                }
+                // The core's L1 copy is stale; the next load refills it from L2.
+                self.l1[core as usize].remove(line);
+                if !self.l2[core as usize].mark_dirty(line) {
+                    self.fill_l2(core, line, true, now);
+                }
+                self.dir_add(line, core);
+                self.stats.dma_lines_to_cache += 1;
+            }
+        }
+    }
+
+    /// A device reads a line (TX DMA, descriptor fetch): served by any cache holding it, else memory.
+    pub fn dma_read(&mut self, line: Line, now: Time) -> bool {
+        self.stats.line_ops += 1;
+        if self.directory.contains_key(&line.0) {
+            self.stats.dma_reads_from_cache += 1;
+            true
+        } else {
+            self.memory.read(line, now);
+            self.stats.dma_reads_from_memory += 1;
+            false
+        }
+    }
+
+    /// Whether any cache holds the line.
+    pub fn is_cached(&self, line: Line) -> bool {
+        self.directory.contains_key(&line.0)
+    }
+
+    /// Whether `cpu`'s L2 holds the line.
+    pub fn in_l2(&self, cpu: u32, line: Line) -> bool {
+        self.l2[self.topology.core_of_cpu(cpu) as usize].contains(line)
+    }
+
+    /// Checks cache and directory invariants: every cached line is in its directory entry and
+    /// vice versa, and an inclusive L2 holds every line of its L1.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let cores = self.topology.cores();
+        for (i, cache) in self.l1.iter().chain(&self.l2).chain(&self.l3).enumerate() {
+            cache.check_invariants().map_err(|e| format!("cache {i}: {e}"))?;
+        }
+        let mut expected: FxHashMap<u64, Holders> = FxHashMap::default();
+        for core in 0..cores {
+            for (line, _) in self.l1[core as usize].lines() {
+                if self.l2_relation == Relation::Inclusive && !self.l2[core as usize].contains(line) {
+                    return Err(format!("core {core}: L1 line {:#x} missing from inclusive L2", line.0));
+                }
+                expected.entry(line.0).or_default().add(core);
+            }
+            for (line, _) in self.l2[core as usize].lines() {
+                expected.entry(line.0).or_default().add(core);
+            }
+        }
+        for (ccx, cache) in self.l3.iter().enumerate() {
+            for (line, _) in cache.lines() {
+                expected.entry(line.0).or_default().add(cores + ccx as u32);
+            }
+        }
+        if expected != self.directory {
+            let wrong = expected
+                .iter()
+                .find(|(line, holders)| self.directory.get(line) != Some(holders))
+                .map(|(line, _)| *line)
+                .or_else(|| self.directory.keys().find(|line| !expected.contains_key(line)).copied());
+            return Err(format!("directory disagrees with the caches at line {wrong:#x?}"));
+        }
+        Ok(())
+    }
+}

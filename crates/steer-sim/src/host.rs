@@ -1,0 +1,119 @@
+//! The `host` preset: cache geometry and topology read from this machine's sysfs. What sysfs does
+//! not expose (latencies, memory channels) keeps the generic defaults, marked as assumptions.
+
+use std::fs;
+use std::path::Path;
+
+const CPU_ROOT: &str = "/sys/devices/system/cpu";
+
+fn read(path: &Path) -> Option<String> {
+    fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+}
+
+/// Parses sysfs sizes such as `48K`, `1024K`, `32M`, into KiB.
+fn size_kib(text: &str) -> Option<u64> {
+    let (digits, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+    let value: u64 = digits.parse().ok()?;
+    match unit {
+        "K" | "" => Some(value),
+        "M" => Some(value * 1024),
+        "G" => Some(value * 1024 * 1024),
+        _ => None,
+    }
+}
+
+/// Counts CPUs in a sysfs list such as `0-3,8,10-11`.
+fn cpu_list_len(text: &str) -> u32 {
+    text.split(',')
+        .filter_map(|part| match part.split_once('-') {
+            Some((a, b)) => Some(b.parse::<u32>().ok()? - a.parse::<u32>().ok()? + 1),
+            None => part.parse::<u32>().ok().map(|_| 1),
+        })
+        .sum()
+}
+
+fn cache_table(index: &Path) -> Option<(u32, String, toml::Table, u32)> {
+    let level: u32 = read(&index.join("level"))?.parse().ok()?;
+    let kind = read(&index.join("type"))?;
+    let mut table = toml::Table::new();
+    table.insert("size_kib".into(), (size_kib(&read(&index.join("size"))?)? as i64).into());
+    table.insert("ways".into(), read(&index.join("ways_of_associativity"))?.parse::<i64>().ok()?.into());
+    if let Some(line) = read(&index.join("coherency_line_size")).and_then(|s| s.parse::<i64>().ok()) {
+        table.insert("line_bytes".into(), line.into());
+    }
+    let sharing = read(&index.join("shared_cpu_list")).map(|s| cpu_list_len(&s)).unwrap_or(1);
+    Some((level, kind, table, sharing))
+}
+
+/// The host platform as a preset table (same keys as a preset file).
+pub fn host_platform_table() -> toml::Table {
+    let root = Path::new(CPU_ROOT);
+    let cpus = fs::read_dir(root)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .filter(|e| {
+                    let name = e.file_name().to_string_lossy().to_string();
+                    name.strip_prefix("cpu").is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+                })
+                .count() as u32
+        })
+        .unwrap_or(1)
+        .max(1);
+    let threads = read(&root.join("cpu0/topology/thread_siblings_list")).map(|s| cpu_list_len(&s)).unwrap_or(1).max(1);
+    let mut platform = toml::Table::new();
+    platform.insert("name".into(), "host".into());
+    platform.insert(
+        "description".into(),
+        "this machine, from sysfs (latencies and memory channels assumed)".into(),
+    );
+    let mut l3_sharing = cpus;
+    for entry in fs::read_dir(root.join("cpu0/cache")).into_iter().flatten().flatten() {
+        let Some((level, kind, mut table, sharing)) = cache_table(&entry.path()) else { continue };
+        let key = match (level, kind.as_str()) {
+            (1, "Data") => "l1d",
+            (2, _) => "l2",
+            (3, _) => {
+                l3_sharing = sharing.max(1);
+                // Zen parts have a victim L3; Intel parts since Skylake-SP a non-inclusive one,
+                // modelled as a victim cache too. Inclusive L3s must be set by hand.
+                table.insert("relation".into(), "exclusive".into());
+                "l3"
+            }
+            _ => continue,
+        };
+        platform.insert(key.into(), table.into());
+    }
+    let cores = (cpus / threads).max(1);
+    let cores_per_ccx = (l3_sharing / threads).clamp(1, cores);
+    let mut topology = toml::Table::new();
+    topology.insert("sockets".into(), 1.into());
+    topology.insert("ccx_per_socket".into(), ((cores / cores_per_ccx).max(1) as i64).into());
+    topology.insert("cores_per_ccx".into(), (cores_per_ccx as i64).into());
+    topology.insert("threads_per_core".into(), (threads as i64).into());
+    platform.insert("topology".into(), topology.into());
+    if let Some(mhz) = fs::read_to_string("/proc/cpuinfo").ok().and_then(|text| {
+        text.lines()
+            .find(|l| l.starts_with("cpu MHz"))
+            .and_then(|l| l.split(':').nth(1))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    }) {
+        let mut core = toml::Table::new();
+        core.insert("freq_ghz".into(), ((mhz / 10.0).round() / 100.0).into());
+        platform.insert("core".into(), core.into());
+    }
+    platform
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_sysfs_forms() {
+        assert_eq!(size_kib("48K"), Some(48));
+        assert_eq!(size_kib("32M"), Some(32768));
+        assert_eq!(cpu_list_len("0-3,8,10-11"), 7);
+        assert_eq!(cpu_list_len("0"), 1);
+    }
+}

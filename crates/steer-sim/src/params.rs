@@ -1,0 +1,130 @@
+//! Self-documenting parameters: every configurable struct is declared with `params!`, which gives it
+//! serde (unknown keys rejected, missing keys defaulted), a `Default`, and `describe()` listing every
+//! key with its value and meaning, so tools (`steer platforms NAME`) can print them all.
+
+use serde::Serialize;
+
+/// One documented parameter: dotted key, current value rendered as TOML, and meaning.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ParamDoc {
+    pub key: String,
+    pub value: String,
+    pub meaning: String,
+}
+
+/// Something whose parameters can be listed.
+pub trait Describe {
+    /// Appends one `ParamDoc` per leaf parameter below `prefix`.
+    fn describe_into(&self, prefix: &str, meaning: &str, out: &mut Vec<ParamDoc>);
+
+    fn describe(&self) -> Vec<ParamDoc> {
+        let mut out = Vec::new();
+        self.describe_into("", "", &mut out);
+        out
+    }
+}
+
+pub(crate) fn join_key(prefix: &str, key: &str) -> String {
+    if prefix.is_empty() {
+        key.to_string()
+    } else {
+        format!("{prefix}.{key}")
+    }
+}
+
+fn leaf<T: Serialize>(value: &T, prefix: &str, meaning: &str, out: &mut Vec<ParamDoc>) {
+    let value = toml::Value::try_from(value)
+        .map(|v| v.to_string())
+        .unwrap_or_else(|_| "none".to_string());
+    out.push(ParamDoc { key: prefix.to_string(), value, meaning: meaning.to_string() });
+}
+
+macro_rules! leaf_describe {
+    ($($t:ty),*) => {$(
+        impl Describe for $t {
+            fn describe_into(&self, prefix: &str, meaning: &str, out: &mut Vec<ParamDoc>) {
+                leaf(self, prefix, meaning, out)
+            }
+        }
+    )*};
+}
+leaf_describe!(u8, u16, u32, u64, usize, i64, f64, bool, String);
+
+impl<T: Describe + Serialize> Describe for Option<T> {
+    fn describe_into(&self, prefix: &str, meaning: &str, out: &mut Vec<ParamDoc>) {
+        match self {
+            Some(inner) => inner.describe_into(prefix, meaning, out),
+            None => out.push(ParamDoc {
+                key: prefix.to_string(),
+                value: "none".to_string(),
+                meaning: meaning.to_string(),
+            }),
+        }
+    }
+}
+
+impl<T: Describe> Describe for Vec<T> {
+    fn describe_into(&self, prefix: &str, meaning: &str, out: &mut Vec<ParamDoc>) {
+        for (i, item) in self.iter().enumerate() {
+            item.describe_into(&join_key(prefix, &i.to_string()), meaning, out);
+        }
+    }
+}
+
+/// Declares a documented parameter struct. Each field: doc comment (its meaning), name, type, default.
+macro_rules! params {
+    (
+        $(#[doc = $sdoc:literal])*
+        pub struct $name:ident {
+            $( $(#[doc = $doc:literal])+ $field:ident : $ty:ty = $default:expr ),* $(,)?
+        }
+    ) => {
+        $(#[doc = $sdoc])*
+        #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+        #[serde(deny_unknown_fields, default)]
+        pub struct $name { $( $(#[doc = $doc])+ pub $field: $ty ),* }
+
+        impl Default for $name {
+            fn default() -> Self { Self { $( $field: $default ),* } }
+        }
+
+        impl $crate::params::Describe for $name {
+            fn describe_into(&self, prefix: &str, _meaning: &str, out: &mut Vec<$crate::params::ParamDoc>) {
+                $(
+                    $crate::params::Describe::describe_into(
+                        &self.$field,
+                        &$crate::params::join_key(prefix, stringify!($field)),
+                        concat!($($doc),+).trim(),
+                        out,
+                    );
+                )*
+            }
+        }
+    };
+}
+pub(crate) use params;
+
+/// Declares a documented string-valued choice (serialized in snake_case) that describes as a leaf.
+macro_rules! choice {
+    (
+        $(#[doc = $sdoc:literal])*
+        pub enum $name:ident { $( $(#[doc = $doc:literal])* $variant:ident ),* $(,)? }
+    ) => {
+        $(#[doc = $sdoc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $( $(#[doc = $doc])* $variant ),* }
+
+        impl $crate::params::Describe for $name {
+            fn describe_into(&self, prefix: &str, meaning: &str, out: &mut Vec<$crate::params::ParamDoc>) {
+                let value = toml::Value::try_from(self).map(|v| v.to_string()).unwrap_or_default();
+                out.push($crate::params::ParamDoc {
+                    key: prefix.to_string(),
+                    value,
+                    meaning: meaning.to_string(),
+                });
+            }
+        }
+    };
+}
+pub(crate) use choice;

@@ -1,0 +1,340 @@
+//! The platform: sockets -> CCXs (core complexes sharing an L3) -> cores, their caches, the fabric
+//! between them, and memory. Presets are commented TOML files under `presets/`; `host` is read from
+//! this machine's sysfs.
+
+use crate::cache::replacement::{self, PolicyOptions};
+use crate::cache::Geometry;
+use crate::error::{ensure, ConfigError, ConfigResult};
+use crate::params::{choice, params};
+
+choice! {
+    /// How a cache level relates to the level above it (closer to the core).
+    pub enum Relation {
+        /// Holds everything above it: fills allocate here; evicting here invalidates above.
+        Inclusive,
+        /// Victim cache: fills bypass it; lines evicted above (clean or dirty) are installed here;
+        /// a hit moves the line up and removes it here.
+        Exclusive,
+        /// Fills allocate here; evictions here leave copies above; dirty lines evicted above are
+        /// written here with write-allocate (fetched from below if absent).
+        NonInclusive,
+    }
+}
+
+params! {
+    /// One cache level.
+    pub struct CacheSpec {
+        /// Capacity in KiB.
+        size_kib: u64 = 32,
+        /// Associativity (ways per set).
+        ways: u32 = 8,
+        /// Line size in bytes (a power of two, the same at every level).
+        line_bytes: u32 = 64,
+        /// Load-to-use latency of a hit at this level, in core cycles.
+        latency_cycles: f64 = 4.0,
+        /// Replacement policy name (`lru`, `tree_plru`).
+        replacement: String = "lru".to_string(),
+        /// Relation to the level above (ignored for L1).
+        relation: Relation = Relation::Inclusive,
+        /// Whether a write hit counts as a use for replacement (false reproduces pycachesim).
+        write_hit_updates_recency: bool = true,
+    }
+}
+
+impl CacheSpec {
+    pub fn lines(&self) -> u64 {
+        self.size_kib * 1024 / self.line_bytes as u64
+    }
+
+    pub fn geometry(&self) -> Geometry {
+        Geometry {
+            sets: (self.lines() / self.ways as u64) as usize,
+            ways: self.ways as usize,
+            policy: replacement::find(&self.replacement).map(|p| p.name).unwrap_or("lru"),
+            options: PolicyOptions { write_hit_updates_recency: self.write_hit_updates_recency },
+        }
+    }
+
+    fn validate(&self, path: &str) -> ConfigResult<()> {
+        let key = |k: &str| format!("{path}.{k}");
+        ensure(self.ways >= 1, &key("ways"), || format!("must be at least 1 (got {})", self.ways))?;
+        ensure(self.ways <= 64, &key("ways"), || format!("at most 64 ways are modelled (got {})", self.ways))?;
+        ensure(self.line_bytes.is_power_of_two() && self.line_bytes >= 8, &key("line_bytes"), || {
+            format!("must be a power of two of at least 8 (got {})", self.line_bytes)
+        })?;
+        ensure(self.size_kib >= 1, &key("size_kib"), || "must be at least 1".into())?;
+        let bytes = self.size_kib * 1024;
+        let set_bytes = self.ways as u64 * self.line_bytes as u64;
+        ensure(bytes % set_bytes == 0, &key("size_kib"), || {
+            format!(
+                "{} KiB does not divide into sets of {} ways x {} B lines",
+                self.size_kib, self.ways, self.line_bytes
+            )
+        })?;
+        ensure(self.latency_cycles >= 0.0, &key("latency_cycles"), || "must not be negative".into())?;
+        let policy = replacement::find(&self.replacement).ok_or_else(|| {
+            ConfigError::new(
+                key("replacement"),
+                format!("unknown policy `{}` (known: {})", self.replacement, replacement::names().join(", ")),
+            )
+        })?;
+        (policy.check_ways)(self.ways as usize).map_err(|m| ConfigError::new(key("replacement"), m))
+    }
+}
+
+params! {
+    /// Sockets, core complexes and cores.
+    pub struct TopologySpec {
+        /// Number of sockets.
+        sockets: u32 = 1,
+        /// Core complexes (CCX: cores sharing one L3) per socket.
+        ccx_per_socket: u32 = 1,
+        /// Cores per CCX.
+        cores_per_ccx: u32 = 8,
+        /// Hardware threads per core (SMT); CPU n and n + cores are siblings, as Linux numbers them.
+        threads_per_core: u32 = 1,
+    }
+}
+
+impl TopologySpec {
+    pub fn cores(&self) -> u32 {
+        self.sockets * self.ccx_per_socket * self.cores_per_ccx
+    }
+    pub fn ccx_count(&self) -> u32 {
+        self.sockets * self.ccx_per_socket
+    }
+    pub fn cpus(&self) -> u32 {
+        self.cores() * self.threads_per_core
+    }
+    /// Physical core of a logical CPU.
+    pub fn core_of_cpu(&self, cpu: u32) -> u32 {
+        cpu % self.cores()
+    }
+    pub fn ccx_of_core(&self, core: u32) -> u32 {
+        core / self.cores_per_ccx
+    }
+    pub fn socket_of_ccx(&self, ccx: u32) -> u32 {
+        ccx / self.ccx_per_socket
+    }
+}
+
+params! {
+    /// Core timing.
+    pub struct CoreSpec {
+        /// Core clock in GHz while running the workload.
+        freq_ghz: f64 = 3.0,
+        /// Outstanding L1D misses a core can have in flight (memory-level parallelism).
+        outstanding_misses: u32 = 16,
+        /// Cycles to issue one cache-line access that hits (pipelined loads and stores).
+        issue_cycles_per_line: f64 = 1.0,
+    }
+}
+
+params! {
+    /// The on-chip fabric between core complexes, memory and I/O.
+    pub struct FabricSpec {
+        /// Load-to-use latency of a line supplied by another core's private cache in the same CCX (ns).
+        peer_l2_latency_ns: f64 = 25.0,
+        /// Load-to-use latency of a line supplied by a cache in another CCX (ns).
+        remote_cache_latency_ns: f64 = 100.0,
+    }
+}
+
+params! {
+    /// DRAM: NUMA nodes, each with interleaved channels.
+    pub struct MemorySpec {
+        /// NUMA nodes per socket.
+        nodes_per_socket: u32 = 1,
+        /// Memory channels per NUMA node.
+        channels_per_node: u32 = 2,
+        /// Sustainable bandwidth of one channel in GB/s (reads and writes share it).
+        channel_gbs: f64 = 20.0,
+        /// Idle load-to-use latency of a DRAM read from a core, fabric included (ns).
+        idle_latency_ns: f64 = 100.0,
+        /// Bytes mapped to one channel before moving to the next.
+        interleave_bytes: u32 = 256,
+    }
+}
+
+impl MemorySpec {
+    pub fn nodes(&self, topology: &TopologySpec) -> u32 {
+        self.nodes_per_socket * topology.sockets
+    }
+}
+
+params! {
+    /// A complete platform.
+    pub struct PlatformSpec {
+        /// Preset name, or a free name for a full spec.
+        name: String = "custom".to_string(),
+        /// One line saying what this platform is.
+        description: String = String::new(),
+        /// Topology.
+        topology: TopologySpec = TopologySpec::default(),
+        /// Core timing.
+        core: CoreSpec = CoreSpec::default(),
+        /// Private L1 data cache, per core.
+        l1d: CacheSpec = CacheSpec::default(),
+        /// Private L2, per core.
+        l2: CacheSpec = CacheSpec { size_kib: 1024, ways: 16, latency_cycles: 14.0, ..CacheSpec::default() },
+        /// L3, shared by the cores of one CCX.
+        l3: CacheSpec = CacheSpec { size_kib: 32768, ways: 16, latency_cycles: 50.0, relation: Relation::Exclusive, ..CacheSpec::default() },
+        /// Fabric latencies.
+        fabric: FabricSpec = FabricSpec::default(),
+        /// Memory.
+        memory: MemorySpec = MemorySpec::default(),
+    }
+}
+
+/// Most caches the coherence directory can track: one private hierarchy per core plus one L3 per CCX.
+pub const MAX_TRACKED_CACHES: u32 = 384;
+
+impl PlatformSpec {
+    pub fn line_bytes(&self) -> u32 {
+        self.l1d.line_bytes
+    }
+
+    pub fn line_bits(&self) -> u32 {
+        self.line_bytes().trailing_zeros()
+    }
+
+    /// Checks every value; errors name the offending key below `path`.
+    pub fn validate(&self, path: &str) -> ConfigResult<()> {
+        let key = |k: &str| if path.is_empty() { k.to_string() } else { format!("{path}.{k}") };
+        let t = &self.topology;
+        for (name, value) in [
+            ("sockets", t.sockets),
+            ("ccx_per_socket", t.ccx_per_socket),
+            ("cores_per_ccx", t.cores_per_ccx),
+            ("threads_per_core", t.threads_per_core),
+        ] {
+            ensure(value >= 1, &key(&format!("topology.{name}")), || format!("must be at least 1 (got {value})"))?;
+        }
+        ensure(t.cores() + t.ccx_count() <= MAX_TRACKED_CACHES, &key("topology"), || {
+            format!(
+                "{} cores in {} CCXs exceed the {} caches the directory tracks",
+                t.cores(),
+                t.ccx_count(),
+                MAX_TRACKED_CACHES
+            )
+        })?;
+        self.l1d.validate(&key("l1d"))?;
+        self.l2.validate(&key("l2"))?;
+        self.l3.validate(&key("l3"))?;
+        for (level, spec) in [("l2", &self.l2), ("l3", &self.l3)] {
+            ensure(spec.line_bytes == self.l1d.line_bytes, &key(&format!("{level}.line_bytes")), || {
+                format!("must equal l1d.line_bytes ({})", self.l1d.line_bytes)
+            })?;
+        }
+        ensure(self.l2.relation != Relation::Exclusive, &key("l2.relation"), || {
+            "an exclusive L2 is not modelled (use inclusive or non_inclusive)".into()
+        })?;
+        ensure(self.core.freq_ghz > 0.0, &key("core.freq_ghz"), || "must be positive".into())?;
+        ensure(self.core.outstanding_misses >= 1, &key("core.outstanding_misses"), || "must be at least 1".into())?;
+        ensure(self.core.issue_cycles_per_line >= 0.0, &key("core.issue_cycles_per_line"), || "must not be negative".into())?;
+        for (name, value) in [
+            ("fabric.peer_l2_latency_ns", self.fabric.peer_l2_latency_ns),
+            ("fabric.remote_cache_latency_ns", self.fabric.remote_cache_latency_ns),
+            ("memory.idle_latency_ns", self.memory.idle_latency_ns),
+        ] {
+            ensure(value >= 0.0, &key(name), || format!("must not be negative (got {value})"))?;
+        }
+        let m = &self.memory;
+        ensure(m.nodes_per_socket >= 1, &key("memory.nodes_per_socket"), || "must be at least 1".into())?;
+        ensure(m.channels_per_node >= 1, &key("memory.channels_per_node"), || "must be at least 1".into())?;
+        ensure(m.channel_gbs > 0.0, &key("memory.channel_gbs"), || format!("must be positive (got {})", m.channel_gbs))?;
+        ensure(
+            m.interleave_bytes.is_power_of_two() && m.interleave_bytes >= self.line_bytes(),
+            &key("memory.interleave_bytes"),
+            || format!("must be a power of two of at least one line (got {})", m.interleave_bytes),
+        )
+    }
+}
+
+/// A built-in platform preset: name, one-line description and commented TOML source.
+pub struct Preset {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub source: &'static str,
+}
+
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        name: "turin-9655",
+        description: "AMD EPYC 9655 (Zen 5, 96 cores, 12 CCX x 8, 12 x DDR5-6000)",
+        source: include_str!("../presets/turin-9655.toml"),
+    },
+    Preset {
+        name: "turin-9845",
+        description: "AMD EPYC 9845 (Zen 5c, 160 cores, 10 CCX x 16, 12 x DDR5-4800)",
+        source: include_str!("../presets/turin-9845.toml"),
+    },
+    Preset {
+        name: "turin-9575f",
+        description: "AMD EPYC 9575F (Zen 5, 64 cores, 8 CCX x 8, 12 x DDR5-6400)",
+        source: include_str!("../presets/turin-9575f.toml"),
+    },
+];
+
+/// The names `platform.preset` accepts, `host` included.
+pub fn preset_names() -> Vec<&'static str> {
+    PRESETS.iter().map(|p| p.name).chain(std::iter::once("host")).collect()
+}
+
+/// The TOML table of a preset (before any user override).
+pub fn preset_table(name: &str) -> Option<toml::Table> {
+    if name == "host" {
+        return Some(crate::host::host_platform_table());
+    }
+    let preset = PRESETS.iter().find(|p| p.name == name)?;
+    Some(preset.source.parse::<toml::Table>().expect("built-in preset parses"))
+}
+
+/// A preset resolved to a validated spec.
+pub fn preset(name: &str) -> ConfigResult<PlatformSpec> {
+    let table = preset_table(name).ok_or_else(|| {
+        ConfigError::new("platform.preset", format!("unknown preset `{name}` (known: {})", preset_names().join(", ")))
+    })?;
+    let spec: PlatformSpec = toml::Value::Table(table)
+        .try_into()
+        .map_err(|e: toml::de::Error| ConfigError::new("platform", format!("preset `{name}`: {e}")))?;
+    spec.validate("platform")?;
+    Ok(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::Describe;
+
+    #[test]
+    fn every_preset_is_valid_and_documented() {
+        for name in preset_names() {
+            let spec = preset(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let docs = spec.describe();
+            assert!(docs.iter().any(|d| d.key == "l2.size_kib"));
+            assert!(docs.iter().all(|d| !d.meaning.is_empty()), "{name}: undocumented parameter");
+        }
+    }
+
+    #[test]
+    fn turin_topologies_match_published_core_counts() {
+        assert_eq!(preset("turin-9655").unwrap().topology.cores(), 96);
+        assert_eq!(preset("turin-9845").unwrap().topology.cores(), 160);
+        assert_eq!(preset("turin-9575f").unwrap().topology.cores(), 64);
+    }
+
+    #[test]
+    fn impossible_caches_are_rejected_with_their_key() {
+        let mut spec = preset("turin-9655").unwrap();
+        spec.l2.ways = 0;
+        assert_eq!(spec.validate("platform").unwrap_err().path, "platform.l2.ways");
+        let mut spec = preset("turin-9655").unwrap();
+        spec.l1d.size_kib = 47;
+        assert_eq!(spec.validate("platform").unwrap_err().path, "platform.l1d.size_kib");
+        let mut spec = preset("turin-9655").unwrap();
+        // 12-way L1D cannot be managed by a binary tree.
+        spec.l1d.replacement = "tree_plru".into();
+        assert_eq!(spec.validate("platform").unwrap_err().path, "platform.l1d.replacement");
+    }
+}

@@ -1,0 +1,144 @@
+//! Strong types for addresses and time, so a line index is never confused with a byte address and
+//! picoseconds never with cycles.
+
+use std::fmt;
+use std::ops::{Add, AddAssign, Sub};
+
+/// A byte address in the simulated physical address space.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Addr(pub u64);
+
+/// A cache-line index: a byte address shifted right by the line size's log2.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Line(pub u64);
+
+impl Addr {
+    pub fn line(self, line_bits: u32) -> Line {
+        Line(self.0 >> line_bits)
+    }
+    pub fn offset(self, bytes: u64) -> Addr {
+        Addr(self.0 + bytes)
+    }
+}
+
+impl Line {
+    pub fn addr(self, line_bits: u32) -> Addr {
+        Addr(self.0 << line_bits)
+    }
+}
+
+/// Simulated time in picoseconds: integral so that event order never depends on rounding.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Time(pub u64);
+
+impl Time {
+    pub const ZERO: Time = Time(0);
+    pub const MAX: Time = Time(u64::MAX);
+
+    pub fn from_ns(ns: f64) -> Time {
+        Time((ns * 1000.0).round().max(0.0) as u64)
+    }
+    pub fn from_us(us: f64) -> Time {
+        Time::from_ns(us * 1000.0)
+    }
+    pub fn as_ns(self) -> f64 {
+        self.0 as f64 / 1000.0
+    }
+    pub fn saturating_sub(self, other: Time) -> Time {
+        Time(self.0.saturating_sub(other.0))
+    }
+}
+
+impl Add for Time {
+    type Output = Time;
+    fn add(self, rhs: Time) -> Time {
+        Time(self.0 + rhs.0)
+    }
+}
+
+impl AddAssign for Time {
+    fn add_assign(&mut self, rhs: Time) {
+        self.0 += rhs.0;
+    }
+}
+
+impl Sub for Time {
+    type Output = Time;
+    fn sub(self, rhs: Time) -> Time {
+        Time(self.0 - rhs.0)
+    }
+}
+
+impl fmt::Display for Time {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:.3} ns", self.as_ns())
+    }
+}
+
+/// A core clock: converts cycles to time.
+#[derive(Copy, Clone, Debug)]
+pub struct Clock {
+    ps_per_cycle: f64,
+}
+
+impl Clock {
+    pub fn new(ghz: f64) -> Clock {
+        Clock { ps_per_cycle: 1000.0 / ghz }
+    }
+    pub fn cycles(&self, cycles: f64) -> Time {
+        Time((cycles * self.ps_per_cycle).round() as u64)
+    }
+    pub fn to_cycles(&self, t: Time) -> f64 {
+        t.0 as f64 / self.ps_per_cycle
+    }
+}
+
+/// A deterministic pseudo-random generator (SplitMix64): small, fast, and identical on every host.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in (0, 1].
+    pub fn unit(&mut self) -> f64 {
+        ((self.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+    }
+    /// Exponentially distributed with the given mean.
+    pub fn exponential(&mut self, mean: f64) -> f64 {
+        -mean * self.unit().ln()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_conversions_round_trip() {
+        assert_eq!(Time::from_ns(1.5).0, 1500);
+        assert_eq!(Time::from_us(2.0).as_ns(), 2000.0);
+        let clock = Clock::new(2.0);
+        assert_eq!(clock.cycles(4.0), Time(2000));
+        assert_eq!(clock.to_cycles(Time(2000)), 4.0);
+    }
+
+    #[test]
+    fn rng_is_deterministic() {
+        let mut a = Rng::new(7);
+        let mut b = Rng::new(7);
+        for _ in 0..100 {
+            assert_eq!(a.next_u64(), b.next_u64());
+        }
+        let u = Rng::new(1).unit();
+        assert!(u > 0.0 && u <= 1.0);
+    }
+}

@@ -1,0 +1,72 @@
+//! Workload programs that run on CPUs. Each implements `Workload`; `WorkloadSpec` lists the kinds a
+//! scenario can name with `kind = "..."`.
+
+pub mod rx_loop;
+pub mod timing;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::System;
+use crate::error::ConfigResult;
+use crate::params::{Describe, ParamDoc};
+use crate::units::Time;
+
+/// The contract of a workload program.
+///
+/// `step` runs the program on its CPU from `now` until it has finished one unit of work (then it
+/// returns when it can continue) or has nothing to do (then it returns `None` after registering
+/// itself as a waiter, and the engine runs it again when woken). A step must not run past times
+/// at which other agents could change what it observes by more than one unit of work.
+pub trait Workload {
+    fn cpu(&self) -> u32;
+    /// What the CPU does, as results label it (`rx_loop`, `irq`, `app`, ...).
+    fn role(&self) -> &str;
+    fn step(&mut self, system: &mut System, now: Time) -> Option<Time>;
+    fn reset_stats(&mut self, now: Time);
+    /// Workload-specific results for the measured window ending at `now`.
+    fn report(&self, now: Time) -> serde_json::Value;
+}
+
+/// A workload as a scenario declares it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WorkloadSpec {
+    /// Poll an RX queue's completions, read each packet, copy it to an application buffer, release.
+    RxLoop(rx_loop::RxLoopSpec),
+}
+
+impl WorkloadSpec {
+    pub fn cpu(&self) -> u32 {
+        match self {
+            WorkloadSpec::RxLoop(spec) => spec.cpu,
+        }
+    }
+
+    pub fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
+        match self {
+            WorkloadSpec::RxLoop(spec) => spec.validate(path, system),
+        }
+    }
+}
+
+impl Describe for WorkloadSpec {
+    fn describe_into(&self, prefix: &str, meaning: &str, out: &mut Vec<ParamDoc>) {
+        match self {
+            WorkloadSpec::RxLoop(spec) => {
+                out.push(ParamDoc {
+                    key: crate::params::join_key(prefix, "kind"),
+                    value: "\"rx_loop\"".into(),
+                    meaning: "workload kind".into(),
+                });
+                spec.describe_into(prefix, meaning, out)
+            }
+        }
+    }
+}
+
+/// What validation needs to know about the system a workload runs in.
+pub struct SystemShape<'a> {
+    pub cpus: u32,
+    /// (device name, number of queues)
+    pub devices: Vec<(&'a str, usize)>,
+}

@@ -1,0 +1,64 @@
+//! Core timing for workload programs: accesses issue at a fixed cost per line; misses overlap up
+//! to the core's outstanding-miss limit; a dependent use waits for its data; compute adds cycles.
+
+use crate::hierarchy::{Hierarchy, Source};
+use crate::units::{Clock, Line, Time};
+
+pub struct CoreTimer {
+    pub cpu: u32,
+    clock: Clock,
+    issue: Time,
+    /// Completion time of each outstanding-miss slot.
+    slots: Vec<Time>,
+    /// The core's own time: when its next instruction can issue.
+    pub now: Time,
+}
+
+impl CoreTimer {
+    pub fn new(cpu: u32, clock: Clock, issue_cycles_per_line: f64, outstanding_misses: u32) -> CoreTimer {
+        CoreTimer {
+            cpu,
+            clock,
+            issue: clock.cycles(issue_cycles_per_line),
+            slots: vec![Time::ZERO; outstanding_misses as usize],
+            now: Time::ZERO,
+        }
+    }
+
+    /// Issues one line access without waiting for it; returns when its data is available.
+    pub fn issue(&mut self, hierarchy: &mut Hierarchy, line: Line, write: bool) -> Time {
+        self.now += self.issue;
+        let access = hierarchy.core_access(self.cpu, line, write, self.now);
+        if access.source == Source::L1 {
+            return self.now + access.latency;
+        }
+        // A miss needs a free miss slot; stall until the earliest one frees.
+        let (slot, &free_at) = self.slots.iter().enumerate().min_by_key(|(_, t)| **t).expect("at least one slot");
+        let start = free_at.max(self.now);
+        self.now = start;
+        let done = start + access.latency;
+        self.slots[slot] = done;
+        done
+    }
+
+    /// A load whose value the next instruction needs: issue and wait.
+    pub fn load_dependent(&mut self, hierarchy: &mut Hierarchy, line: Line) {
+        let done = self.issue(hierarchy, line, false);
+        self.now = self.now.max(done);
+    }
+
+    /// Waits for every outstanding access.
+    pub fn drain(&mut self) {
+        let last = self.slots.iter().copied().max().unwrap_or(Time::ZERO);
+        self.now = self.now.max(last);
+    }
+
+    pub fn compute(&mut self, cycles: f64) {
+        self.now += self.clock.cycles(cycles);
+    }
+
+    /// Moves the core's time forward to `t` (idle until then).
+    pub fn idle_until(&mut self, t: Time) {
+        self.now = self.now.max(t);
+    }
+}
