@@ -1,1 +1,110 @@
+//! Python bindings: the `steer._core` extension module. Thin by design: it passes scenario text
+//! and overrides to the Rust core and returns JSON and TOML strings for the Python layer to shape.
 
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use steer_sim::params::Describe;
+use steer_sim::{platform, scenario, ScenarioSource};
+
+create_exception!(_core, ScenarioError, PyValueError, "A scenario, platform or trace that steer cannot accept.");
+
+fn load(text: &str, origin: &str, default_name: &str, overrides: &[String]) -> PyResult<steer_sim::Scenario> {
+    steer_sim::load(&ScenarioSource { text, origin, default_name }, overrides).map_err(ScenarioError::new_err)
+}
+
+/// Resolves a scenario (defaults filled, parameters substituted) and returns it as TOML.
+#[pyfunction]
+#[pyo3(signature = (text, origin, default_name, overrides=Vec::new()))]
+fn resolve_scenario(text: &str, origin: &str, default_name: &str, overrides: Vec<String>) -> PyResult<String> {
+    Ok(load(text, origin, default_name, &overrides)?.to_toml())
+}
+
+/// Runs a scenario; returns (result JSON, resolved scenario TOML). `progress(fraction)` is called
+/// now and then; Ctrl-C stops the run with KeyboardInterrupt.
+#[pyfunction]
+#[pyo3(signature = (text, origin, default_name, overrides=Vec::new(), progress=None))]
+fn run_scenario(
+    py: Python<'_>,
+    text: &str,
+    origin: &str,
+    default_name: &str,
+    overrides: Vec<String>,
+    progress: Option<PyObject>,
+) -> PyResult<(String, String)> {
+    let scenario = load(text, origin, default_name, &overrides)?;
+    let resolved = scenario.to_toml();
+    let mut failure: Option<PyErr> = None;
+    let result = steer_sim::run(scenario, &mut |fraction| {
+        let outcome = py.check_signals().and_then(|_| match &progress {
+            Some(callback) => callback.call1(py, (fraction,)).map(|_| ()),
+            None => Ok(()),
+        });
+        match outcome {
+            Ok(()) => true,
+            Err(error) => {
+                failure = Some(error);
+                false
+            }
+        }
+    });
+    match (result, failure) {
+        (Some(result), _) => Ok((result.to_string(), resolved)),
+        (None, Some(error)) => Err(error),
+        (None, None) => Err(ScenarioError::new_err("the run was stopped")),
+    }
+}
+
+/// Built-in scenarios: (name, description, TOML source).
+#[pyfunction]
+fn builtin_scenarios() -> Vec<(String, String, String)> {
+    scenario::BUILTINS
+        .iter()
+        .map(|b| (b.name.to_string(), b.description(), b.source.to_string()))
+        .collect()
+}
+
+/// Platform presets: (name, description).
+#[pyfunction]
+fn platform_presets() -> Vec<(String, String)> {
+    platform::PRESETS
+        .iter()
+        .map(|p| (p.name.to_string(), p.description.to_string()))
+        .chain(std::iter::once((
+            "host".to_string(),
+            "this machine, from sysfs (latencies and memory channels assumed)".to_string(),
+        )))
+        .collect()
+}
+
+/// Every parameter of a preset (after `KEY=VALUE` overrides): (key, value, meaning).
+#[pyfunction]
+#[pyo3(signature = (name, overrides=Vec::new()))]
+fn describe_platform(name: &str, overrides: Vec<String>) -> PyResult<Vec<(String, String, String)>> {
+    let platform = resolve_platform(name, &overrides)?;
+    Ok(platform.describe().into_iter().map(|d| (d.key, d.value, d.meaning)).collect())
+}
+
+/// A preset with `KEY=VALUE` overrides (keys relative to the platform), validated.
+fn resolve_platform(name: &str, overrides: &[String]) -> PyResult<platform::PlatformSpec> {
+    let text = format!("[platform]\npreset = {}\n", toml_string(name));
+    let overrides: Vec<String> = overrides.iter().map(|o| format!("platform.{o}")).collect();
+    Ok(load(&text, &format!("platform {name}"), name, &overrides)?.platform)
+}
+
+fn toml_string(text: &str) -> String {
+    serde_json::to_string(text).expect("a string serializes")
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(resolve_scenario, m)?)?;
+    m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
+    m.add_function(wrap_pyfunction!(builtin_scenarios, m)?)?;
+    m.add_function(wrap_pyfunction!(platform_presets, m)?)?;
+    m.add_function(wrap_pyfunction!(describe_platform, m)?)?;
+    Ok(())
+}

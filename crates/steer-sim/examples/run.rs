@@ -8,7 +8,7 @@ fn main() {
     };
     let source = steer_sim::ScenarioSource { text: &text, origin: name, default_name: name };
     match steer_sim::load(&source, &args[1.min(args.len())..]) {
-        Ok(scenario) => println!("{:#}", steer_sim::run(scenario, &mut |_| {})),
+        Ok(scenario) => println!("{:#}", steer_sim::run(scenario, &mut |_| true).expect("not interrupted")),
         Err(e) => {
             eprintln!("error: {e}");
             std::process::exit(2)

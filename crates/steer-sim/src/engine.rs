@@ -118,8 +118,9 @@ impl Simulation {
         self.events.push(Reverse((time, self.sequence, agent)));
     }
 
-    /// Runs all events before `until`; `progress` is called with the simulated time now and then.
-    pub fn run_until(&mut self, until: Time, progress: &mut dyn FnMut(Time)) {
+    /// Runs all events before `until`; `progress` is called with the simulated time now and then
+    /// and stops the run by returning false. Returns whether `until` was reached.
+    pub fn run_until(&mut self, until: Time, progress: &mut dyn FnMut(Time) -> bool) -> bool {
         let mut next_report = self.now;
         while let Some(&Reverse((time, _, agent))) = self.events.peek() {
             if time >= until {
@@ -128,7 +129,9 @@ impl Simulation {
             self.events.pop();
             self.now = time;
             if time >= next_report {
-                progress(time);
+                if !progress(time) {
+                    return false;
+                }
                 next_report = time + Time::from_us(50.0);
             }
             match self.agents[agent] {
@@ -148,6 +151,7 @@ impl Simulation {
             }
         }
         self.now = until;
+        true
     }
 
     pub fn reset_stats(&mut self) {
@@ -171,16 +175,20 @@ impl Simulation {
         self.now
     }
 
-    /// Warm-up, reset, measured window; returns the results.
-    pub fn run(mut self, progress: &mut dyn FnMut(f64)) -> RunResult {
+    /// Warm-up, reset, measured window; returns the results, or `None` if `progress` (called
+    /// with the completed fraction) stopped the run by returning false.
+    pub fn run(mut self, progress: &mut dyn FnMut(f64) -> bool) -> Option<RunResult> {
         let started = std::time::Instant::now();
         let warmup = Time::from_us(self.scenario.sim.warmup_us);
         let end = warmup + Time::from_us(self.scenario.sim.measure_us);
         let total = end.0.max(1) as f64;
-        self.run_until(warmup, &mut |t| progress(t.0 as f64 / total));
+        if !self.run_until(warmup, &mut |t| progress(t.0 as f64 / total)) {
+            return None;
+        }
         self.reset_stats();
-        self.run_until(end, &mut |t| progress(t.0 as f64 / total));
-        progress(1.0);
-        results::collect(&self, warmup, started.elapsed().as_secs_f64())
+        if !self.run_until(end, &mut |t| progress(t.0 as f64 / total)) || !progress(1.0) {
+            return None;
+        }
+        Some(results::collect(&self, warmup, started.elapsed().as_secs_f64()))
     }
 }

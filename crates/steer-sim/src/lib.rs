@@ -24,7 +24,8 @@ pub use engine::Simulation;
 pub use results::RunResult;
 pub use scenario::{load, Scenario, ScenarioSource};
 
-/// Runs a validated scenario, reporting progress as a fraction in [0, 1].
-pub fn run(scenario: Scenario, progress: &mut dyn FnMut(f64)) -> RunResult {
+/// Runs a validated scenario, reporting progress as a fraction in [0, 1]; `progress` returning
+/// false stops the run (then `None`).
+pub fn run(scenario: Scenario, progress: &mut dyn FnMut(f64) -> bool) -> Option<RunResult> {
     Simulation::new(scenario).run(progress)
 }

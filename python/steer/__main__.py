@@ -1,0 +1,3 @@
+from steer.cli import main
+
+raise SystemExit(main())

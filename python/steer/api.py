@@ -1,0 +1,94 @@
+"""The Python API: scenarios by path or built-in name, runs, platforms."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from steer import _core
+from steer._core import ScenarioError
+
+
+def scenarios() -> list[tuple[str, str]]:
+    """Built-in scenarios as ``(name, description)`` pairs."""
+    return [(name, description) for name, description, _ in _core.builtin_scenarios()]
+
+
+def platforms() -> list[tuple[str, str]]:
+    """Platform presets as ``(name, description)`` pairs."""
+    return _core.platform_presets()
+
+
+def describe_platform(name: str, overrides: Iterable[str] = ()) -> list[tuple[str, str, str]]:
+    """Every parameter of preset ``name`` as ``(key, value, meaning)``, after ``KEY=VALUE`` overrides."""
+    return _core.describe_platform(name, list(overrides))
+
+
+def scenario_source(scenario: str | Path) -> tuple[str, str, str]:
+    """Finds a scenario: a file path first, else a built-in name.
+
+    Returns ``(text, origin, default_name)``; raises ScenarioError with a one-line message if there
+    is neither, or if the file cannot be read.
+    """
+    path = Path(scenario)
+    if path.exists() or path.suffix == ".toml" or "/" in str(scenario):
+        try:
+            return path.read_text(encoding="utf-8"), str(path), path.stem
+        except (OSError, UnicodeDecodeError) as error:
+            reason = getattr(error, "strerror", None) or str(error)
+            raise ScenarioError(f"{path}: cannot read scenario: {reason}") from None
+    for name, _, source in _core.builtin_scenarios():
+        if name == str(scenario):
+            return source, f"builtin:{name}", name
+    known = ", ".join(name for name, _ in scenarios())
+    raise ScenarioError(f"{scenario}: no such scenario file or built-in scenario (built-in: {known})")
+
+
+def toml_literal(value: object) -> str:
+    """A Python value as a TOML literal for a ``--set`` override."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_literal(v) for v in value) + "]"
+    raise ScenarioError(f"cannot express {value!r} as a scenario value")
+
+
+def overrides_from(overrides: Iterable[str], params: dict[str, object]) -> list[str]:
+    return list(overrides) + [f"{key}={toml_literal(value)}" for key, value in params.items()]
+
+
+def resolve(scenario: str | Path, overrides: Iterable[str] = (), **params: object) -> str:
+    """The fully resolved scenario (every default filled in) as TOML text."""
+    text, origin, name = scenario_source(scenario)
+    return _core.resolve_scenario(text, origin, name, overrides_from(overrides, params))
+
+
+def run_with_resolved(
+    scenario: str | Path,
+    overrides: Iterable[str] = (),
+    progress: Callable[[float], None] | None = None,
+    **params: object,
+) -> tuple[dict, str]:
+    """Runs a scenario; returns ``(result, resolved scenario TOML)``."""
+    text, origin, name = scenario_source(scenario)
+    result, resolved = _core.run_scenario(text, origin, name, overrides_from(overrides, params), progress)
+    return json.loads(result), resolved
+
+
+def run(
+    scenario: str | Path,
+    overrides: Iterable[str] = (),
+    progress: Callable[[float], None] | None = None,
+    **params: object,
+) -> dict:
+    """Runs a scenario file or built-in scenario and returns its result as a dict.
+
+    ``overrides`` are ``KEY=VALUE`` strings as on the command line (``sim.measure_us=500``);
+    keyword arguments set the scenario's declared parameters (``placement="l2"``).
+    """
+    return run_with_resolved(scenario, overrides, progress, **params)[0]

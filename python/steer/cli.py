@@ -1,0 +1,160 @@
+"""The ``steer`` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from steer import api, output
+from steer._core import ScenarioError
+
+FILL_SOURCES = ("l1", "l2", "peer_l2", "l3", "remote_cache", "dram")
+
+
+def percent(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def format_run(result: dict) -> str:
+    """The human-readable summary of one run."""
+    sim = result["sim"]
+    dram = result["dram"]
+    lines = [
+        f"{result['scenario']} on {result['platform']}: {sim['measured_ns'] / 1000:.0f} µs measured "
+        f"after {sim['warmup_ns'] / 1000:.0f} µs warm-up (seed {sim['seed']})",
+        "",
+        f"DRAM  read {dram['read_gbps']:.2f} GB/s   write {dram['write_gbps']:.2f} GB/s   "
+        f"total {dram['total_gbps']:.2f} GB/s   ({len(dram['channels'])} channels)",
+        "",
+    ]
+    device_rows = [
+        [name, d["placement"], f"{d['offered_gbps']:.2f}", f"{d['rx_gbps']:.2f}", d["drops"]]
+        for name, d in result["devices"].items()
+    ]
+    if device_rows:
+        lines += [output.table(["device", "placement", "offered Gb/s", "rx Gb/s", "drops"], device_rows), ""]
+    core_rows = []
+    for cpu, core in result["cores"].items():
+        fills = core["fills"]
+        busy = core.get("workload", {}).get("busy")
+        core_rows.append(
+            [cpu, core["role"]] + [percent(fills[s]) for s in FILL_SOURCES] + ["" if busy is None else percent(busy)]
+        )
+    if core_rows:
+        lines += ["Demand accesses by where they were satisfied:"]
+        lines += [output.table(["cpu", "role", *FILL_SOURCES, "busy"], core_rows), ""]
+    lines.append(
+        f"simulated {sim['simulated_ns'] / 1e6:.3f} ms in {sim['host_seconds']:.2f} s host time, "
+        f"{sim['line_ops']:,} line operations measured"
+    )
+    return "\n".join(lines)
+
+
+def resolved_path(json_path: Path) -> Path:
+    stem = json_path.name[: -len(".json")] if json_path.name.endswith(".json") else json_path.name
+    return json_path.with_name(f"{stem}.resolved.toml")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    progress = output.Progress(f"steer run {args.scenario}", quiet=args.quiet)
+    try:
+        result, resolved = api.run_with_resolved(args.scenario, args.set, progress=progress)
+    finally:
+        progress.close()
+    text = json.dumps(result, indent=2, sort_keys=True) + "\n"
+    if args.json == "-":
+        sys.stdout.write(text)
+        return 0
+    if args.json:
+        path = Path(args.json)
+        output.write_atomically({path: text, resolved_path(path): resolved})
+    print(format_run(result))
+    if args.json:
+        print(f"wrote {args.json} and {resolved_path(Path(args.json))}")
+    return 0
+
+
+def cmd_resolve(args: argparse.Namespace) -> int:
+    sys.stdout.write(api.resolve(args.scenario, args.set))
+    return 0
+
+
+def cmd_scenarios(args: argparse.Namespace) -> int:
+    rows = api.scenarios()
+    if args.json:
+        print(json.dumps([{"name": n, "description": d} for n, d in rows], indent=2))
+    else:
+        print(output.table(["scenario", "description"], rows))
+    return 0
+
+
+def cmd_platforms(args: argparse.Namespace) -> int:
+    if args.name is None:
+        rows = api.platforms()
+        if args.json:
+            print(json.dumps([{"name": n, "description": d} for n, d in rows], indent=2))
+        else:
+            print(output.table(["platform", "description"], rows))
+        return 0
+    params = api.describe_platform(args.name, args.set)
+    if args.json:
+        print(json.dumps([{"key": k, "value": v, "meaning": m} for k, v, m in params], indent=2))
+    else:
+        print(output.table(["parameter", "value", "meaning"], params))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="steer",
+        description="Where does I/O data land in the memory hierarchy, and what does that cost?",
+    )
+    top.add_argument("--version", action="version", version=f"steer {api._core.__version__}")
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def with_set(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--set", action="append", default=[], metavar="KEY=VALUE",
+            help="override a declared parameter (NAME=VALUE) or any key path (a.b.c=VALUE); repeatable",
+        )
+
+    run = commands.add_parser("run", help="run a scenario file or built-in scenario")
+    run.add_argument("scenario", help="scenario file (.toml) or built-in name (see `steer scenarios`)")
+    with_set(run)
+    run.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                     help="write the result as JSON to FILE (and the resolved scenario beside it); "
+                          "without FILE, print JSON to stdout")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.set_defaults(handler=cmd_run)
+
+    resolve = commands.add_parser("resolve", help="print a scenario with every default filled in")
+    resolve.add_argument("scenario")
+    with_set(resolve)
+    resolve.set_defaults(handler=cmd_resolve)
+
+    scen = commands.add_parser("scenarios", help="list built-in scenarios")
+    scen.add_argument("--json", action="store_true", help="machine-readable output")
+    scen.set_defaults(handler=cmd_scenarios)
+
+    plat = commands.add_parser("platforms", help="list platform presets, or every parameter of one")
+    plat.add_argument("name", nargs="?", help="preset to describe")
+    with_set(plat)
+    plat.add_argument("--json", action="store_true", help="machine-readable output")
+    plat.set_defaults(handler=cmd_platforms)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except ScenarioError as error:
+        print(f"steer: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("steer: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

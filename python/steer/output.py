@@ -1,0 +1,71 @@
+"""Writing results: atomic files, tables, a progress bar."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def write_atomically(files: dict[Path, str]) -> None:
+    """Writes every file or none: each goes to a temporary file beside it, then all are renamed."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, text in files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(text)
+                out.flush()
+                os.fsync(out.fileno())
+            staged.append((temporary, path))
+        for temporary, path in staged:
+            os.replace(temporary, path)
+    finally:
+        for temporary, _ in staged:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A plain aligned text table: first column left-aligned, the others right-aligned."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = []
+    for row in cells:
+        parts = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+class Progress:
+    """A one-line progress bar on stderr, shown only on a terminal and unless quiet."""
+
+    def __init__(self, label: str, quiet: bool = False) -> None:
+        self.label = label
+        self.enabled = not quiet and sys.stderr.isatty()
+        self.started = time.monotonic()
+        self.last_draw = 0.0
+
+    def __call__(self, fraction: float) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.last_draw < 0.1 and fraction < 1.0:
+            return
+        self.last_draw = now
+        width = 30
+        filled = int(width * min(max(fraction, 0.0), 1.0))
+        elapsed = now - self.started
+        eta = elapsed * (1 - fraction) / fraction if fraction > 0 else 0.0
+        bar = "#" * filled + "-" * (width - filled)
+        sys.stderr.write(f"\r{self.label} [{bar}] {fraction:6.1%}  {elapsed:5.1f}s  eta {eta:5.1f}s")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
