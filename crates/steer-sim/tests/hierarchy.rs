@@ -1,0 +1,135 @@
+//! Exact hit/miss and coherence behaviour of the hierarchy on small hand-computed cases.
+
+use steer_sim::hierarchy::{Destination, Hierarchy, Source};
+use steer_sim::platform::{CacheSpec, PlatformSpec, Relation, TopologySpec};
+use steer_sim::units::{Line, Time};
+
+/// One CCX of two cores (CPUs 0, 1) plus a second CCX (CPU 2); tiny caches.
+/// L1: 1 KiB 2-way = 8 sets; L2: 4 KiB 4-way = 16 sets; L3: 16 KiB 4-way = 64 sets.
+fn tiny(l3_relation: Relation) -> PlatformSpec {
+    let cache = |size_kib, ways, relation| CacheSpec { size_kib, ways, relation, ..CacheSpec::default() };
+    let platform = PlatformSpec {
+        topology: TopologySpec { sockets: 1, ccx_per_socket: 2, cores_per_ccx: 2, threads_per_core: 1 },
+        l1d: cache(1, 2, Relation::Inclusive),
+        l2: cache(4, 4, Relation::Inclusive),
+        l3: cache(16, 4, l3_relation),
+        ..PlatformSpec::default()
+    };
+    platform.validate("platform").unwrap();
+    platform
+}
+
+fn read(h: &mut Hierarchy, cpu: u32, line: u64) -> Source {
+    let source = h.core_access(cpu, Line(line), false, Time::ZERO).source;
+    h.check_invariants().unwrap();
+    source
+}
+
+fn write(h: &mut Hierarchy, cpu: u32, line: u64) -> Source {
+    let source = h.core_access(cpu, Line(line), true, Time::ZERO).source;
+    h.check_invariants().unwrap();
+    source
+}
+
+#[test]
+fn sources_follow_the_line_through_the_system() {
+    let mut h = Hierarchy::new(&tiny(Relation::Exclusive));
+    assert_eq!(read(&mut h, 0, 100), Source::Dram);
+    assert_eq!(read(&mut h, 0, 100), Source::L1);
+    assert_eq!(read(&mut h, 1, 100), Source::PeerL2);
+    assert_eq!(read(&mut h, 2, 100), Source::RemoteCache);
+    // A write by CPU 0 invalidates the other copies.
+    assert_eq!(write(&mut h, 0, 100), Source::L1);
+    assert_eq!(read(&mut h, 1, 100), Source::PeerL2);
+    assert_eq!(h.memory.stats().map(|c| c.read_bytes).sum::<u64>(), 64);
+}
+
+#[test]
+fn l1_conflicts_refill_from_l2_and_l2_victims_go_to_the_exclusive_l3() {
+    let mut h = Hierarchy::new(&tiny(Relation::Exclusive));
+    // Lines 0, 8, 16 share L1 set 0 (8 sets, 2 ways): the third evicts line 0 from L1 only.
+    for line in [0, 8, 16] {
+        assert_eq!(read(&mut h, 0, line), Source::Dram);
+    }
+    assert_eq!(read(&mut h, 0, 0), Source::L2);
+    // Lines 0, 16, 32, 48, 64 share L2 set 0 (16 sets, 4 ways): 64 evicts the LRU one (8 is in
+    // set 8, so set 0 holds 0, 16, 32, 48 with 16 least recent after 0 was re-read).
+    for line in [32, 48, 64] {
+        assert_eq!(read(&mut h, 0, line), Source::Dram);
+    }
+    assert_eq!(read(&mut h, 0, 16), Source::L3);
+    // Exclusive: the hit moved the line out of L3, so a second core finds it in the peer.
+    assert_eq!(read(&mut h, 1, 16), Source::PeerL2);
+    assert_eq!(h.stats.l1d.reads, 9);
+    assert_eq!(h.stats.l1d.read_hits, 0);
+    assert_eq!(h.stats.l2.read_hits, 1);
+    assert_eq!(h.stats.l3.read_hits, 1);
+}
+
+#[test]
+fn dirty_lines_are_written_back_once() {
+    let mut h = Hierarchy::new(&tiny(Relation::Exclusive));
+    write(&mut h, 0, 0);
+    // Push line 0 out of L2 (set 0 of 16: lines 16, 32, 48, 64) and then out of L3 (set 0 of 64:
+    // lines 64*k, 4 ways) by streaming many conflicting lines.
+    for k in 1..=40 {
+        read(&mut h, 0, 16 * k);
+    }
+    let written: u64 = h.memory.stats().map(|c| c.write_bytes).sum();
+    assert_eq!(written, 64, "exactly the one dirty line reaches memory");
+    assert_eq!(h.stats.l3.writebacks, 1);
+}
+
+#[test]
+fn dma_to_memory_invalidates_and_dma_to_l2_injects() {
+    let mut h = Hierarchy::new(&tiny(Relation::Exclusive));
+    read(&mut h, 0, 7);
+    read(&mut h, 2, 7);
+    h.dma_write(Line(7), Destination::Memory, Time::ZERO);
+    h.check_invariants().unwrap();
+    assert!(!h.is_cached(Line(7)));
+    assert_eq!(read(&mut h, 0, 7), Source::Dram);
+    h.dma_write(Line(7), Destination::L2 { cpu: 1 }, Time::ZERO);
+    h.check_invariants().unwrap();
+    assert!(h.in_l2(1, Line(7)) && !h.in_l2(0, Line(7)));
+    assert_eq!(read(&mut h, 1, 7), Source::L2);
+    assert_eq!(read(&mut h, 0, 7), Source::PeerL2);
+    // The injected line is dirty: no DRAM write happened for it yet.
+    assert_eq!(h.memory.stats().map(|c| c.write_bytes).sum::<u64>(), 64);
+}
+
+#[test]
+fn inclusive_l3_back_invalidates_private_copies() {
+    let mut h = Hierarchy::new(&tiny(Relation::Inclusive));
+    read(&mut h, 0, 0);
+    // L3 set 0 (64 sets, 4 ways) takes lines 0, 64, 128, 192; the fifth evicts line 0 everywhere.
+    for line in [64, 128, 192, 256] {
+        read(&mut h, 1, line);
+    }
+    assert!(!h.is_cached(Line(0)));
+    assert_eq!(read(&mut h, 0, 0), Source::Dram);
+}
+
+#[test]
+fn random_traffic_keeps_every_invariant() {
+    for relation in [Relation::Inclusive, Relation::Exclusive, Relation::NonInclusive] {
+        let mut platform = tiny(relation);
+        platform.l2.relation = if relation == Relation::NonInclusive { Relation::NonInclusive } else { Relation::Inclusive };
+        let mut h = Hierarchy::new(&platform);
+        let mut rng = steer_sim::units::Rng::new(3);
+        for step in 0..20_000u64 {
+            let line = Line(rng.next_u64() % 600);
+            match rng.next_u64() % 5 {
+                0 => h.dma_write(line, Destination::Memory, Time(step)),
+                1 => h.dma_write(line, Destination::L2 { cpu: (rng.next_u64() % 4) as u32 }, Time(step)),
+                kind => {
+                    h.core_access((rng.next_u64() % 4) as u32, line, kind == 2, Time(step));
+                }
+            }
+            if step % 997 == 0 {
+                h.check_invariants().unwrap_or_else(|e| panic!("{relation:?} step {step}: {e}"));
+            }
+        }
+        h.check_invariants().unwrap();
+    }
+}

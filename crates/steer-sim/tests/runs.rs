@@ -1,0 +1,154 @@
+//! Whole-scenario behaviour: placement effects, byte conservation, determinism, bad input.
+
+use serde_json::Value;
+use steer_sim::{load, run, ScenarioSource};
+
+fn run_builtin(name: &str, overrides: &[&str]) -> Value {
+    let source = steer_sim::scenario::builtin(name).unwrap().source;
+    let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    let scenario = load(&ScenarioSource { text: source, origin: name, default_name: name }, &overrides).unwrap();
+    run(scenario, &mut |_| true).unwrap()
+}
+
+fn load_error(text: &str, overrides: &[&str]) -> String {
+    let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    load(&ScenarioSource { text, origin: "s.toml", default_name: "s" }, &overrides).unwrap_err()
+}
+
+fn f(value: &Value) -> f64 {
+    value.as_f64().unwrap()
+}
+
+#[test]
+fn memory_placement_sends_payload_through_dram() {
+    let r = run_builtin("rx-default", &["placement=\"memory\""]);
+    let rx_gbs = f(&r["devices"]["nic0"]["rx_gbps"]) / 8.0;
+    let written = f(&r["dram"]["write_gbps"]);
+    let read = f(&r["dram"]["read_gbps"]);
+    // Payload plus one completion line per 1500 B packet (24 lines): ~1/24 extra.
+    assert!((written / rx_gbs - 1.0).abs() < 0.1, "DRAM write {written} GB/s vs rx {rx_gbs} GB/s");
+    assert!((read / rx_gbs - 1.0).abs() < 0.1, "DRAM read {read} GB/s vs rx {rx_gbs} GB/s");
+    let fills = &r["cores"]["1"]["fill_counts"];
+    let packets = r["cores"]["1"]["workload"]["packets"].as_u64().unwrap();
+    // Every payload line (24 per packet) and each new completion line comes from DRAM.
+    let dram = fills["dram"].as_u64().unwrap();
+    assert!(dram >= packets * 24, "{dram} DRAM fills for {packets} packets");
+}
+
+#[test]
+fn l2_placement_keeps_payload_out_of_dram_while_the_ring_fits() {
+    let r = run_builtin("rx-default", &["placement=\"l2\""]);
+    assert!(f(&r["dram"]["read_gbps"]) < 0.05, "{}", r["dram"]);
+    assert!(f(&r["dram"]["write_gbps"]) < 0.05, "{}", r["dram"]);
+    let fills = &r["cores"]["1"]["fill_counts"];
+    let packets = r["cores"]["1"]["workload"]["packets"].as_u64().unwrap();
+    assert!(fills["l2"].as_u64().unwrap() >= packets * 24);
+    assert_eq!(fills["dram"].as_u64().unwrap(), 0);
+}
+
+#[test]
+fn bytes_are_conserved_with_and_without_drops() {
+    for overrides in [
+        vec!["placement=\"memory\""],
+        vec!["placement=\"l2\"", "offered_gbps=100.0", "ring=16", "devices.0.queues.0.arrival=\"poisson\""],
+        vec!["offered_gbps=100.0", "ring=32"],
+    ] {
+        let r = run_builtin("rx-default", &overrides);
+        for q in r["devices"]["nic0"]["queues"].as_array().unwrap() {
+            let u = |k: &str| q[k].as_u64().unwrap();
+            assert_eq!(
+                u("arrived_bytes") + u("in_flight_bytes_start"),
+                u("dropped_bytes") + u("consumed_bytes") + u("in_flight_bytes_end"),
+                "{overrides:?}: {q}"
+            );
+        }
+    }
+    let overloaded = run_builtin("rx-default", &["offered_gbps=100.0", "ring=32"]);
+    assert!(overloaded["devices"]["nic0"]["drops"].as_u64().unwrap() > 0, "the overload case must drop");
+}
+
+#[test]
+fn same_scenario_and_seed_give_identical_results() {
+    let strip = |mut r: Value| {
+        r["sim"]["host_seconds"] = Value::Null;
+        r.to_string()
+    };
+    let args = ["devices.0.queues.0.arrival=\"poisson\"", "sim.measure_us=300"];
+    let a = strip(run_builtin("rx-default", &args));
+    let b = strip(run_builtin("rx-default", &args));
+    assert_eq!(a, b);
+    let c = strip(run_builtin("rx-default", &[args[0], args[1], "seed=2"]));
+    assert_ne!(a, c, "another seed gives other Poisson arrivals");
+}
+
+const MINIMAL: &str = r#"
+[platform]
+preset = "turin-9655"
+
+[[devices]]
+name = "nic0"
+
+[[devices.queues]]
+consumer_cpu = 1
+
+[[workloads]]
+kind = "rx_loop"
+cpu = 1
+"#;
+
+#[test]
+fn a_minimal_scenario_loads() {
+    let scenario = load(&ScenarioSource { text: MINIMAL, origin: "s.toml", default_name: "s" }, &[]).unwrap();
+    assert_eq!(scenario.name, "s");
+    assert_eq!(scenario.platform.topology.cores(), 96);
+    // The resolved scenario loads again to the same thing.
+    let resolved = scenario.to_toml();
+    let again = load(&ScenarioSource { text: &resolved, origin: "r.toml", default_name: "s" }, &[]).unwrap();
+    assert_eq!(again, scenario);
+}
+
+#[test]
+fn bad_input_names_the_key_and_the_position() {
+    let unknown = load_error(&MINIMAL.replace("consumer_cpu = 1", "consumer_cpu = 1\nwayz = 3"), &[]);
+    assert_eq!(unknown.lines().count(), 1);
+    assert!(unknown.starts_with("s.toml:10:1: devices.0.queues.0.wayz: unknown field `wayz`"), "{unknown}");
+
+    let wrong_type = load_error(&MINIMAL.replace("consumer_cpu = 1", "consumer_cpu = \"one\""), &[]);
+    assert!(wrong_type.starts_with("s.toml:9:1: devices.0.queues.0.consumer_cpu: invalid type"), "{wrong_type}");
+
+    let zero_ways = load_error(&MINIMAL.replace("preset = \"turin-9655\"", "preset = \"turin-9655\"\nl2 = { ways = 0 }"), &[]);
+    assert!(zero_ways.starts_with("s.toml:4:") && zero_ways.contains("platform.l2.ways: must be at least 1"), "{zero_ways}");
+
+    let sets = load_error(MINIMAL, &["platform.l1d.size_kib=47"]);
+    assert!(sets.starts_with("--set platform.l1d.size_kib: platform.l1d.size_kib: 47 KiB does not divide"), "{sets}");
+
+    let cpu = load_error(&MINIMAL.replace("\ncpu = 1\n", "\ncpu = 400\n"), &[]);
+    assert!(cpu.starts_with("s.toml:13:1: workloads.0.cpu: CPU 400 out of range"), "{cpu}");
+
+    let negative = load_error(&MINIMAL.replace("consumer_cpu = 1", "consumer_cpu = 1\noffered_gbps = -5.0"), &[]);
+    assert!(negative.starts_with("s.toml:10:1: devices.0.queues.0.offered_gbps: must be positive"), "{negative}");
+
+    let negative_int = load_error(MINIMAL, &["seed=-3"]);
+    assert!(negative_int.starts_with("--set seed: seed: invalid value"), "{negative_int}");
+
+    let preset = load_error(&MINIMAL.replace("turin-9655", "pentium"), &[]);
+    assert!(preset.starts_with("s.toml:3:1: platform.preset: unknown preset `pentium`"), "{preset}");
+
+    let param = load_error("[params]\nx = 1\n[sim]\nmeasure_us = \"${y}\"\n", &[]);
+    assert!(param.starts_with("s.toml:4:1: sim.measure_us: unknown parameter `y`"), "{param}");
+
+    let syntax = load_error("[sim\n", &[]);
+    assert!(syntax.starts_with("s.toml:1:5: invalid TOML"), "{syntax}");
+}
+
+#[test]
+fn parameters_substitute_with_their_types() {
+    let text = "[params]\nus = 250.0\nname = \"x\"\n[sim]\nmeasure_us = \"${us}\"\n";
+    let source = ScenarioSource { text, origin: "s.toml", default_name: "s" };
+    let scenario = load(&source, &[]).unwrap();
+    assert_eq!(scenario.sim.measure_us, 250.0);
+    let scenario = load(&source, &["us=75.5".to_string()]).unwrap();
+    assert_eq!(scenario.sim.measure_us, 75.5);
+    let scenario = load(&source, &["sim.warmup_us=3.0".to_string()]).unwrap();
+    assert_eq!(scenario.sim.warmup_us, 3.0);
+}

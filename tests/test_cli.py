@@ -1,0 +1,131 @@
+"""The command line contract: outputs, machine-readable results, and one-line errors (exit 2)."""
+
+import json
+import tomllib
+
+import pytest
+
+import steer
+
+SHORT = ["--set", "sim.measure_us=200", "--set", "sim.warmup_us=100"]
+
+BAD_SCENARIO = """
+[platform]
+preset = "turin-9655"
+
+[[devices]]
+name = "nic0"
+
+[[devices.queues]]
+consumer_cpu = 1
+{extra}
+
+[[workloads]]
+kind = "rx_loop"
+cpu = 1
+"""
+
+
+def without_host_time(result: dict) -> dict:
+    result = dict(result)
+    result["sim"] = {k: v for k, v in result["sim"].items() if k != "host_seconds"}
+    return result
+
+
+def test_scenarios_and_platforms_are_listed(steer_cli):
+    listing = steer_cli("scenarios")
+    assert listing.returncode == 0 and "rx-default" in listing.stdout
+    presets = steer_cli("platforms", "--json")
+    names = {p["name"] for p in json.loads(presets.stdout)}
+    assert {"turin-9655", "turin-9845", "turin-9575f", "host"} <= names
+    described = steer_cli("platforms", "turin-9845")
+    assert described.returncode == 0
+    row = next(line for line in described.stdout.splitlines() if line.startswith("topology.cores_per_ccx"))
+    assert "16" in row and "Cores per CCX" in row
+
+
+def test_run_writes_result_and_resolved_scenario(steer_cli, tmp_path):
+    out = tmp_path / "out" / "result.json"
+    done = steer_cli("run", "rx-default", *SHORT, "--set", "placement=l2", "--json", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert "DRAM" in done.stdout
+    result = json.loads(out.read_text())
+    for key in ("read_gbps", "write_gbps", "channels"):
+        assert key in result["dram"]
+    assert len(result["dram"]["channels"]) == 12
+    core = result["cores"]["1"]
+    assert core["role"] == "rx_loop"
+    assert set(core["fills"]) == {"l1", "l2", "peer_l2", "l3", "remote_cache", "dram"}
+    assert abs(sum(core["fills"].values()) - 1) < 1e-9
+    assert {"rx_gbps", "drops"} <= set(result["devices"]["nic0"])
+    assert {"simulated_ns", "host_seconds", "line_ops", "seed"} <= set(result["sim"])
+    resolved_path = tmp_path / "out" / "result.resolved.toml"
+    resolved = tomllib.loads(resolved_path.read_text())
+    assert resolved["platform"]["l2"]["size_kib"] == 1024
+    assert resolved["devices"][0]["placement"]["policy"] == "l2"
+    # Re-running the resolved scenario reproduces the result.
+    again = steer_cli("run", str(resolved_path), "--json", "--quiet")
+    assert again.returncode == 0, again.stderr
+    rerun = json.loads(again.stdout)
+    rerun["scenario"] = result["scenario"]
+    assert without_host_time(rerun) == without_host_time(result)
+    assert not list((tmp_path / "out").glob("*.tmp"))
+
+
+def test_json_on_stdout_is_deterministic(steer_cli):
+    first = steer_cli("run", "rx-default", *SHORT, "--json")
+    second = steer_cli("run", "rx-default", *SHORT, "--json")
+    assert first.returncode == 0, first.stderr
+    assert without_host_time(json.loads(first.stdout)) == without_host_time(json.loads(second.stdout))
+
+
+@pytest.mark.parametrize(
+    "extra, args, expected",
+    [
+        ("wayz = 3", [], "s.toml:10:1: devices.0.queues.0.wayz: unknown field `wayz`"),
+        ("offered_gbps = \"fast\"", [], "s.toml:10:1: devices.0.queues.0.offered_gbps: invalid type"),
+        ("offered_gbps = -1.0", [], "devices.0.queues.0.offered_gbps: must be positive"),
+        ("", ["--set", "platform.l2.ways=0"], "--set platform.l2.ways: platform.l2.ways: must be at least 1"),
+        ("", ["--set", "platform.l1d.size_kib=47"], "platform.l1d.size_kib: 47 KiB does not divide"),
+        ("", ["--set", "workloads.0.cpu=999"], "workloads.0.cpu: CPU 999 out of range"),
+        ("", ["--set", "devices.3.name=x"], "devices.3.name: index 3 out of range"),
+        ("", ["--set", "nonsense"], "expected KEY=VALUE"),
+    ],
+)
+def test_bad_input_is_one_line_with_exit_code_2(steer_cli, tmp_path, extra, args, expected):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(BAD_SCENARIO.format(extra=extra))
+    out = tmp_path / "result.json"
+    done = steer_cli("run", "s.toml", *args, "--json", str(out), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert expected in lines[0], lines[0]
+    assert done.stdout == ""
+    assert not out.exists() and not list(tmp_path.glob("*.resolved.toml"))
+
+
+def test_missing_and_unreadable_files(steer_cli, tmp_path):
+    missing = steer_cli("run", str(tmp_path / "nope.toml"))
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == f"steer: error: {tmp_path / 'nope.toml'}: cannot read scenario: No such file or directory"
+    unknown = steer_cli("run", "no-such-builtin")
+    assert unknown.returncode == 2 and "no such scenario file or built-in scenario" in unknown.stderr
+    directory = tmp_path / "dir.toml"
+    directory.mkdir()
+    assert steer_cli("run", str(directory)).returncode == 2
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[sim\n")
+    done = steer_cli("run", str(broken))
+    assert done.returncode == 2 and f"{broken}:1:5: invalid TOML" in done.stderr
+
+
+def test_python_api_runs_with_parameters():
+    memory = steer.run("rx-default", ["sim.measure_us=200"], placement="memory")
+    injected = steer.run("rx-default", ["sim.measure_us=200"], placement="l2")
+    assert memory["dram"]["read_gbps"] > 2.5
+    assert injected["dram"]["read_gbps"] < 0.05
+    assert injected["cores"]["1"]["fills"]["l2"] > 0.9
+    with pytest.raises(steer.ScenarioError, match="unknown parameter|unknown field"):
+        steer.run("rx-default", ["sim.bogus=1"])
