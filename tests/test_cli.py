@@ -129,3 +129,19 @@ def test_python_api_runs_with_parameters():
     assert injected["cores"]["1"]["fills"]["l2"] > 0.9
     with pytest.raises(steer.ScenarioError, match="unknown parameter|unknown field"):
         steer.run("rx-default", ["sim.bogus=1"])
+
+
+TPH_DATA = __import__("pathlib").Path(__file__).parents[1] / "crates" / "steer-tph" / "tests" / "data"
+
+
+def test_tph_decodes_dumps_and_rejects_garbage(steer_cli, tmp_path):
+    done = steer_cli("tph", str(TPH_DATA / "lspci-xxxx-tph.txt"))
+    assert done.returncode == 0, done.stderr
+    assert "Transaction Processing Hints" in done.stdout and "Not shown by lspci" in done.stdout
+    text = steer_cli("tph", str(TPH_DATA / "lspci-vv-tph.txt"))
+    assert text.returncode == 0 and "Steering table in MSI-X table" in text.stdout
+    garbage = tmp_path / "bad.txt"
+    garbage.write_text("00: zz 11\n")
+    bad = steer_cli("tph", str(garbage))
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+    assert steer_cli("tph", str(tmp_path / "missing.bin")).returncode == 2

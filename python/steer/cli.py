@@ -106,6 +106,18 @@ def cmd_platforms(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tph(args: argparse.Namespace) -> int:
+    try:
+        data = Path(args.file).read_bytes()
+    except OSError as error:
+        raise ScenarioError(f"{args.file}: cannot read: {error.strerror}") from None
+    try:
+        sys.stdout.write(api._core.describe_tph(data))
+    except ScenarioError as error:
+        raise ScenarioError(f"{args.file}: {error}") from None
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="steer",
@@ -143,6 +155,12 @@ def parser() -> argparse.ArgumentParser:
     with_set(plat)
     plat.add_argument("--json", action="store_true", help="machine-readable output")
     plat.set_defaults(handler=cmd_platforms)
+
+    tph = commands.add_parser(
+        "tph", help="decode PCIe TPH from a config-space dump (binary, lspci -xxx/-xxxx) or lspci -vv text"
+    )
+    tph.add_argument("file")
+    tph.set_defaults(handler=cmd_tph)
     return top
 
 

@@ -97,6 +97,12 @@ fn toml_string(text: &str) -> String {
     serde_json::to_string(text).expect("a string serializes")
 }
 
+/// The TPH capability of every device in a config-space dump or lspci text, as `steer tph` prints it.
+#[pyfunction]
+fn describe_tph(data: &[u8]) -> PyResult<String> {
+    steer_tph::report::describe(data).map_err(ScenarioError::new_err)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
@@ -106,5 +112,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(builtin_scenarios, m)?)?;
     m.add_function(wrap_pyfunction!(platform_presets, m)?)?;
     m.add_function(wrap_pyfunction!(describe_platform, m)?)?;
+    m.add_function(wrap_pyfunction!(describe_tph, m)?)?;
     Ok(())
 }

@@ -24,6 +24,7 @@ pub mod error;
 pub mod lspci;
 pub mod msix;
 pub mod pcie;
+pub mod report;
 pub mod synth;
 pub mod tph;
 

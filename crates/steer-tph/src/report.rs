@@ -1,0 +1,100 @@
+//! What `steer tph FILE` prints: the TPH capability of every device in a file, in lspci's words
+//! plus the fields lspci hides. The file may be a binary config-space dump, `lspci -xxx`/`-xxxx`
+//! hex, or `lspci -vv` text.
+
+use std::fmt::Write;
+
+use crate::config::ConfigSpace;
+use crate::lspci::{format_lspci_like, parse_lspci_vv, LspciTph};
+use crate::pcie::tph_completer;
+use crate::tph::decode;
+
+/// Describes every device in `bytes`; the error is one line.
+pub fn describe(bytes: &[u8]) -> Result<String, String> {
+    let Ok(text) = std::str::from_utf8(bytes) else { return describe_space(None, &binary(bytes)?) };
+    let looks_like_hex = text.lines().any(|l| l.len() > 3 && l.starts_with("00: "));
+    if looks_like_hex {
+        let devices = ConfigSpace::parse_lspci_hex(text).map_err(|e| e.to_string())?;
+        let mut out = String::new();
+        for (label, space) in devices {
+            out.push_str(&describe_space(label.as_deref(), &space)?);
+        }
+        Ok(out)
+    } else if text.contains("Capabilities:") || text.contains("DevCap2:") {
+        let devices = parse_lspci_vv(text).map_err(|e| e.to_string())?;
+        Ok(devices.iter().map(describe_lspci).collect())
+    } else {
+        describe_space(None, &binary(bytes)?)
+    }
+}
+
+fn binary(bytes: &[u8]) -> Result<ConfigSpace, String> {
+    ConfigSpace::from_bytes(bytes).map_err(|e| format!("not a config-space dump: {e}"))
+}
+
+fn describe_space(label: Option<&str>, space: &ConfigSpace) -> Result<String, String> {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", label.unwrap_or("device"));
+    let completer = tph_completer(space).map_err(|e| e.to_string())?;
+    if let Some(completer) = completer {
+        let _ = writeln!(out, "\tDevCap2: {}", completer.lspci_flags());
+    }
+    // A 256-byte dump has no extended capabilities to decode; say so rather than fail.
+    if space.len() <= 0x100 {
+        let _ = writeln!(out, "\t(no extended configuration space in this dump)");
+        return Ok(out);
+    }
+    match decode(space).map_err(|e| e.to_string())? {
+        Some(cap) => out.push_str(&format_lspci_like(&cap, completer)),
+        None => out.push_str("\tno TPH Requester capability\n"),
+    }
+    Ok(out)
+}
+
+fn describe_lspci(device: &LspciTph) -> String {
+    let mut out = format!("{}\n", device.device);
+    if let Some(completer) = device.completer {
+        let _ = writeln!(out, "\tDevCap2: {}", completer.lspci_flags());
+    }
+    match device.cap_offset {
+        Some(offset) => {
+            let version = device.version.map(|v| format!(" v{v}")).unwrap_or_default();
+            let _ = writeln!(out, "\tCapabilities: [{offset:03x}{version}] Transaction Processing Hints");
+            for (shown, text) in [
+                (device.interrupt_vector, "Interrupt vector mode supported"),
+                (device.device_specific, "Device specific mode supported"),
+                (device.extended_requester, "Extended requester support"),
+            ] {
+                if shown {
+                    let _ = writeln!(out, "\t\t{text}");
+                }
+            }
+            if let Some(location) = device.st_table_location {
+                let _ = writeln!(out, "\t\t{}", location.lspci_text());
+            }
+            out.push_str("\t(lspci text does not show the No-ST bit, table size, control or entries)\n");
+        }
+        None => out.push_str("\tno TPH Requester capability\n"),
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describes_every_input_form() {
+        let hex = include_str!("../tests/data/lspci-xxxx-tph.txt");
+        let from_hex = describe(hex.as_bytes()).unwrap();
+        assert!(from_hex.contains("Transaction Processing Hints"), "{from_hex}");
+        let vv = include_str!("../tests/data/lspci-vv-tph.txt");
+        let from_text = describe(vv.as_bytes()).unwrap();
+        assert!(from_text.contains("[260 v1] Transaction Processing Hints"), "{from_text}");
+        assert!(from_text.contains("TPHComp+"), "{from_text}");
+        let (_, space) = ConfigSpace::parse_lspci_hex(hex).unwrap().remove(0);
+        let from_binary = describe(&space.to_bytes()).unwrap();
+        assert!(from_binary.contains("Not shown by lspci"), "{from_binary}");
+        assert!(describe(b"").is_err());
+    }
+}
