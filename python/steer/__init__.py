@@ -9,7 +9,7 @@ loading scenarios by file or built-in name, running them, and shaping the result
 """
 
 from steer._core import ScenarioError, __version__
-from steer.api import describe_platform, platforms, resolve, run, scenarios
+from steer.api import describe_platform, platforms, resolve, run, scenarios, trace
 
 __all__ = [
     "ScenarioError",
@@ -19,4 +19,5 @@ __all__ = [
     "resolve",
     "run",
     "scenarios",
+    "trace",
 ]

@@ -45,6 +45,15 @@ def scenario_source(scenario: str | Path) -> tuple[str, str, str]:
     raise ScenarioError(f"{scenario}: no such scenario file or built-in scenario (built-in: {known})")
 
 
+def trace(path: str | Path, platform: str = "turin-9655", cpu: int = 0, overrides: Iterable[str] = ()) -> dict:
+    """Replays a memory-access trace (Dinero din text or steer's binary format) through one CPU's
+    cache hierarchy of a platform preset; returns hits, misses and writebacks per level.
+
+    ``overrides`` are ``KEY=VALUE`` strings relative to the platform (``l2.size_kib=512``).
+    """
+    return json.loads(_core.replay_trace(str(path), platform, cpu, list(overrides)))
+
+
 def toml_literal(value: object) -> str:
     """A Python value as a TOML literal for a ``--set`` override."""
     if isinstance(value, bool):

@@ -106,6 +106,24 @@ def cmd_platforms(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_trace(args: argparse.Namespace) -> int:
+    progress = output.Progress(f"steer trace {args.file}", quiet=True)
+    report = api.trace(args.file, platform=args.platform, cpu=args.core, overrides=args.set)
+    progress.close()
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=True))
+        return 0
+    rows = []
+    for level in ("l1d", "l2", "l3"):
+        counts = report[level]
+        rows.append([level, counts["reads"], counts["writes"], counts["hits"], counts["misses"], counts["writebacks"]])
+    print(f"{report['accesses']:,} accesses on CPU {args.core} of {args.platform} ({report['skipped']:,} skipped)")
+    print(output.table(["level", "reads", "writes", "hits", "misses", "writebacks"], rows))
+    print(f"memory: {report['memory']['reads']:,} line reads, {report['memory']['writes']:,} line writes; "
+          f"{report['host_seconds']:.2f} s")
+    return 0
+
+
 def cmd_tph(args: argparse.Namespace) -> int:
     try:
         data = Path(args.file).read_bytes()
@@ -155,6 +173,14 @@ def parser() -> argparse.ArgumentParser:
     with_set(plat)
     plat.add_argument("--json", action="store_true", help="machine-readable output")
     plat.set_defaults(handler=cmd_platforms)
+
+    trc = commands.add_parser("trace", help="replay a memory-access trace (din or binary) through one core's caches")
+    trc.add_argument("file")
+    trc.add_argument("--platform", default="turin-9655", help="platform preset (default turin-9655)")
+    trc.add_argument("--core", type=int, default=0, help="logical CPU whose hierarchy replays the trace")
+    with_set(trc)
+    trc.add_argument("--json", action="store_true", help="machine-readable output")
+    trc.set_defaults(handler=cmd_trace)
 
     tph = commands.add_parser(
         "tph", help="decode PCIe TPH from a config-space dump (binary, lspci -xxx/-xxxx) or lspci -vv text"

@@ -97,6 +97,18 @@ fn toml_string(text: &str) -> String {
     serde_json::to_string(text).expect("a string serializes")
 }
 
+/// Replays a trace file through one CPU's hierarchy of a preset (after `KEY=VALUE` overrides
+/// relative to the platform); returns the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (path, platform, cpu=0, overrides=Vec::new()))]
+fn replay_trace(py: Python<'_>, path: &str, platform: &str, cpu: u32, overrides: Vec<String>) -> PyResult<String> {
+    let spec = resolve_platform(platform, &overrides)?;
+    let report = py
+        .allow_threads(|| steer_sim::trace::replay_path(path, &spec, cpu))
+        .map_err(|e| ScenarioError::new_err(e.to_string()))?;
+    Ok(serde_json::to_string(&report).expect("a report serializes"))
+}
+
 /// The TPH capability of every device in a config-space dump or lspci text, as `steer tph` prints it.
 #[pyfunction]
 fn describe_tph(data: &[u8]) -> PyResult<String> {
@@ -113,5 +125,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(platform_presets, m)?)?;
     m.add_function(wrap_pyfunction!(describe_platform, m)?)?;
     m.add_function(wrap_pyfunction!(describe_tph, m)?)?;
+    m.add_function(wrap_pyfunction!(replay_trace, m)?)?;
     Ok(())
 }

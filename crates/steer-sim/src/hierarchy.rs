@@ -238,7 +238,9 @@ impl Hierarchy {
     fn fetch_below_l2(&mut self, core: u32, line: Line, write: bool, now: Time) -> (Source, bool, Time) {
         let ccx = self.ccx_of(core);
         let l3_id = self.l3_id(ccx);
-        let holders = self.holders(line);
+        let mut holders = self.holders(line);
+        // The requester's own private caches missed (an L1 copy may still be listed).
+        holders.remove(core);
         let in_l3 = holders.has(l3_id);
         if in_l3 {
             self.l3[ccx as usize].access(line, false);
@@ -269,14 +271,14 @@ impl Hierarchy {
         (source, dirty, latency)
     }
 
-    /// Invalidates every copy not in `core`'s private caches (keeping its own CCX's L3 copy when
-    /// the L3 must stay inclusive). Returns whether any invalidated copy was dirty.
+    /// Invalidates every copy not in `core`'s private caches (keeping its own CCX's L3 copy unless
+    /// the L3 is a victim cache). Returns whether any invalidated copy was dirty.
     fn invalidate_others(&mut self, core: u32, line: Line) -> bool {
         let holders = self.holders(line);
         let own_l3 = self.l3_id(self.ccx_of(core));
         let mut dirty = false;
         for holder in holders.iter().filter(|&h| h != core) {
-            if holder == own_l3 && self.l3_relation == Relation::Inclusive {
+            if holder == own_l3 && self.l3_relation != Relation::Exclusive {
                 continue;
             }
             dirty |= self.drop_copy(holder, line);

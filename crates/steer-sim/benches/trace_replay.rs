@@ -1,0 +1,108 @@
+//! Trace replay speed: generates a deterministic trace, replays it through the three cache levels of
+//! turin-9655 and prints line operations per second, from memory and from din and binary files.
+//!
+//! `cargo bench -p steer-sim --bench trace_replay [-- ACCESSES]` (default 2,000,000 accesses).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use steer_sim::platform::{self, PlatformSpec, Relation};
+use steer_sim::trace::{self, AccessKind, Replayer, TraceRecord};
+use steer_sim::units::Rng;
+
+/// A mix with some locality: a hot 256 KiB set (L2 hits), a sequential stream through 256 MiB
+/// (one miss per line, then hits) and random lines over 4 GiB (misses down to DRAM); 30% writes.
+fn generate(accesses: usize, seed: u64) -> Vec<TraceRecord> {
+    let mut rng = Rng::new(seed);
+    let mut stream = 0u64;
+    (0..accesses)
+        .map(|_| {
+            let pick = rng.next_u64() % 100;
+            let addr = if pick < 50 {
+                (1 << 40) + (rng.next_u64() % (256 << 10) & !7)
+            } else if pick < 80 {
+                stream = (stream + 8) % (256 << 20);
+                (2 << 40) + stream
+            } else {
+                (3 << 40) + (rng.next_u64() % (4 << 30) & !7)
+            };
+            let kind = if rng.next_u64() % 100 < 30 { AccessKind::Write } else { AccessKind::Read };
+            TraceRecord { kind, addr, size: 8 }
+        })
+        .collect()
+}
+
+/// turin-9655 with every level non-inclusive LRU and write hits not refreshing recency: the
+/// hierarchy that counts like a pycachesim chain.
+fn pycachesim_like() -> PlatformSpec {
+    let mut spec = platform::preset("turin-9655").expect("built-in preset");
+    for level in [&mut spec.l1d, &mut spec.l2, &mut spec.l3] {
+        level.relation = Relation::NonInclusive;
+        level.replacement = "lru".into();
+        level.write_hit_updates_recency = false;
+    }
+    spec
+}
+
+fn write_din(path: &PathBuf, records: &[TraceRecord]) -> std::io::Result<()> {
+    let mut out = BufWriter::new(File::create(path)?);
+    for r in records {
+        let label = match r.kind {
+            AccessKind::Read => 0,
+            AccessKind::Write => 1,
+            AccessKind::InstructionFetch => 2,
+        };
+        writeln!(out, "{label} {:x} {}", r.addr, r.size)?;
+    }
+    out.flush()
+}
+
+struct Row {
+    case: &'static str,
+    line_ops: u64,
+    seconds: f64,
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // `cargo bench` passes `--bench`; the only positional argument is the access count.
+    let accesses = match std::env::args().skip(1).find(|a| !a.starts_with("--")) {
+        Some(n) => n.parse().map_err(|_| format!("`{n}` is not an access count"))?,
+        None => 2_000_000,
+    };
+    let records = generate(accesses, 1);
+    let preset = platform::preset("turin-9655")?;
+    let like = pycachesim_like();
+    let mut rows = Vec::new();
+
+    for (case, spec) in [("memory, turin-9655 as published", &preset), ("memory, non-inclusive LRU", &like)] {
+        let start = Instant::now();
+        let mut replayer = Replayer::new(spec, 0)?;
+        for record in &records {
+            replayer.access(record);
+        }
+        let report = replayer.report(start.elapsed().as_secs_f64());
+        rows.push(Row { case, line_ops: report.line_ops, seconds: report.host_seconds });
+    }
+
+    let dir = std::env::temp_dir();
+    let binary = dir.join(format!("steer-bench-{}.trace", std::process::id()));
+    let din = dir.join(format!("steer-bench-{}.din", std::process::id()));
+    trace::write_binary(File::create(&binary)?, records.iter().copied())?;
+    write_din(&din, &records)?;
+    for (case, path) in [("binary file, non-inclusive LRU", &binary), ("din file, non-inclusive LRU", &din)] {
+        let report = trace::replay_path(path, &like, 0);
+        std::fs::remove_file(path)?;
+        let report = report?;
+        rows.push(Row { case, line_ops: report.line_ops, seconds: report.host_seconds });
+    }
+
+    println!("{accesses} accesses (50% hot 256 KiB, 30% streaming, 20% random over 4 GiB; 30% writes)\n");
+    println!("{:<34} {:>12} {:>10} {:>16}", "replay", "line ops", "seconds", "line ops/s");
+    for row in rows {
+        let rate = row.line_ops as f64 / row.seconds;
+        println!("{:<34} {:>12} {:>10.3} {:>14.2} M", row.case, row.line_ops, row.seconds, rate / 1e6);
+    }
+    Ok(())
+}

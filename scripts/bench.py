@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Host-speed benchmarks of steer, printed as a table.
+
+(a) Trace replay: one generated trace (default 2M accesses) replayed by ``steer.trace`` from din
+    text and from the binary format, and by pycachesim's bulk ``loadstore`` on the same
+    hierarchy (turin-9655's cache geometry, every level non-inclusive LRU, which is where the two
+    count alike); prints accesses per second, the ratio, and whether the counts agree.
+(b) A scenario: 10 ms of one 100 Gb/s NIC queue received on turin-9655 (``rx-default``,
+    placement in memory); prints the host seconds it takes.
+
+    python scripts/bench.py [--accesses N] [--skip-scenario]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import steer
+
+LINE = 64
+LEVELS = ("l1d", "l2", "l3")
+# turin-9655's published geometry: (KiB, ways).
+GEOMETRY = {"l1d": (48, 12), "l2": (1024, 16), "l3": (32768, 16)}
+PYCACHESIM_LIKE = [
+    f"{level}.{key}={value}"
+    for level in LEVELS
+    for key, value in (("replacement", "lru"), ("write_hit_updates_recency", "false"))
+] + ["l2.relation=non_inclusive", "l3.relation=non_inclusive"]
+
+
+def generate(count: int, seed: int = 1) -> list[tuple[bool, int]]:
+    """(is_write, address) pairs: 50% a hot 256 KiB set, 30% a sequential 8-byte stream through
+    256 MiB, 20% random over 1 GiB; 30% writes. Addresses stay below 2**32 for pycachesim."""
+    rng = random.Random(seed)
+    stream = 0
+    accesses = []
+    for _ in range(count):
+        pick = rng.random()
+        if pick < 0.5:
+            addr = 0x1000_0000 + (rng.randrange(256 << 10) & ~7)
+        elif pick < 0.8:
+            stream = (stream + 8) % (256 << 20)
+            addr = 0x2000_0000 + stream
+        else:
+            addr = 0x4000_0000 + (rng.randrange(1 << 30) & ~7)
+        accesses.append((rng.random() < 0.3, addr))
+    return accesses
+
+
+def write_traces(directory: Path, accesses: list[tuple[bool, int]]) -> tuple[Path, Path]:
+    din = directory / "bench.din"
+    with din.open("w") as out:
+        out.writelines(f"{int(write)} {addr:x}\n" for write, addr in accesses)
+    binary = directory / "bench.trace"
+    with binary.open("wb") as out:
+        out.write(b"STEERTR1")
+        out.write(b"".join(struct.pack("<Q", int(write) << 62 | addr) for write, addr in accesses))
+    return din, binary
+
+
+def timed(function, *args, **kwargs):
+    start = time.perf_counter()
+    result = function(*args, **kwargs)
+    return result, time.perf_counter() - start
+
+
+def pycachesim_replay(accesses: list[tuple[bool, int]]):
+    """Replays through pycachesim; returns (per-level stats, memory stats, seconds of the replay
+    itself, excluding building the request list)."""
+    import cachesim
+
+    below = None
+    caches = {}
+    for level in reversed(LEVELS):
+        size_kib, ways = GEOMETRY[level]
+        sets = size_kib * 1024 // LINE // ways
+        below = caches[level] = cachesim.Cache(level, sets, ways, LINE, "LRU", store_to=below, load_from=below)
+    memory = cachesim.MainMemory()
+    memory.load_to(caches["l3"])
+    memory.store_from(caches["l3"])
+    simulator = cachesim.CacheSimulator(caches["l1d"], memory)
+    # One bulk call in trace order: each step is (loads, stores) with a single address.
+    requests = [((), (addr,)) if write else ((addr,), ()) for write, addr in accesses]
+    _, seconds = timed(simulator.loadstore, requests, length=1)
+    return {level: cache.stats() for level, cache in caches.items()}, memory.stats(), seconds
+
+
+def counts_agree(report: dict, levels: dict, memory: dict) -> bool:
+    for level in LEVELS:
+        ours, theirs = report[level], levels[level]
+        if (
+            ours["reads"] + ours["writes"] - ours["write_hits"] != theirs["LOAD_count"]
+            or ours["read_hits"] != theirs["HIT_count"]
+            or ours["misses"] != theirs["MISS_count"]
+            or ours["writes"] != theirs["STORE_count"]
+            or ours["writebacks"] != theirs["EVICT_count"]
+        ):
+            return False
+    return (report["memory"]["reads"], report["memory"]["writes"]) == (memory["LOAD_count"], memory["STORE_count"])
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
+    line = lambda cells: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def bench_trace(count: int) -> None:
+    accesses, generate_s = timed(generate, count)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="steer-bench-") as directory:
+        din, binary = write_traces(Path(directory), accesses)
+        reports = {}
+        for name, path in (("steer.trace, din text", din), ("steer.trace, binary", binary)):
+            reports[name], seconds = timed(steer.trace, str(path), platform="turin-9655", cpu=0, overrides=PYCACHESIM_LIKE)
+            rows.append([name, seconds])
+    try:
+        levels, memory, seconds = pycachesim_replay(accesses)
+        rows.append(["pycachesim loadstore (in memory)", seconds])
+        agree = all(counts_agree(report, levels, memory) for report in reports.values())
+    except ImportError:
+        agree = None
+        print("pycachesim is not installed: `pip install pycachesim` to compare", file=sys.stderr)
+
+    print(f"\n(a) trace replay: {count:,} accesses, turin-9655 geometry, non-inclusive LRU "
+          f"(trace generated in {generate_s:.1f} s)\n")
+    reference = rows[-1][1] if agree is not None else None
+    printed = [
+        [name, f"{seconds:.3f}", f"{count / seconds / 1e6:.2f} M", f"{reference / seconds:.2f}x" if reference else "-"]
+        for name, seconds in rows
+    ]
+    print(table(["replay", "seconds", "accesses/s", "speed vs pycachesim"], printed))
+    if agree is not None:
+        print(f"\ncounts agree with pycachesim at every level and in memory: {'yes' if agree else 'NO'}")
+
+
+def bench_scenario() -> None:
+    run = getattr(steer, "run_scenario", None) or steer.run
+    overrides = ["placement=memory", "offered_gbps=100", "sim.measure_us=10000"]
+    result, seconds = timed(run, "rx-default", overrides=overrides)
+    print("\n(b) scenario: rx-default on turin-9655, one 100 Gb/s queue, placement memory\n")
+    print(table(["run", "measured (simulated)", "host seconds"], [["rx-default", "10 ms + warm-up", f"{seconds:.2f}"]]))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--accesses", type=int, default=2_000_000, help="trace length (default 2,000,000)")
+    parser.add_argument("--skip-scenario", action="store_true", help="only benchmark trace replay")
+    args = parser.parse_args()
+    bench_trace(args.accesses)
+    if not args.skip_scenario:
+        bench_scenario()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
