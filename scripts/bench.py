@@ -22,16 +22,14 @@ import time
 from pathlib import Path
 
 import steer
+from steer.output import table
 
-LINE = 64
-LEVELS = ("l1d", "l2", "l3")
+# The pycachesim chain steer is compared with lives beside the tests that check the equality.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from pycachesim_chain import PYCACHESIM_LIKE, build_chain, counts_agree, requests  # noqa: E402
+
 # turin-9655's published geometry: (KiB, ways).
 GEOMETRY = {"l1d": (48, 12), "l2": (1024, 16), "l3": (32768, 16)}
-PYCACHESIM_LIKE = [
-    f"{level}.{key}={value}"
-    for level in LEVELS
-    for key, value in (("replacement", "lru"), ("write_hit_updates_recency", "false"))
-] + ["l2.relation=non_inclusive", "l3.relation=non_inclusive"]
 
 
 def generate(count: int, seed: int = 1) -> list[tuple[bool, int]]:
@@ -71,44 +69,12 @@ def timed(function, *args, **kwargs):
 
 
 def pycachesim_replay(accesses: list[tuple[bool, int]]):
-    """Replays through pycachesim; returns (per-level stats, memory stats, seconds of the replay
-    itself, excluding building the request list)."""
-    import cachesim
-
-    below = None
-    caches = {}
-    for level in reversed(LEVELS):
-        size_kib, ways = GEOMETRY[level]
-        sets = size_kib * 1024 // LINE // ways
-        below = caches[level] = cachesim.Cache(level, sets, ways, LINE, "LRU", store_to=below, load_from=below)
-    memory = cachesim.MainMemory()
-    memory.load_to(caches["l3"])
-    memory.store_from(caches["l3"])
-    simulator = cachesim.CacheSimulator(caches["l1d"], memory)
-    # One bulk call in trace order: each step is (loads, stores) with a single address.
-    requests = [((), (addr,)) if write else ((addr,), ()) for write, addr in accesses]
-    _, seconds = timed(simulator.loadstore, requests, length=1)
-    return {level: cache.stats() for level, cache in caches.items()}, memory.stats(), seconds
-
-
-def counts_agree(report: dict, levels: dict, memory: dict) -> bool:
-    for level in LEVELS:
-        ours, theirs = report[level], levels[level]
-        if (
-            ours["reads"] + ours["writes"] - ours["write_hits"] != theirs["LOAD_count"]
-            or ours["read_hits"] != theirs["HIT_count"]
-            or ours["misses"] != theirs["MISS_count"]
-            or ours["writes"] != theirs["STORE_count"]
-            or ours["writebacks"] != theirs["EVICT_count"]
-        ):
-            return False
-    return (report["memory"]["reads"], report["memory"]["writes"]) == (memory["LOAD_count"], memory["STORE_count"])
-
-
-def table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
-    line = lambda cells: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-    return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
+    """Replays through pycachesim; returns (caches, memory, seconds of the replay itself,
+    excluding building the request list)."""
+    simulator, caches, memory = build_chain(GEOMETRY)
+    steps = requests(accesses)
+    _, seconds = timed(simulator.loadstore, steps, length=1)
+    return caches, memory, seconds
 
 
 def bench_trace(count: int) -> None:
@@ -121,9 +87,9 @@ def bench_trace(count: int) -> None:
             reports[name], seconds = timed(steer.trace, str(path), platform="turin-9655", cpu=0, overrides=PYCACHESIM_LIKE)
             rows.append([name, seconds])
     try:
-        levels, memory, seconds = pycachesim_replay(accesses)
+        caches, memory, seconds = pycachesim_replay(accesses)
         rows.append(["pycachesim loadstore (in memory)", seconds])
-        agree = all(counts_agree(report, levels, memory) for report in reports.values())
+        agree = all(counts_agree(report, caches, memory) for report in reports.values())
     except ImportError:
         agree = None
         print("pycachesim is not installed: `pip install pycachesim` to compare", file=sys.stderr)

@@ -19,14 +19,7 @@ import steer
 
 cachesim = pytest.importorskip("cachesim")
 
-LINE = 64
-LEVELS = ("l1d", "l2", "l3")
-# The pycachesim-equivalent behaviour, spelled out per level.
-PYCACHESIM_LIKE = [
-    f"{level}.{key}={value}"
-    for level in LEVELS
-    for key, value in (("replacement", "lru"), ("write_hit_updates_recency", "false"))
-] + ["l2.relation=non_inclusive", "l3.relation=non_inclusive"]
+from pycachesim_chain import LEVELS, LINE, PYCACHESIM_LIKE, as_pycachesim, build_chain, requests
 
 # turin-9655 as published: 48 KiB 12-way L1D, 1 MiB 16-way L2, 32 MiB 16-way L3.
 TURIN_9655 = {"l1d": (48, 12), "l2": (1024, 16), "l3": (32768, 16)}
@@ -74,30 +67,10 @@ def geometry_overrides(geometry: dict[str, tuple[int, int]]) -> list[str]:
 
 
 def pycachesim_replay(geometry: dict[str, tuple[int, int]], accesses: list[tuple[bool, int]]):
-    """Builds the chain bottom-up (each level needs the one below) and replays in one bulk call."""
-    below = None
-    caches = {}
-    for level in reversed(LEVELS):
-        size_kib, ways = geometry[level]
-        sets = size_kib * 1024 // LINE // ways
-        below = caches[level] = cachesim.Cache(level, sets, ways, LINE, "LRU", store_to=below, load_from=below)
-    memory = cachesim.MainMemory()
-    memory.load_to(caches["l3"])
-    memory.store_from(caches["l3"])
-    simulator = cachesim.CacheSimulator(caches["l1d"], memory)
-    # loadstore takes (loads, stores) per step, in order: one access per step keeps the trace order.
-    simulator.loadstore([((), (addr,)) if write else ((addr,), ()) for write, addr in accesses], length=1)
+    """Per-level and memory stats of pycachesim after replaying ``accesses`` in one bulk call."""
+    simulator, caches, memory = build_chain(geometry)
+    simulator.loadstore(requests(accesses), length=1)
     return {level: cache.stats() for level, cache in caches.items()}, memory.stats()
-
-
-def as_pycachesim(level: dict) -> dict:
-    return {
-        "LOAD_count": level["reads"] + level["writes"] - level["write_hits"],
-        "STORE_count": level["writes"],
-        "HIT_count": level["read_hits"],
-        "MISS_count": level["misses"],
-        "EVICT_count": level["writebacks"],
-    }
 
 
 @pytest.mark.parametrize(

@@ -81,28 +81,25 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_scenarios(args: argparse.Namespace) -> int:
-    rows = api.scenarios()
-    if args.json:
-        print(json.dumps([{"name": n, "description": d} for n, d in rows], indent=2))
+def print_listing(headers: list[str], rows: list, as_json: bool) -> None:
+    """Rows as an aligned table, or as JSON objects keyed by the lower-cased headers."""
+    if as_json:
+        keys = [h.lower() for h in headers]
+        print(json.dumps([dict(zip(keys, row)) for row in rows], indent=2))
     else:
-        print(output.table(["scenario", "description"], rows))
+        print(output.table(headers, rows))
+
+
+def cmd_scenarios(args: argparse.Namespace) -> int:
+    print_listing(["name", "description"], api.scenarios(), args.json)
     return 0
 
 
 def cmd_platforms(args: argparse.Namespace) -> int:
     if args.name is None:
-        rows = api.platforms()
-        if args.json:
-            print(json.dumps([{"name": n, "description": d} for n, d in rows], indent=2))
-        else:
-            print(output.table(["platform", "description"], rows))
-        return 0
-    params = api.describe_platform(args.name, args.set)
-    if args.json:
-        print(json.dumps([{"key": k, "value": v, "meaning": m} for k, v, m in params], indent=2))
+        print_listing(["name", "description"], api.platforms(), args.json)
     else:
-        print(output.table(["parameter", "value", "meaning"], params))
+        print_listing(["key", "value", "meaning"], api.describe_platform(args.name, args.set), args.json)
     return 0
 
 

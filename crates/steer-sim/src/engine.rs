@@ -47,6 +47,8 @@ pub struct Simulation {
     workloads: Vec<Box<dyn Workload>>,
     events: BinaryHeap<Reverse<(Time, u64, usize)>>,
     agents: Vec<Agent>,
+    /// Agent id of each workload, so a wake-up finds it without a search.
+    workload_agents: Vec<usize>,
     sequence: u64,
     now: Time,
 }
@@ -84,6 +86,7 @@ impl Simulation {
             workloads,
             events: BinaryHeap::new(),
             agents: Vec::new(),
+            workload_agents: Vec::new(),
             sequence: 0,
             now: Time::ZERO,
         };
@@ -96,6 +99,7 @@ impl Simulation {
         }
         for index in 0..simulation.workloads.len() {
             let agent = simulation.add_agent(Agent::Workload(index));
+            simulation.workload_agents.push(agent);
             simulation.schedule(Time::ZERO, agent);
         }
         simulation
@@ -104,13 +108,6 @@ impl Simulation {
     fn add_agent(&mut self, agent: Agent) -> usize {
         self.agents.push(agent);
         self.agents.len() - 1
-    }
-
-    fn workload_agent(&self, index: usize) -> usize {
-        self.agents
-            .iter()
-            .position(|a| matches!(a, Agent::Workload(w) if *w == index))
-            .expect("every workload has an agent")
     }
 
     fn schedule(&mut self, time: Time, agent: usize) {
@@ -139,8 +136,7 @@ impl Simulation {
                     let (next, wake) = self.system.nics[nic].arrive(queue, time, &mut self.system.hierarchy);
                     self.schedule(next, agent);
                     if let Some((workload, at)) = wake {
-                        let woken = self.workload_agent(workload);
-                        self.schedule(at, woken);
+                        self.schedule(at, self.workload_agents[workload]);
                     }
                 }
                 Agent::Workload(index) => {

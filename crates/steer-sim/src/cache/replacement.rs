@@ -21,6 +21,13 @@ pub struct PolicyOptions {
     pub write_hit_updates_recency: bool,
 }
 
+impl PolicyOptions {
+    /// Whether a hit of this kind refreshes the line's recency.
+    pub fn hit_is_use(&self, write: bool) -> bool {
+        !write || self.write_hit_updates_recency
+    }
+}
+
 /// A registered policy: its name, a one-line description, its constraints and its constructor.
 pub struct PolicyInfo {
     pub name: &'static str,
@@ -79,7 +86,7 @@ impl Lru {
 
 impl ReplacementPolicy for Lru {
     fn on_hit(&mut self, set: usize, way: usize, write: bool) {
-        if !write || self.options.write_hit_updates_recency {
+        if self.options.hit_is_use(write) {
             self.touch(set, way);
         }
     }
@@ -130,7 +137,7 @@ impl TreePlru {
 
 impl ReplacementPolicy for TreePlru {
     fn on_hit(&mut self, set: usize, way: usize, write: bool) {
-        if !write || self.options.write_hit_updates_recency {
+        if self.options.hit_is_use(write) {
             self.touch(set, way);
         }
     }
