@@ -31,12 +31,17 @@ def write_atomically(files: dict[Path, str]) -> None:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """A plain aligned text table: first column left-aligned, the others right-aligned."""
+    """A plain aligned text table: numbers right-aligned, text left-aligned."""
     cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    numeric = [
+        all(isinstance(row[i], (int, float)) or str(row[i]).rstrip("%").replace(".", "", 1).replace(",", "").isdigit()
+            for row in rows)
+        for i in range(len(headers))
+    ]
     lines = []
     for row in cells:
-        parts = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
+        parts = [c.rjust(w) if right else c.ljust(w) for c, w, right in zip(row, widths, numeric)]
         lines.append("  ".join(parts).rstrip())
     return "\n".join(lines)
 
