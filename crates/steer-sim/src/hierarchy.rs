@@ -1,8 +1,9 @@
 //! The coherent cache hierarchy: a private L1D and L2 per core, an L3 per CCX, and memory.
 //!
-//! A directory records, for every cached line, which private hierarchies (L1 or L2 of a core) and
-//! which L3s hold it, so a miss finds a peer core's copy, a copy in another CCX, or goes to memory,
-//! and a DMA write invalidates every stale copy. The relation of each level to the one above
+//! The holders of a line (which private hierarchies, L1 or L2 of a core, and which L3s have it) let
+//! a miss find a peer core's copy, a copy in another CCX, or go to memory, and let a DMA write
+//! invalidate every stale copy. Large systems keep a directory (a hash index of holders); systems
+//! of a few caches ask the caches themselves, which is cheaper than maintaining the index. The relation of each level to the one above
 //! (inclusive, exclusive, non-inclusive) decides where fills and victims go; see `Relation`.
 
 use rustc_hash::FxHashMap;
@@ -120,12 +121,23 @@ impl Holders {
     fn is_empty(&self) -> bool {
         self.0.iter().all(|&w| w == 0)
     }
+    /// The ids present, in increasing order (visits set bits only).
     fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.0.iter().enumerate().flat_map(|(i, &word)| {
-            (0..64).filter(move |b| word >> b & 1 == 1).map(move |b| i as u32 * 64 + b)
+        self.0.iter().enumerate().filter(|(_, &word)| word != 0).flat_map(|(i, &word)| {
+            let mut rest = word;
+            std::iter::from_fn(move || {
+                (rest != 0).then(|| {
+                    let bit = rest.trailing_zeros();
+                    rest &= rest - 1;
+                    i as u32 * 64 + bit
+                })
+            })
         })
     }
 }
+
+/// Most caches (private hierarchies plus L3s) for which asking every cache beats a directory.
+pub const PROBE_LIMIT: u32 = 4;
 
 pub struct Hierarchy {
     topology: TopologySpec,
@@ -136,13 +148,21 @@ pub struct Hierarchy {
     l3_relation: Relation,
     latency: [Time; 5],
     pub memory: Memory,
-    directory: FxHashMap<u64, Holders>,
+    /// Index of holders per line; `None` when the caches are few enough to be asked directly.
+    directory: Option<FxHashMap<u64, Holders>>,
     pub stats: HierarchyStats,
 }
 
 impl Hierarchy {
-    /// Builds an empty hierarchy for a validated platform.
+    /// Builds an empty hierarchy for a validated platform, with a directory unless the platform
+    /// has at most `PROBE_LIMIT` caches to ask.
     pub fn new(platform: &PlatformSpec) -> Hierarchy {
+        let caches = platform.topology.cores() + platform.topology.ccx_count();
+        Hierarchy::with_directory(platform, caches > PROBE_LIMIT)
+    }
+
+    /// Builds an empty hierarchy, choosing whether holders are indexed (results are identical).
+    pub fn with_directory(platform: &PlatformSpec, directory: bool) -> Hierarchy {
         let t = platform.topology.clone();
         let clock = Clock::new(platform.core.freq_ghz);
         let (l1, l2, l3) = (platform.l1d.geometry(), platform.l2.geometry(), platform.l3.geometry());
@@ -160,7 +180,7 @@ impl Hierarchy {
                 Time::from_ns(platform.fabric.remote_cache_latency_ns),
             ],
             memory: Memory::new(&platform.memory, &t, platform.line_bytes()),
-            directory: FxHashMap::default(),
+            directory: directory.then(FxHashMap::default),
             stats: HierarchyStats { fills: vec![[0; 6]; t.cpus() as usize], ..Default::default() },
             topology: t,
         }
@@ -185,20 +205,60 @@ impl Hierarchy {
     }
 
     fn dir_add(&mut self, line: Line, id: u32) {
-        self.directory.entry(line.0).or_default().add(id);
+        if let Some(directory) = &mut self.directory {
+            directory.entry(line.0).or_default().add(id);
+        }
     }
 
     fn dir_remove(&mut self, line: Line, id: u32) {
-        if let Some(holders) = self.directory.get_mut(&line.0) {
-            holders.remove(id);
-            if holders.is_empty() {
-                self.directory.remove(&line.0);
+        if let Some(directory) = &mut self.directory {
+            if let Some(holders) = directory.get_mut(&line.0) {
+                holders.remove(id);
+                if holders.is_empty() {
+                    directory.remove(&line.0);
+                }
             }
         }
     }
 
     fn holders(&self, line: Line) -> Holders {
-        self.directory.get(&line.0).copied().unwrap_or_default()
+        match &self.directory {
+            Some(directory) => directory.get(&line.0).copied().unwrap_or_default(),
+            None => self.probe_holders(line, None, None),
+        }
+    }
+
+    /// Holders other than `core`'s own private caches (which the caller has just looked at) and,
+    /// if `skip_own_l3`, other than its CCX's L3.
+    fn other_holders(&self, line: Line, core: u32, skip_own_l3: bool) -> Holders {
+        let own_l3 = skip_own_l3.then(|| self.ccx_of(core));
+        match &self.directory {
+            Some(directory) => {
+                let mut holders = directory.get(&line.0).copied().unwrap_or_default();
+                holders.remove(core);
+                if let Some(ccx) = own_l3 {
+                    holders.remove(self.l3_id(ccx));
+                }
+                holders
+            }
+            None => self.probe_holders(line, Some(core), own_l3),
+        }
+    }
+
+    /// Holders found by asking every cache except `skip_core`'s private ones and `skip_ccx`'s L3.
+    fn probe_holders(&self, line: Line, skip_core: Option<u32>, skip_ccx: Option<u32>) -> Holders {
+        let mut holders = Holders::default();
+        for (core, (l1, l2)) in self.l1.iter().zip(&self.l2).enumerate() {
+            if Some(core as u32) != skip_core && (l1.contains(line) || l2.contains(line)) {
+                holders.add(core as u32);
+            }
+        }
+        for (ccx, l3) in self.l3.iter().enumerate() {
+            if Some(ccx as u32) != skip_ccx && l3.contains(line) {
+                holders.add(self.l3_id(ccx as u32));
+            }
+        }
+        holders
     }
 
     /// A demand load (`write = false`) or store by logical CPU `cpu`.
@@ -238,9 +298,8 @@ impl Hierarchy {
     fn fetch_below_l2(&mut self, core: u32, line: Line, write: bool, now: Time) -> (Source, bool, Time) {
         let ccx = self.ccx_of(core);
         let l3_id = self.l3_id(ccx);
-        let mut holders = self.holders(line);
         // The requester's own private caches missed (an L1 copy may still be listed).
-        holders.remove(core);
+        let holders = self.other_holders(line, core, false);
         let in_l3 = holders.has(l3_id);
         if in_l3 {
             self.l3[ccx as usize].access(line, false);
@@ -274,13 +333,9 @@ impl Hierarchy {
     /// Invalidates every copy not in `core`'s private caches (keeping its own CCX's L3 copy unless
     /// the L3 is a victim cache). Returns whether any invalidated copy was dirty.
     fn invalidate_others(&mut self, core: u32, line: Line) -> bool {
-        let holders = self.holders(line);
-        let own_l3 = self.l3_id(self.ccx_of(core));
+        let holders = self.other_holders(line, core, self.l3_relation != Relation::Exclusive);
         let mut dirty = false;
-        for holder in holders.iter().filter(|&h| h != core) {
-            if holder == own_l3 && self.l3_relation != Relation::Exclusive {
-                continue;
-            }
+        for holder in holders.iter() {
             dirty |= self.drop_copy(holder, line);
         }
         dirty
@@ -429,7 +484,7 @@ impl Hierarchy {
     /// A device reads a line (TX DMA, descriptor fetch): served by any cache holding it, else memory.
     pub fn dma_read(&mut self, line: Line, now: Time) -> bool {
         self.stats.line_ops += 1;
-        if self.directory.contains_key(&line.0) {
+        if self.is_cached(line) {
             self.stats.dma_reads_from_cache += 1;
             true
         } else {
@@ -441,7 +496,7 @@ impl Hierarchy {
 
     /// Whether any cache holds the line.
     pub fn is_cached(&self, line: Line) -> bool {
-        self.directory.contains_key(&line.0)
+        !self.holders(line).is_empty()
     }
 
     /// Whether `cpu`'s L2 holds the line.
@@ -473,12 +528,13 @@ impl Hierarchy {
                 expected.entry(line.0).or_default().add(cores + ccx as u32);
             }
         }
-        if expected != self.directory {
+        let Some(directory) = &self.directory else { return Ok(()) };
+        if expected != *directory {
             let wrong = expected
                 .iter()
-                .find(|(line, holders)| self.directory.get(line) != Some(holders))
+                .find(|(line, holders)| directory.get(line) != Some(holders))
                 .map(|(line, _)| *line)
-                .or_else(|| self.directory.keys().find(|line| !expected.contains_key(line)).copied());
+                .or_else(|| directory.keys().find(|line| !expected.contains_key(line)).copied());
             return Err(format!("directory disagrees with the caches at line {wrong:#x?}"));
         }
         Ok(())

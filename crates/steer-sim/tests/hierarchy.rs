@@ -133,3 +133,37 @@ fn random_traffic_keeps_every_invariant() {
         h.check_invariants().unwrap();
     }
 }
+
+#[test]
+fn asking_the_caches_and_keeping_a_directory_agree() {
+    for relation in [Relation::Inclusive, Relation::Exclusive, Relation::NonInclusive] {
+        let mut platform = tiny(relation);
+        platform.l2.relation = if relation == Relation::NonInclusive { Relation::NonInclusive } else { Relation::Inclusive };
+        let mut indexed = Hierarchy::with_directory(&platform, true);
+        let mut probing = Hierarchy::with_directory(&platform, false);
+        let mut rng = steer_sim::units::Rng::new(11);
+        for step in 0..20_000u64 {
+            let line = Line(rng.next_u64() % 600);
+            let cpu = (rng.next_u64() % 4) as u32;
+            match rng.next_u64() % 5 {
+                0 => {
+                    indexed.dma_write(line, Destination::Memory, Time(step));
+                    probing.dma_write(line, Destination::Memory, Time(step));
+                }
+                1 => {
+                    indexed.dma_write(line, Destination::L2 { cpu }, Time(step));
+                    probing.dma_write(line, Destination::L2 { cpu }, Time(step));
+                }
+                kind => {
+                    let a = indexed.core_access(cpu, line, kind == 2, Time(step));
+                    let b = probing.core_access(cpu, line, kind == 2, Time(step));
+                    assert_eq!(a, b, "{relation:?} step {step}");
+                }
+            }
+        }
+        assert_eq!((indexed.stats.l1d.clone(), indexed.stats.l2.clone()), (probing.stats.l1d.clone(), probing.stats.l2.clone()));
+        assert_eq!(indexed.stats.l3, probing.stats.l3);
+        assert_eq!(indexed.stats.fills, probing.stats.fills);
+        probing.check_invariants().unwrap();
+    }
+}

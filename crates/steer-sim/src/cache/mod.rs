@@ -26,6 +26,8 @@ pub struct Geometry {
 
 pub struct Cache {
     sets: usize,
+    /// `sets - 1` when `sets` is a power of two (a mask instead of a division on every lookup).
+    set_mask: Option<u64>,
     ways: usize,
     /// Line index per slot (`set * ways + way`), `INVALID` when empty.
     tags: Vec<u64>,
@@ -41,6 +43,7 @@ impl Cache {
         let slots = geometry.sets * geometry.ways;
         Cache {
             sets: geometry.sets,
+            set_mask: geometry.sets.is_power_of_two().then(|| geometry.sets as u64 - 1),
             ways: geometry.ways,
             tags: vec![INVALID; slots],
             dirty: vec![false; slots],
@@ -58,7 +61,10 @@ impl Cache {
     }
 
     fn set_of(&self, line: Line) -> usize {
-        (line.0 % self.sets as u64) as usize
+        match self.set_mask {
+            Some(mask) => (line.0 & mask) as usize,
+            None => (line.0 % self.sets as u64) as usize,
+        }
     }
 
     fn slot_of(&self, line: Line) -> Option<(usize, usize)> {
