@@ -57,15 +57,15 @@ impl Simulation {
     /// Builds the system for a scenario that passed `Scenario::validate`.
     pub fn new(scenario: Scenario) -> Simulation {
         let platform = scenario.platform.clone();
-        let line_bits = platform.line_bits();
         let mut allocator = Allocator::new(platform.memory.nodes(&platform.topology));
+        let mut hierarchy = Hierarchy::new(&platform);
         let nics: Vec<Nic> = scenario
             .devices
             .iter()
             .enumerate()
-            .map(|(i, spec)| Nic::new(spec, &mut allocator, line_bits, scenario.seed.wrapping_add(i as u64)))
+            .map(|(i, spec)| Nic::new(spec, &mut allocator, &mut hierarchy, scenario.seed.wrapping_add(i as u64)))
             .collect();
-        let mut system = System { hierarchy: Hierarchy::new(&platform), nics, allocator, platform };
+        let mut system = System { hierarchy, nics, allocator, platform };
         let clock = Clock::new(system.platform.core.freq_ghz);
         let workloads: Vec<Box<dyn Workload>> = scenario
             .workloads

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::cache::{Cache, Evicted};
 use crate::memory::Memory;
-use crate::platform::{PlatformSpec, Relation, TopologySpec, MAX_TRACKED_CACHES};
+use crate::platform::{CacheSpec, MaskAgent, PlatformSpec, Relation, TopologySpec, MAX_TRACKED_CACHES};
 use crate::units::{Clock, Line, Time};
 
 /// Where a core's demand access was satisfied.
@@ -52,6 +52,46 @@ pub enum Destination {
     Memory,
     /// Install (dirty) in the L2 of the core running `cpu`, invalidating other copies.
     L2 { cpu: u32 },
+}
+
+/// Whom a request is carried out for. Its way masks apply to every allocation the request causes,
+/// victims pushed into lower levels included (as a CAT class of service does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requester {
+    Cpu(u32),
+    /// A device registered with `Hierarchy::register_device`.
+    Device(u32),
+}
+
+/// Allocation masks of one cache level, per CPU and per registered device.
+struct LevelMasks {
+    spec: Vec<(MaskAgent, u64)>,
+    cpu: Vec<u64>,
+    device: Vec<u64>,
+}
+
+impl LevelMasks {
+    fn new(spec: &CacheSpec, cpus: u32) -> LevelMasks {
+        let spec: Vec<(MaskAgent, u64)> =
+            spec.way_masks.iter().filter_map(|m| m.parsed_agent().ok().map(|a| (a, m.mask))).collect();
+        let cpu = (0..cpus)
+            .map(|cpu| spec.iter().rev().find(|(a, _)| *a == MaskAgent::Cpu(cpu)).map_or(u64::MAX, |(_, m)| *m))
+            .collect();
+        LevelMasks { spec, cpu, device: Vec::new() }
+    }
+
+    fn register(&mut self, name: &str) {
+        let agent = MaskAgent::Device(name.to_string());
+        let mask = self.spec.iter().rev().find(|(a, _)| *a == agent).map_or(u64::MAX, |(_, m)| *m);
+        self.device.push(mask);
+    }
+
+    fn of(&self, requester: Requester) -> u64 {
+        match requester {
+            Requester::Cpu(cpu) => self.cpu[cpu as usize],
+            Requester::Device(device) => self.device[device as usize],
+        }
+    }
 }
 
 /// A demand access's outcome.
@@ -150,6 +190,11 @@ pub struct Hierarchy {
     pub memory: Memory,
     /// Index of holders per line; `None` when the caches are few enough to be asked directly.
     directory: Option<FxHashMap<u64, Holders>>,
+    /// Way masks of L1D, L2 and L3.
+    masks: [LevelMasks; 3],
+    /// The request being carried out (see `Requester`).
+    requester: Requester,
+    line_bits: u32,
     pub stats: HierarchyStats,
 }
 
@@ -181,9 +226,28 @@ impl Hierarchy {
             ],
             memory: Memory::new(&platform.memory, &t, platform.line_bytes()),
             directory: directory.then(FxHashMap::default),
+            masks: [
+                LevelMasks::new(&platform.l1d, t.cpus()),
+                LevelMasks::new(&platform.l2, t.cpus()),
+                LevelMasks::new(&platform.l3, t.cpus()),
+            ],
+            requester: Requester::Cpu(0),
+            line_bits: platform.line_bits(),
             stats: HierarchyStats { fills: vec![[0; 6]; t.cpus() as usize], ..Default::default() },
             topology: t,
         }
+    }
+
+    /// Registers a device by name (for its way masks); returns its id for `dma_write`.
+    pub fn register_device(&mut self, name: &str) -> u32 {
+        for level in &mut self.masks {
+            level.register(name);
+        }
+        self.masks[0].device.len() as u32 - 1
+    }
+
+    pub fn line_bits(&self) -> u32 {
+        self.line_bits
     }
 
     pub fn topology(&self) -> &TopologySpec {
@@ -264,6 +328,7 @@ impl Hierarchy {
     /// A demand load (`write = false`) or store by logical CPU `cpu`.
     pub fn core_access(&mut self, cpu: u32, line: Line, write: bool, now: Time) -> Access {
         let core = self.topology.core_of_cpu(cpu);
+        self.requester = Requester::Cpu(cpu);
         self.stats.line_ops += 1;
         let l1_hit = self.l1[core as usize].access(line, write);
         self.stats.l1d.request(write, l1_hit);
@@ -356,7 +421,7 @@ impl Hierarchy {
     }
 
     fn fill_l1(&mut self, core: u32, line: Line, dirty: bool, now: Time) {
-        if let Some(victim) = self.l1[core as usize].insert(line, dirty, u64::MAX) {
+        if let Some(victim) = self.l1[core as usize].insert(line, dirty, self.masks[0].of(self.requester)) {
             self.l1_victim(core, victim, now);
         }
         self.dir_add(line, core);
@@ -378,7 +443,7 @@ impl Hierarchy {
     }
 
     fn fill_l2(&mut self, core: u32, line: Line, dirty: bool, now: Time) {
-        if let Some(victim) = self.l2[core as usize].insert(line, dirty, u64::MAX) {
+        if let Some(victim) = self.l2[core as usize].insert(line, dirty, self.masks[1].of(self.requester)) {
             self.l2_victim(core, victim, now);
         }
         self.dir_add(line, core);
@@ -428,7 +493,7 @@ impl Hierarchy {
 
     fn l3_install(&mut self, ccx: u32, line: Line, dirty: bool, now: Time) {
         let id = self.l3_id(ccx);
-        if let Some(victim) = self.l3[ccx as usize].insert(line, dirty, u64::MAX) {
+        if let Some(victim) = self.l3[ccx as usize].insert(line, dirty, self.masks[2].of(self.requester)) {
             self.l3_victim(ccx, victim, now);
         }
         self.dir_add(line, id);
@@ -453,8 +518,9 @@ impl Hierarchy {
         }
     }
 
-    /// A device writes a whole line; `destination` comes from the device's placement policy.
-    pub fn dma_write(&mut self, line: Line, destination: Destination, now: Time) {
+    /// Device `device` writes a whole line; `destination` comes from its placement policy.
+    pub fn dma_write(&mut self, device: u32, line: Line, destination: Destination, now: Time) {
+        self.requester = Requester::Device(device);
         self.stats.line_ops += 1;
         match destination {
             Destination::Memory => {

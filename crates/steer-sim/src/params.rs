@@ -65,6 +65,10 @@ impl<T: Describe + Serialize> Describe for Option<T> {
 
 impl<T: Describe> Describe for Vec<T> {
     fn describe_into(&self, prefix: &str, meaning: &str, out: &mut Vec<ParamDoc>) {
+        if self.is_empty() {
+            // An empty list is still a parameter a user can set.
+            out.push(ParamDoc { key: prefix.to_string(), value: "[]".to_string(), meaning: meaning.to_string() });
+        }
         for (i, item) in self.iter().enumerate() {
             item.describe_into(&join_key(prefix, &i.to_string()), meaning, out);
         }

@@ -22,6 +22,37 @@ choice! {
 }
 
 params! {
+    /// The ways one allocating agent may fill at a cache level (a CAT class of service, DDIO's
+    /// ways, resctrl io_alloc).
+    pub struct WayMaskSpec {
+        /// `cpu:N` (fills caused by logical CPU N) or `device:NAME` (a device's DMA writes).
+        agent: String = String::new(),
+        /// Bit i set: the agent may allocate into way i (reads and updates in place are not limited).
+        mask: u64 = 0,
+    }
+}
+
+/// Who a way mask is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MaskAgent {
+    Cpu(u32),
+    Device(String),
+}
+
+impl WayMaskSpec {
+    pub fn parsed_agent(&self) -> Result<MaskAgent, String> {
+        match self.agent.split_once(':') {
+            Some(("cpu", n)) => n
+                .parse()
+                .map(MaskAgent::Cpu)
+                .map_err(|_| format!("`{}`: expected cpu:N with N a CPU number", self.agent)),
+            Some(("device", name)) if !name.is_empty() => Ok(MaskAgent::Device(name.to_string())),
+            _ => Err(format!("`{}`: expected cpu:N or device:NAME", self.agent)),
+        }
+    }
+}
+
+params! {
     /// One cache level.
     pub struct CacheSpec {
         /// Capacity in KiB.
@@ -38,6 +69,8 @@ params! {
         relation: Relation = Relation::Inclusive,
         /// Whether a write hit counts as a use for replacement (false reproduces pycachesim).
         write_hit_updates_recency: bool = true,
+        /// Ways each listed agent may allocate into; agents not listed may use every way.
+        way_masks: Vec<WayMaskSpec> = Vec::new(),
     }
 }
 
@@ -78,7 +111,17 @@ impl CacheSpec {
                 format!("unknown policy `{}` (known: {})", self.replacement, replacement::names().join(", ")),
             )
         })?;
-        (policy.check_ways)(self.ways as usize).map_err(|m| ConfigError::new(key("replacement"), m))
+        (policy.check_ways)(self.ways as usize).map_err(|m| ConfigError::new(key("replacement"), m))?;
+        let all_ways = if self.ways >= 64 { u64::MAX } else { (1u64 << self.ways) - 1 };
+        for (i, mask) in self.way_masks.iter().enumerate() {
+            let key = |k: &str| format!("{path}.way_masks.{i}.{k}");
+            mask.parsed_agent().map_err(|m| ConfigError::new(key("agent"), m))?;
+            ensure(mask.mask != 0, &key("mask"), || "must allow at least one way".into())?;
+            ensure(mask.mask & !all_ways == 0, &key("mask"), || {
+                format!("{:#x} names ways beyond the {} this cache has", mask.mask, self.ways)
+            })?;
+        }
+        Ok(())
     }
 }
 
@@ -225,6 +268,15 @@ impl PlatformSpec {
             ensure(spec.line_bytes == self.l1d.line_bytes, &key(&format!("{level}.line_bytes")), || {
                 format!("must equal l1d.line_bytes ({})", self.l1d.line_bytes)
             })?;
+        }
+        for (level, spec) in [("l1d", &self.l1d), ("l2", &self.l2), ("l3", &self.l3)] {
+            for (i, mask) in spec.way_masks.iter().enumerate() {
+                if let Ok(MaskAgent::Cpu(cpu)) = mask.parsed_agent() {
+                    ensure(cpu < t.cpus(), &key(&format!("{level}.way_masks.{i}.agent")), || {
+                        format!("CPU {cpu} out of range (the platform has {})", t.cpus())
+                    })?;
+                }
+            }
         }
         ensure(self.l2.relation != Relation::Exclusive, &key("l2.relation"), || {
             "an exclusive L2 is not modelled (use inclusive or non_inclusive)".into()

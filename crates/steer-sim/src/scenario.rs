@@ -11,7 +11,7 @@ use std::ops::Range;
 use crate::devices::nic::NicSpec;
 use crate::error::{ensure, ConfigError, ConfigResult};
 use crate::params::{params, Describe, ParamDoc};
-use crate::platform::{self, PlatformSpec};
+use crate::platform::{self, MaskAgent, PlatformSpec};
 use crate::workloads::{SystemShape, WorkloadSpec};
 
 params! {
@@ -74,6 +74,15 @@ impl Scenario {
                     format!("devices.{i}.name"),
                     format!("`{}` is already the name of devices.{j}", device.name),
                 ));
+            }
+        }
+        for (level, spec) in [("l1d", &self.platform.l1d), ("l2", &self.platform.l2), ("l3", &self.platform.l3)] {
+            for (i, mask) in spec.way_masks.iter().enumerate() {
+                if let Ok(MaskAgent::Device(name)) = mask.parsed_agent() {
+                    ensure(self.devices.iter().any(|d| d.name == name), &format!("platform.{level}.way_masks.{i}.agent"), || {
+                        format!("no device named `{name}`")
+                    })?;
+                }
             }
         }
         let shape = SystemShape {

@@ -1,7 +1,7 @@
 //! Exact hit/miss and coherence behaviour of the hierarchy on small hand-computed cases.
 
 use steer_sim::hierarchy::{Destination, Hierarchy, Source};
-use steer_sim::platform::{CacheSpec, PlatformSpec, Relation, TopologySpec};
+use steer_sim::platform::{CacheSpec, PlatformSpec, Relation, TopologySpec, WayMaskSpec};
 use steer_sim::units::{Line, Time};
 
 /// One CCX of two cores (CPUs 0, 1) plus a second CCX (CPU 2); tiny caches.
@@ -17,6 +17,17 @@ fn tiny(l3_relation: Relation) -> PlatformSpec {
     };
     platform.validate("platform").unwrap();
     platform
+}
+
+/// A hierarchy with one registered device (id 0, named `nic0`).
+fn with_nic(platform: &PlatformSpec) -> Hierarchy {
+    let mut h = Hierarchy::new(platform);
+    assert_eq!(h.register_device("nic0"), 0);
+    h
+}
+
+fn mask(agent: &str, mask: u64) -> WayMaskSpec {
+    WayMaskSpec { agent: agent.into(), mask }
 }
 
 fn read(h: &mut Hierarchy, cpu: u32, line: u64) -> Source {
@@ -82,14 +93,14 @@ fn dirty_lines_are_written_back_once() {
 
 #[test]
 fn dma_to_memory_invalidates_and_dma_to_l2_injects() {
-    let mut h = Hierarchy::new(&tiny(Relation::Exclusive));
+    let mut h = with_nic(&tiny(Relation::Exclusive));
     read(&mut h, 0, 7);
     read(&mut h, 2, 7);
-    h.dma_write(Line(7), Destination::Memory, Time::ZERO);
+    h.dma_write(0, Line(7), Destination::Memory, Time::ZERO);
     h.check_invariants().unwrap();
     assert!(!h.is_cached(Line(7)));
     assert_eq!(read(&mut h, 0, 7), Source::Dram);
-    h.dma_write(Line(7), Destination::L2 { cpu: 1 }, Time::ZERO);
+    h.dma_write(0, Line(7), Destination::L2 { cpu: 1 }, Time::ZERO);
     h.check_invariants().unwrap();
     assert!(h.in_l2(1, Line(7)) && !h.in_l2(0, Line(7)));
     assert_eq!(read(&mut h, 1, 7), Source::L2);
@@ -115,13 +126,13 @@ fn random_traffic_keeps_every_invariant() {
     for relation in [Relation::Inclusive, Relation::Exclusive, Relation::NonInclusive] {
         let mut platform = tiny(relation);
         platform.l2.relation = if relation == Relation::NonInclusive { Relation::NonInclusive } else { Relation::Inclusive };
-        let mut h = Hierarchy::new(&platform);
+        let mut h = with_nic(&platform);
         let mut rng = steer_sim::units::Rng::new(3);
         for step in 0..20_000u64 {
             let line = Line(rng.next_u64() % 600);
             match rng.next_u64() % 5 {
-                0 => h.dma_write(line, Destination::Memory, Time(step)),
-                1 => h.dma_write(line, Destination::L2 { cpu: (rng.next_u64() % 4) as u32 }, Time(step)),
+                0 => h.dma_write(0, line, Destination::Memory, Time(step)),
+                1 => h.dma_write(0, line, Destination::L2 { cpu: (rng.next_u64() % 4) as u32 }, Time(step)),
                 kind => {
                     h.core_access((rng.next_u64() % 4) as u32, line, kind == 2, Time(step));
                 }
@@ -141,18 +152,20 @@ fn asking_the_caches_and_keeping_a_directory_agree() {
         platform.l2.relation = if relation == Relation::NonInclusive { Relation::NonInclusive } else { Relation::Inclusive };
         let mut indexed = Hierarchy::with_directory(&platform, true);
         let mut probing = Hierarchy::with_directory(&platform, false);
+        indexed.register_device("nic0");
+        probing.register_device("nic0");
         let mut rng = steer_sim::units::Rng::new(11);
         for step in 0..20_000u64 {
             let line = Line(rng.next_u64() % 600);
             let cpu = (rng.next_u64() % 4) as u32;
             match rng.next_u64() % 5 {
                 0 => {
-                    indexed.dma_write(line, Destination::Memory, Time(step));
-                    probing.dma_write(line, Destination::Memory, Time(step));
+                    indexed.dma_write(0, line, Destination::Memory, Time(step));
+                    probing.dma_write(0, line, Destination::Memory, Time(step));
                 }
                 1 => {
-                    indexed.dma_write(line, Destination::L2 { cpu }, Time(step));
-                    probing.dma_write(line, Destination::L2 { cpu }, Time(step));
+                    indexed.dma_write(0, line, Destination::L2 { cpu }, Time(step));
+                    probing.dma_write(0, line, Destination::L2 { cpu }, Time(step));
                 }
                 kind => {
                     let a = indexed.core_access(cpu, line, kind == 2, Time(step));
@@ -166,4 +179,41 @@ fn asking_the_caches_and_keeping_a_directory_agree() {
         assert_eq!(indexed.stats.fills, probing.stats.fills);
         probing.check_invariants().unwrap();
     }
+}
+
+#[test]
+fn a_cpu_way_mask_confines_its_allocations() {
+    let mut platform = tiny(Relation::Exclusive);
+    platform.l1d.way_masks = vec![mask("cpu:0", 0b01)];
+    let mut h = Hierarchy::new(&platform);
+    // Lines 0 and 8 share L1 set 0 (8 sets, 2 ways). CPU 0 may use one way: they evict each other.
+    for line in [0, 8] {
+        assert_eq!(read(&mut h, 0, line), Source::Dram);
+    }
+    assert_eq!(read(&mut h, 0, 0), Source::L2);
+    // CPU 1 has no mask: both lines fit.
+    for line in [1000, 1008] {
+        assert_eq!(read(&mut h, 1, line), Source::Dram);
+    }
+    assert_eq!(read(&mut h, 1, 1000), Source::L1);
+}
+
+#[test]
+fn a_device_way_mask_confines_injection_and_victims_keep_their_place() {
+    let mut platform = tiny(Relation::Exclusive);
+    platform.l2.way_masks = vec![mask("device:nic0", 0b0001)];
+    let mut h = with_nic(&platform);
+    // Lines 0, 16, 32 share L2 set 0 (16 sets, 4 ways); the NIC may inject into way 0 only.
+    for line in [0, 16, 32] {
+        h.dma_write(0, Line(line), Destination::L2 { cpu: 1 }, Time::ZERO);
+        h.check_invariants().unwrap();
+    }
+    assert!(h.in_l2(1, Line(32)) && !h.in_l2(1, Line(16)) && !h.in_l2(1, Line(0)));
+    // The displaced injected lines went to the victim L3, dirty: no DRAM traffic yet.
+    assert_eq!(read(&mut h, 1, 16), Source::L3);
+    assert_eq!(h.memory.stats().map(|c| c.write_bytes + c.read_bytes).sum::<u64>(), 0);
+    // Injection skips L1; the CPU's own fill of 16 was not limited by the device's mask, so
+    // 16 and 32 now share the set.
+    assert_eq!(read(&mut h, 1, 32), Source::L2);
+    assert!(h.in_l2(1, Line(16)) && h.in_l2(1, Line(32)));
 }

@@ -137,6 +137,17 @@ fn bad_input_names_the_key_and_the_position() {
     let param = load_error("[params]\nx = 1\n[sim]\nmeasure_us = \"${y}\"\n", &[]);
     assert!(param.starts_with("s.toml:4:1: sim.measure_us: unknown parameter `y`"), "{param}");
 
+    let no_ways = load_error(MINIMAL, &["platform.l3.way_masks=[{agent = \"cpu:1\", mask = 0}]"]);
+    assert!(no_ways.contains("platform.l3.way_masks.0.mask: must allow at least one way"), "{no_ways}");
+    let too_wide = load_error(MINIMAL, &["platform.l1d.way_masks=[{agent = \"cpu:1\", mask = 0x1000}]"]);
+    assert!(too_wide.contains("platform.l1d.way_masks.0.mask: 0x1000 names ways beyond the 12"), "{too_wide}");
+    let agent = load_error(MINIMAL, &["platform.l3.way_masks=[{agent = \"core1\", mask = 3}]"]);
+    assert!(agent.contains("platform.l3.way_masks.0.agent: `core1`: expected cpu:N or device:NAME"), "{agent}");
+    let far_cpu = load_error(MINIMAL, &["platform.l3.way_masks=[{agent = \"cpu:192\", mask = 3}]"]);
+    assert!(far_cpu.contains("platform.l3.way_masks.0.agent: CPU 192 out of range"), "{far_cpu}");
+    let device = load_error(MINIMAL, &["platform.l3.way_masks=[{agent = \"device:nic9\", mask = 3}]"]);
+    assert!(device.contains("platform.l3.way_masks.0.agent: no device named `nic9`"), "{device}");
+
     let syntax = load_error("[sim\n", &[]);
     assert!(syntax.starts_with("s.toml:1:5: invalid TOML"), "{syntax}");
 }

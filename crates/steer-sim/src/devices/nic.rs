@@ -213,6 +213,8 @@ impl Allocator {
 
 pub struct Nic {
     pub spec: NicSpec,
+    /// The id the hierarchy knows this device by.
+    device: u32,
     placement: Box<dyn PlacementPolicy>,
     pub queues: Vec<RxQueue>,
     dma_latency: Time,
@@ -220,8 +222,10 @@ pub struct Nic {
 }
 
 impl Nic {
-    /// Builds a NIC from a validated spec, allocating its rings and buffers.
-    pub fn new(spec: &NicSpec, allocator: &mut Allocator, line_bits: u32, seed: u64) -> Nic {
+    /// Builds a NIC from a validated spec, allocating its rings and buffers and registering it
+    /// with the hierarchy.
+    pub fn new(spec: &NicSpec, allocator: &mut Allocator, hierarchy: &mut Hierarchy, seed: u64) -> Nic {
+        let line_bits = hierarchy.line_bits();
         let queues = spec
             .queues
             .iter()
@@ -248,6 +252,7 @@ impl Nic {
             })
             .collect();
         Nic {
+            device: hierarchy.register_device(&spec.name),
             placement: placement::build(&spec.placement, "placement").expect("validated placement"),
             spec: spec.clone(),
             queues,
@@ -283,13 +288,13 @@ impl Nic {
                 for line in first.0..=last.0 {
                     let kind = if line == first.0 { DmaKind::Header } else { DmaKind::Payload };
                     let destination = self.placement.destination(&DmaWrite { kind, consumer_cpu });
-                    hierarchy.dma_write(Line(line), destination, now);
+                    hierarchy.dma_write(self.device, Line(line), destination, now);
                 }
                 let slot = queue.completions_written % queue.spec.ring_entries as u64;
                 queue.completions_written += 1;
                 let entry_line = queue.completion_ring.offset(slot * queue.spec.completion_bytes as u64).line(line_bits);
                 let destination = self.placement.destination(&DmaWrite { kind: DmaKind::Completion, consumer_cpu });
-                hierarchy.dma_write(entry_line, destination, now);
+                hierarchy.dma_write(self.device, entry_line, destination, now);
                 let ready = now + self.dma_latency;
                 queue.completions.push_back(Completion { buffer, bytes, ready, entry_line });
                 queue.in_flight_bytes += bytes as u64;
