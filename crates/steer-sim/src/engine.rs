@@ -11,6 +11,7 @@ use crate::platform::PlatformSpec;
 use crate::results::{self, RunResult};
 use crate::scenario::Scenario;
 use crate::units::{Clock, Time};
+use crate::workloads::l2fwd::L2fwd;
 use crate::workloads::rx_loop::RxLoop;
 use crate::workloads::{Workload, WorkloadSpec};
 
@@ -20,6 +21,8 @@ pub struct System {
     pub hierarchy: Hierarchy,
     pub nics: Vec<Nic>,
     pub allocator: Allocator,
+    /// TX engines to start, as (nic, queue, time): a workload posted to an idle one.
+    pub tx_kicks: Vec<(usize, usize, Time)>,
 }
 
 impl System {
@@ -37,6 +40,7 @@ impl System {
 #[derive(Debug, Clone, Copy)]
 enum Agent {
     Queue { nic: usize, queue: usize },
+    Transmit { nic: usize, queue: usize },
     Workload(usize),
 }
 
@@ -49,6 +53,8 @@ pub struct Simulation {
     agents: Vec<Agent>,
     /// Agent id of each workload, so a wake-up finds it without a search.
     workload_agents: Vec<usize>,
+    /// Agent id of each queue's TX engine, by nic then queue.
+    tx_agents: Vec<Vec<usize>>,
     sequence: u64,
     now: Time,
 }
@@ -65,21 +71,24 @@ impl Simulation {
             .enumerate()
             .map(|(i, spec)| Nic::new(spec, &mut allocator, &mut hierarchy, scenario.seed.wrapping_add(i as u64)))
             .collect();
-        let mut system = System { hierarchy, nics, allocator, platform };
+        let mut system = System { hierarchy, nics, allocator, platform, tx_kicks: Vec::new() };
         let clock = Clock::new(system.platform.core.freq_ghz);
-        let workloads: Vec<Box<dyn Workload>> = scenario
-            .workloads
-            .iter()
-            .enumerate()
-            .map(|(index, spec)| -> Box<dyn Workload> {
-                match spec {
-                    WorkloadSpec::RxLoop(rx) => {
-                        let nic = scenario.devices.iter().position(|d| d.name == rx.device).expect("validated device");
-                        Box::new(RxLoop::new(index, rx, nic, clock, &mut system))
+        let mut workloads: Vec<Box<dyn Workload>> = Vec::new();
+        for spec in &scenario.workloads {
+            let nic_of = |device: &str| scenario.devices.iter().position(|d| d.name == device).expect("validated device");
+            match spec {
+                WorkloadSpec::RxLoop(rx) => {
+                    let nic = nic_of(&rx.device);
+                    workloads.push(Box::new(RxLoop::new(workloads.len(), rx, nic, clock, &mut system)));
+                }
+                WorkloadSpec::L2fwd(fwd) => {
+                    let nic = nic_of(&fwd.device);
+                    for queue in 0..system.nics[nic].queues.len() {
+                        workloads.push(Box::new(L2fwd::new(workloads.len(), fwd, nic, queue, clock, &system)));
                     }
                 }
-            })
-            .collect();
+            }
+        }
         let mut simulation = Simulation {
             scenario,
             system,
@@ -87,15 +96,19 @@ impl Simulation {
             events: BinaryHeap::new(),
             agents: Vec::new(),
             workload_agents: Vec::new(),
+            tx_agents: Vec::new(),
             sequence: 0,
             now: Time::ZERO,
         };
         for nic in 0..simulation.system.nics.len() {
+            let mut tx = Vec::new();
             for queue in 0..simulation.system.nics[nic].queues.len() {
                 let agent = simulation.add_agent(Agent::Queue { nic, queue });
                 let first = simulation.system.nics[nic].first_arrival(queue);
                 simulation.schedule(first, agent);
+                tx.push(simulation.add_agent(Agent::Transmit { nic, queue }));
             }
+            simulation.tx_agents.push(tx);
         }
         for index in 0..simulation.workloads.len() {
             let agent = simulation.add_agent(Agent::Workload(index));
@@ -139,9 +152,18 @@ impl Simulation {
                         self.schedule(at, self.workload_agents[workload]);
                     }
                 }
+                Agent::Transmit { nic, queue } => {
+                    if let Some(next) = self.system.nics[nic].transmit(queue, time, &mut self.system.hierarchy) {
+                        self.schedule(next, agent);
+                    }
+                }
                 Agent::Workload(index) => {
                     if let Some(next) = self.workloads[index].step(&mut self.system, time) {
                         self.schedule(next, agent);
+                    }
+                    for (nic, queue, at) in std::mem::take(&mut self.system.tx_kicks) {
+                        let start = self.system.nics[nic].queues[queue].tx_start(at);
+                        self.schedule(start, self.tx_agents[nic][queue]);
                     }
                 }
             }

@@ -52,6 +52,9 @@ pub enum Destination {
     Memory,
     /// Install (dirty) in the L2 of the core running `cpu`, invalidating other copies.
     L2 { cpu: u32 },
+    /// Write into the L3 of `ccx` (Intel DDIO): update the line in place if that L3 holds it,
+    /// else allocate it there within the device's LLC ways; other copies are invalidated.
+    L3 { ccx: u32 },
 }
 
 /// Whom a request is carried out for. Its way masks apply to every allocation the request causes,
@@ -80,9 +83,10 @@ impl LevelMasks {
         LevelMasks { spec, cpu, device: Vec::new() }
     }
 
-    fn register(&mut self, name: &str) {
+    /// Adds a device whose mask is its listed one, else `default`.
+    fn register(&mut self, name: &str, default: u64) {
         let agent = MaskAgent::Device(name.to_string());
-        let mask = self.spec.iter().rev().find(|(a, _)| *a == agent).map_or(u64::MAX, |(_, m)| *m);
+        let mask = self.spec.iter().rev().find(|(a, _)| *a == agent).map_or(default, |(_, m)| *m);
         self.device.push(mask);
     }
 
@@ -127,6 +131,19 @@ impl LevelStats {
     }
 }
 
+/// Line transfers of one device (reset after warm-up).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DeviceTraffic {
+    /// Lines written by the device.
+    pub writes: u64,
+    /// Writes that found their line in an L3 (an LLC write hit, whatever the placement).
+    pub write_llc_hits: u64,
+    /// Lines read by the device.
+    pub reads: u64,
+    /// Reads served by a cache rather than memory.
+    pub read_cache_hits: u64,
+}
+
 /// Counters of the whole hierarchy (reset after warm-up).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct HierarchyStats {
@@ -140,6 +157,9 @@ pub struct HierarchyStats {
     pub dma_lines_to_cache: u64,
     pub dma_reads_from_cache: u64,
     pub dma_reads_from_memory: u64,
+    /// Per registered device, by device id.
+    #[serde(skip)]
+    pub devices: Vec<DeviceTraffic>,
     /// Cache-line operations simulated (demand accesses plus device line reads and writes).
     pub line_ops: u64,
 }
@@ -195,6 +215,9 @@ pub struct Hierarchy {
     /// The request being carried out (see `Requester`).
     requester: Requester,
     line_bits: u32,
+    /// LLC ways of Intel DDIO; 0 when the platform has none.
+    ddio_mask: u64,
+    nodes_per_socket: u32,
     pub stats: HierarchyStats,
 }
 
@@ -233,17 +256,26 @@ impl Hierarchy {
             ],
             requester: Requester::Cpu(0),
             line_bits: platform.line_bits(),
+            ddio_mask: platform.io.ddio_mask(platform.l3.ways),
+            nodes_per_socket: platform.memory.nodes_per_socket,
             stats: HierarchyStats { fills: vec![[0; 6]; t.cpus() as usize], ..Default::default() },
             topology: t,
         }
     }
 
     /// Registers a device by name (for its way masks); returns its id for `dma_write`.
+    /// On a platform with DDIO, a device's LLC allocations default to the DDIO ways.
     pub fn register_device(&mut self, name: &str) -> u32 {
-        for level in &mut self.masks {
-            level.register(name);
-        }
+        let [l1, l2, l3] = &mut self.masks;
+        l1.register(name, u64::MAX);
+        l2.register(name, u64::MAX);
+        l3.register(name, if self.ddio_mask != 0 { self.ddio_mask } else { u64::MAX });
+        self.stats.devices.push(DeviceTraffic::default());
         self.masks[0].device.len() as u32 - 1
+    }
+
+    pub fn memory_nodes_per_socket(&self) -> u32 {
+        self.nodes_per_socket
     }
 
     pub fn line_bits(&self) -> u32 {
@@ -256,7 +288,12 @@ impl Hierarchy {
 
     pub fn reset_stats(&mut self) {
         let cpus = self.stats.fills.len();
-        self.stats = HierarchyStats { fills: vec![[0; 6]; cpus], ..Default::default() };
+        let devices = self.stats.devices.len();
+        self.stats = HierarchyStats {
+            fills: vec![[0; 6]; cpus],
+            devices: vec![DeviceTraffic::default(); devices],
+            ..Default::default()
+        };
         self.memory.reset_stats();
     }
 
@@ -522,6 +559,11 @@ impl Hierarchy {
     pub fn dma_write(&mut self, device: u32, line: Line, destination: Destination, now: Time) {
         self.requester = Requester::Device(device);
         self.stats.line_ops += 1;
+        let cores = self.topology.cores();
+        let in_llc = self.holders(line).iter().any(|h| h >= cores);
+        let traffic = &mut self.stats.devices[device as usize];
+        traffic.writes += 1;
+        traffic.write_llc_hits += in_llc as u64;
         match destination {
             Destination::Memory => {
                 // The write overwrites the whole line: cached copies are dropped, dirty or not.
@@ -544,14 +586,28 @@ impl Hierarchy {
                 self.dir_add(line, core);
                 self.stats.dma_lines_to_cache += 1;
             }
+            Destination::L3 { ccx } => {
+                let id = self.l3_id(ccx);
+                for holder in self.holders(line).iter().filter(|&h| h != id).collect::<Vec<_>>() {
+                    self.drop_copy(holder, line);
+                }
+                // A write hit updates in place and never allocates.
+                if !self.l3[ccx as usize].mark_dirty(line) {
+                    self.l3_install(ccx, line, true, now);
+                }
+                self.stats.dma_lines_to_cache += 1;
+            }
         }
     }
 
-    /// A device reads a line (TX DMA, descriptor fetch): served by any cache holding it, else memory.
-    pub fn dma_read(&mut self, line: Line, now: Time) -> bool {
+    /// Device `device` reads a line (TX DMA, descriptor fetch): served by any cache holding it
+    /// (without allocating), else by memory. Returns whether a cache served it.
+    pub fn dma_read(&mut self, device: u32, line: Line, now: Time) -> bool {
         self.stats.line_ops += 1;
+        self.stats.devices[device as usize].reads += 1;
         if self.is_cached(line) {
             self.stats.dma_reads_from_cache += 1;
+            self.stats.devices[device as usize].read_cache_hits += 1;
             true
         } else {
             self.memory.read(line, now);

@@ -206,6 +206,29 @@ impl MemorySpec {
 }
 
 params! {
+    /// How inbound device writes may allocate in the LLC (Intel DDIO).
+    pub struct IoSpec {
+        /// LLC ways inbound writes may allocate into (DDIO), the highest ways; 0 = no DDIO.
+        ddio_ways: u32 = 0,
+        /// Explicit DDIO way mask (the IIO LLC WAYS register), overriding `ddio_ways` when non-zero.
+        ddio_mask: u64 = 0,
+    }
+}
+
+impl IoSpec {
+    /// The DDIO way mask of an LLC with `ways` ways; 0 when the platform has no DDIO.
+    pub fn ddio_mask(&self, ways: u32) -> u64 {
+        if self.ddio_mask != 0 {
+            self.ddio_mask
+        } else {
+            let all = if ways >= 64 { u64::MAX } else { (1u64 << ways) - 1 };
+            let low = if self.ddio_ways >= ways { 0 } else { (1u64 << (ways - self.ddio_ways)) - 1 };
+            all & !low
+        }
+    }
+}
+
+params! {
     /// A complete platform.
     pub struct PlatformSpec {
         /// Preset name, or a free name for a full spec.
@@ -226,6 +249,8 @@ params! {
         fabric: FabricSpec = FabricSpec::default(),
         /// Memory.
         memory: MemorySpec = MemorySpec::default(),
+        /// Device writes into the LLC.
+        io: IoSpec = IoSpec::default(),
     }
 }
 
@@ -291,6 +316,13 @@ impl PlatformSpec {
         ] {
             ensure(value >= 0.0, &key(name), || format!("must not be negative (got {value})"))?;
         }
+        ensure(self.io.ddio_ways <= self.l3.ways, &key("io.ddio_ways"), || {
+            format!("the L3 has {} ways (got {})", self.l3.ways, self.io.ddio_ways)
+        })?;
+        let l3_ways = if self.l3.ways >= 64 { u64::MAX } else { (1u64 << self.l3.ways) - 1 };
+        ensure(self.io.ddio_mask & !l3_ways == 0, &key("io.ddio_mask"), || {
+            format!("{:#x} names ways beyond the {} the L3 has", self.io.ddio_mask, self.l3.ways)
+        })?;
         let m = &self.memory;
         ensure(m.nodes_per_socket >= 1, &key("memory.nodes_per_socket"), || "must be at least 1".into())?;
         ensure(m.channels_per_node >= 1, &key("memory.channels_per_node"), || "must be at least 1".into())?;
@@ -325,6 +357,16 @@ pub const PRESETS: &[Preset] = &[
         name: "turin-9575f",
         description: "AMD EPYC 9575F (Zen 5, 64 cores, 8 CCX x 8, 12 x DDR5-6400)",
         source: include_str!("../presets/turin-9575f.toml"),
+    },
+    Preset {
+        name: "skylake-sp-6140",
+        description: "Intel Xeon Gold 6140 (Skylake-SP, 18 cores, 24.75 MB 11-way LLC, 6 x DDR4-2666, DDIO)",
+        source: include_str!("../presets/skylake-sp-6140.toml"),
+    },
+    Preset {
+        name: "icelake-sp-6354",
+        description: "Intel Xeon Gold 6354 (Ice Lake-SP, 18 cores, 39 MB 12-way LLC, 8 x DDR4-3200, DDIO)",
+        source: include_str!("../presets/icelake-sp-6354.toml"),
     },
 ];
 
@@ -367,6 +409,15 @@ mod tests {
             assert!(docs.iter().any(|d| d.key == "l2.size_kib"));
             assert!(docs.iter().all(|d| !d.meaning.is_empty()), "{name}: undocumented parameter");
         }
+    }
+
+    #[test]
+    fn ddio_mask_counts_from_the_highest_way() {
+        let io = IoSpec { ddio_ways: 2, ddio_mask: 0 };
+        assert_eq!(io.ddio_mask(11), 0x600);
+        assert_eq!(IoSpec { ddio_ways: 11, ddio_mask: 0 }.ddio_mask(11), 0x7ff);
+        assert_eq!(IoSpec::default().ddio_mask(11), 0);
+        assert_eq!(IoSpec { ddio_ways: 2, ddio_mask: 0x003 }.ddio_mask(11), 0x003);
     }
 
     #[test]

@@ -26,6 +26,21 @@ fn fractions(counts: &[u64; 6], skip_l1: bool) -> Value {
     Value::Object(map)
 }
 
+/// p50, p99 and mean of packet latencies (nearest-rank percentiles), or null without packets.
+fn latency_summary(samples: &mut [f64]) -> Value {
+    if samples.is_empty() {
+        return Value::Null;
+    }
+    samples.sort_by(|a, b| a.total_cmp(b));
+    let rank = |p: f64| samples[((p * samples.len() as f64).ceil() as usize).clamp(1, samples.len()) - 1];
+    json!({
+        "p50": rank(0.50),
+        "p99": rank(0.99),
+        "mean": samples.iter().sum::<f64>() / samples.len() as f64,
+        "count": samples.len(),
+    })
+}
+
 pub fn collect(simulation: &Simulation, warmup: Time, host_seconds: f64) -> RunResult {
     let system = &simulation.system;
     let window_ns = (simulation.now() - warmup).as_ns().max(1e-9);
@@ -75,13 +90,21 @@ pub fn collect(simulation: &Simulation, warmup: Time, host_seconds: f64) -> RunR
             .collect();
         let sum = |f: fn(&crate::devices::nic::QueueStats) -> u64| nic.queues.iter().map(|q| f(&q.stats)).sum::<u64>();
         let accepted = sum(|s| s.arrived_bytes) - sum(|s| s.dropped_bytes);
+        let traffic = &hierarchy.stats.devices[nic.device_id() as usize];
+        let ratio = |part: u64, whole: u64| if whole > 0 { json!(part as f64 / whole as f64) } else { Value::Null };
+        let mut latencies: Vec<f64> = nic.queues.iter().flat_map(|q| q.stats.latencies_ns.iter().copied()).collect();
         devices.insert(
             nic.spec.name.clone(),
             json!({
                 "rx_gbps": accepted as f64 * 8.0 / window_ns,
+                "tx_gbps": sum(|s| s.transmitted_bytes) as f64 * 8.0 / window_ns,
                 "offered_gbps": sum(|s| s.arrived_bytes) as f64 * 8.0 / window_ns,
                 "drops": sum(|s| s.dropped_packets),
                 "placement": nic.spec.placement.policy,
+                "dma_write_hit_rate": ratio(traffic.write_llc_hits, traffic.writes),
+                "dma_read_hit_rate": ratio(traffic.read_cache_hits, traffic.reads),
+                "dma": traffic,
+                "latency_ns": latency_summary(&mut latencies),
                 "queues": queues,
             }),
         );

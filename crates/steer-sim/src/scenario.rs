@@ -87,15 +87,27 @@ impl Scenario {
         }
         let shape = SystemShape {
             cpus,
-            devices: self.devices.iter().map(|d| (d.name.as_str(), d.queues.len())).collect(),
+            devices: self
+                .devices
+                .iter()
+                .map(|d| (d.name.as_str(), d.expanded_queues().iter().map(|q| q.consumer_cpu).collect()))
+                .collect(),
         };
+        for (i, device) in self.devices.iter().enumerate() {
+            if device.placement.policy == "ddio" {
+                ensure(self.platform.io.ddio_mask(self.platform.l3.ways) != 0, &format!("devices.{i}.placement.policy"), || {
+                    format!("platform `{}` has no DDIO ways (platform.io.ddio_ways = 0)", self.platform.name)
+                })?;
+            }
+        }
+        let mut busy: Vec<(u32, usize)> = Vec::new();
         for (i, workload) in self.workloads.iter().enumerate() {
             workload.validate(&format!("workloads.{i}"), &shape)?;
-            if let Some(j) = self.workloads[..i].iter().position(|w| w.cpu() == workload.cpu()) {
-                return Err(ConfigError::new(
-                    format!("workloads.{i}.cpu"),
-                    format!("CPU {} already runs workloads.{j}", workload.cpu()),
-                ));
+            for cpu in workload.cpus(&shape) {
+                if let Some((_, j)) = busy.iter().find(|(c, _)| *c == cpu) {
+                    return Err(ConfigError::new(format!("workloads.{i}.cpu"), format!("CPU {cpu} already runs workloads.{j}")));
+                }
+                busy.push((cpu, i));
             }
         }
         Ok(())
@@ -356,7 +368,11 @@ pub struct Builtin {
     pub source: &'static str,
 }
 
-pub const BUILTINS: &[Builtin] = &[Builtin { name: "rx-default", source: include_str!("../scenarios/rx-default.toml") }];
+pub const BUILTINS: &[Builtin] = &[
+    Builtin { name: "rx-default", source: include_str!("../scenarios/rx-default.toml") },
+    Builtin { name: "ddio-l2fwd", source: include_str!("../scenarios/ddio-l2fwd.toml") },
+    Builtin { name: "sdci-l2fwd", source: include_str!("../scenarios/sdci-l2fwd.toml") },
+];
 
 impl Builtin {
     /// The `description` line of the scenario file.

@@ -163,3 +163,32 @@ fn parameters_substitute_with_their_types() {
     let scenario = load(&source, &["sim.warmup_us=3.0".to_string()]).unwrap();
     assert_eq!(scenario.sim.warmup_us, 3.0);
 }
+
+#[test]
+fn l2fwd_forwards_every_packet_and_ddio_keeps_a_small_ring_out_of_dram() {
+    let short = ["sim.warmup_us=300", "sim.measure_us=300", "rx_ring=256"];
+    let ddio = run_builtin("ddio-l2fwd", &short);
+    let nic = &ddio["devices"]["nic0"];
+    assert_eq!(nic["drops"], 0);
+    assert!((f(&nic["tx_gbps"]) - f(&nic["rx_gbps"])).abs() < 2.0, "{nic}");
+    for q in nic["queues"].as_array().unwrap() {
+        let u = |k: &str| q[k].as_u64().unwrap();
+        assert_eq!(u("arrived_bytes") + u("in_flight_bytes_start"), u("dropped_bytes") + u("consumed_bytes") + u("in_flight_bytes_end"));
+    }
+    assert!(f(&nic["dma_write_hit_rate"]) > 0.9, "{nic}");
+    assert_eq!(f(&nic["dma_read_hit_rate"]), 1.0);
+    assert!(f(&ddio["dram"]["read_gbps"]) < 0.1 && f(&ddio["dram"]["write_gbps"]) < 0.1, "{}", ddio["dram"]);
+    let latency = &nic["latency_ns"];
+    assert!(f(&latency["p50"]) <= f(&latency["p99"]) && f(&latency["mean"]) > 0.0);
+    assert_eq!(ddio["cores"].as_object().unwrap().len(), 4, "one forwarding loop per queue");
+
+    let memory = run_builtin("ddio-l2fwd", &[short[0], short[1], short[2], "placement=\"memory\""]);
+    assert!(f(&memory["dram"]["write_gbps"]) > 10.0 && f(&memory["dram"]["read_gbps"]) > 10.0, "{}", memory["dram"]);
+}
+
+#[test]
+fn ddio_needs_a_platform_with_ddio_ways() {
+    let text = steer_sim::scenario::builtin("sdci-l2fwd").unwrap().source;
+    let error = load(&ScenarioSource { text, origin: "s.toml", default_name: "s" }, &["placement=\"ddio\"".to_string()]).unwrap_err();
+    assert!(error.contains("devices.0.placement.policy: platform `turin-9655` has no DDIO ways"), "{error}");
+}

@@ -12,6 +12,16 @@ use crate::params::{choice, params};
 use crate::units::{Addr, Line, Rng, Time};
 
 choice! {
+    /// Which free buffer refills an RX descriptor.
+    pub enum Recycle {
+        /// The buffer freed longest ago: buffers circulate through the whole pool (a fixed ring).
+        Fifo,
+        /// The buffer freed last, as a per-core mempool cache hands them out (DPDK).
+        Lifo,
+    }
+}
+
+choice! {
     /// Packet inter-arrival process.
     pub enum Arrival {
         /// Evenly spaced packets at the offered rate.
@@ -40,6 +50,16 @@ params! {
         descriptor_bytes: u32 = 16,
         /// The CPU that consumes this queue (target of steering by default).
         consumer_cpu: u32 = 0,
+        /// Queues this entry stands for: RSS spreads `offered_gbps` evenly; queue i is consumed
+        /// by `consumer_cpu + i`.
+        count: u32 = 1,
+        /// Buffers in the queue's pool (0: one per descriptor).
+        pool_buffers: u32 = 0,
+        /// Distance between consecutive buffers of the pool, which is allocated contiguously
+        /// (0: `buffer_bytes`). A DPDK mbuf with 2 KiB of data room is a 2368 B element.
+        buffer_stride_bytes: u32 = 0,
+        /// Which free buffer refills a descriptor.
+        recycle: Recycle = Recycle::Fifo,
     }
 }
 
@@ -62,6 +82,21 @@ params! {
 }
 
 impl NicSpec {
+    /// The queues, one per RSS queue (`count` expanded).
+    pub fn expanded_queues(&self) -> Vec<QueueSpec> {
+        self.queues
+            .iter()
+            .flat_map(|q| {
+                (0..q.count).map(move |i| QueueSpec {
+                    consumer_cpu: q.consumer_cpu + i,
+                    offered_gbps: q.offered_gbps / q.count as f64,
+                    count: 1,
+                    ..q.clone()
+                })
+            })
+            .collect()
+    }
+
     pub fn validate(&self, path: &str, cpus: u32, nodes: u32) -> ConfigResult<()> {
         let key = |k: &str| format!("{path}.{k}");
         ensure(self.link_gbps > 0.0, &key("link_gbps"), || format!("must be positive (got {})", self.link_gbps))?;
@@ -85,8 +120,15 @@ impl NicSpec {
             ensure(q.offered_gbps > 0.0, &qkey("offered_gbps"), || format!("must be positive (got {})", q.offered_gbps))?;
             ensure(q.completion_bytes >= 1, &qkey("completion_bytes"), || "must be at least 1".into())?;
             ensure(q.descriptor_bytes >= 1, &qkey("descriptor_bytes"), || "must be at least 1".into())?;
-            ensure(q.consumer_cpu < cpus, &qkey("consumer_cpu"), || {
-                format!("CPU {} out of range (the platform has {cpus})", q.consumer_cpu)
+            ensure(q.count >= 1, &qkey("count"), || "must be at least 1".into())?;
+            ensure(q.consumer_cpu + q.count <= cpus, &qkey("consumer_cpu"), || {
+                format!("CPU {} out of range (the platform has {cpus})", q.consumer_cpu + q.count - 1)
+            })?;
+            ensure(q.buffer_stride_bytes == 0 || q.buffer_stride_bytes >= q.buffer_bytes, &qkey("buffer_stride_bytes"), || {
+                format!("a stride of {} B cannot hold {} B buffers", q.buffer_stride_bytes, q.buffer_bytes)
+            })?;
+            ensure(q.pool_buffers == 0 || q.pool_buffers >= q.ring_entries, &qkey("pool_buffers"), || {
+                format!("a pool of {} cannot fill {} descriptors", q.pool_buffers, q.ring_entries)
             })?;
             total += q.offered_gbps;
         }
@@ -107,6 +149,11 @@ pub struct QueueStats {
     pub consumed_bytes: u64,
     /// Bytes written but not yet consumed when the stats were last reset.
     pub in_flight_bytes_start: u64,
+    pub transmitted_packets: u64,
+    pub transmitted_bytes: u64,
+    /// Arrival-to-TX-done latency of each transmitted packet (ns).
+    #[serde(skip)]
+    pub latencies_ns: Vec<f64>,
 }
 
 /// A packet written to host memory, waiting for its consumer.
@@ -117,6 +164,16 @@ pub struct Completion {
     /// When the data and completion entry are visible to the host.
     pub ready: Time,
     pub entry_line: Line,
+    /// When the packet arrived at the NIC.
+    pub arrival: Time,
+}
+
+/// A packet handed back to the NIC for transmission.
+#[derive(Debug, Clone, Copy)]
+struct TxPacket {
+    buffer: u32,
+    bytes: u32,
+    arrival: Time,
 }
 
 /// What a consumer's poll finds.
@@ -132,6 +189,16 @@ pub struct RxQueue {
     buffers: Vec<Addr>,
     /// Posted buffers, in ring order.
     posted: VecDeque<u32>,
+    /// Free buffers, oldest freed first.
+    free: VecDeque<u32>,
+    /// Packets waiting for TX DMA, in order.
+    tx: VecDeque<TxPacket>,
+    tx_descriptor_ring: Addr,
+    tx_posted: u64,
+    /// When the TX engine is next free (it serializes packets onto the link).
+    tx_free_at: Time,
+    /// Whether the TX engine is scheduled; a post to an idle engine must kick it.
+    pub tx_scheduled: bool,
     completions: VecDeque<Completion>,
     completion_ring: Addr,
     completions_written: u64,
@@ -170,17 +237,59 @@ impl RxQueue {
         self.descriptor_ring.offset(slot * self.spec.descriptor_bytes as u64)
     }
 
-    /// The consumer is done with a packet: account it and re-post its buffer.
-    pub fn release(&mut self, completion: Completion) {
+    /// The consumer has taken a packet out of the queue: account it as consumed.
+    pub fn finish(&mut self, completion: &Completion) {
         self.stats.consumed_packets += 1;
         self.stats.consumed_bytes += completion.bytes as u64;
         self.in_flight_bytes -= completion.bytes as u64;
-        self.posted.push_back(completion.buffer);
-        self.descriptors_posted += 1;
+    }
+
+    /// A buffer returns to the pool; free buffers refill empty descriptors.
+    pub fn recycle(&mut self, buffer: u32) {
+        self.free.push_back(buffer);
+        self.refill();
+    }
+
+    /// Posts free buffers to empty descriptors, in the pool's recycle order.
+    pub fn refill(&mut self) {
+        while self.posted.len() < self.spec.ring_entries as usize {
+            let next = match self.spec.recycle {
+                Recycle::Fifo => self.free.pop_front(),
+                Recycle::Lifo => self.free.pop_back(),
+            };
+            let Some(buffer) = next else { break };
+            self.posted.push_back(buffer);
+            self.descriptors_posted += 1;
+        }
+    }
+
+    /// The consumer is done with a packet and frees its buffer (a receive-and-consume loop).
+    pub fn release(&mut self, completion: Completion) {
+        self.finish(&completion);
+        self.recycle(completion.buffer);
+    }
+
+    /// The TX descriptor line the driver writes when it posts a packet for transmission.
+    pub fn next_tx_descriptor_addr(&self) -> Addr {
+        let slot = self.tx_posted % self.spec.ring_entries as u64;
+        self.tx_descriptor_ring.offset(slot * self.spec.descriptor_bytes as u64)
+    }
+
+    /// Hands a consumed packet's buffer to the NIC for transmission; the buffer is recycled
+    /// when its TX DMA is done. Returns true if the TX engine is idle and must be scheduled.
+    pub fn post_tx(&mut self, completion: &Completion) -> bool {
+        self.tx.push_back(TxPacket { buffer: completion.buffer, bytes: completion.bytes, arrival: completion.arrival });
+        self.tx_posted += 1;
+        !std::mem::replace(&mut self.tx_scheduled, true)
     }
 
     pub fn reset_stats(&mut self) {
         self.stats = QueueStats { in_flight_bytes_start: self.in_flight_bytes, ..Default::default() };
+    }
+
+    /// When the TX engine can start on the next packet, given a kick at `now`.
+    pub fn tx_start(&self, now: Time) -> Time {
+        self.tx_free_at.max(now)
     }
 
     fn next_gap(&mut self, arrival: Arrival) -> Time {
@@ -215,6 +324,9 @@ pub struct Nic {
     pub spec: NicSpec,
     /// The id the hierarchy knows this device by.
     device: u32,
+    /// The CCX whose L3 is this device's LLC.
+    llc_ccx: u32,
+    link_gbps: f64,
     placement: Box<dyn PlacementPolicy>,
     pub queues: Vec<RxQueue>,
     dma_latency: Time,
@@ -227,31 +339,45 @@ impl Nic {
     pub fn new(spec: &NicSpec, allocator: &mut Allocator, hierarchy: &mut Hierarchy, seed: u64) -> Nic {
         let line_bits = hierarchy.line_bits();
         let queues = spec
-            .queues
-            .iter()
+            .expanded_queues()
+            .into_iter()
             .enumerate()
             .map(|(i, q)| {
-                let buffers = (0..q.ring_entries)
-                    .map(|_| allocator.alloc(spec.numa_node, q.buffer_bytes as u64))
-                    .collect();
+                let pool = q.pool_buffers.max(q.ring_entries);
+                let stride = if q.buffer_stride_bytes == 0 { q.buffer_bytes } else { q.buffer_stride_bytes } as u64;
+                let base = allocator.alloc(spec.numa_node, stride * pool as u64);
+                let buffers = (0..pool as u64).map(|i| base.offset(i * stride)).collect();
+                let ring = |bytes: u32| q.ring_entries as u64 * bytes as u64;
                 RxQueue {
-                    spec: q.clone(),
                     buffers,
                     posted: (0..q.ring_entries).collect(),
+                    free: (q.ring_entries..pool).collect(),
+                    tx: VecDeque::new(),
+                    tx_descriptor_ring: allocator.alloc(spec.numa_node, ring(q.descriptor_bytes)),
+                    tx_posted: 0,
+                    tx_free_at: Time::ZERO,
+                    tx_scheduled: false,
                     completions: VecDeque::new(),
-                    completion_ring: allocator.alloc(spec.numa_node, q.ring_entries as u64 * q.completion_bytes as u64),
+                    completion_ring: allocator.alloc(spec.numa_node, ring(q.completion_bytes)),
                     completions_written: 0,
-                    descriptor_ring: allocator.alloc(spec.numa_node, q.ring_entries as u64 * q.descriptor_bytes as u64),
+                    descriptor_ring: allocator.alloc(spec.numa_node, ring(q.descriptor_bytes)),
                     descriptors_posted: 0,
                     interarrival_ns: q.packet_bytes as f64 * 8.0 / q.offered_gbps,
                     rng: Rng::new(seed ^ (i as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D)),
                     in_flight_bytes: 0,
                     waiter: None,
                     stats: QueueStats::default(),
+                    spec: q,
                 }
             })
             .collect();
+        let topology = hierarchy.topology();
+        // The device's LLC: the first CCX of the socket its NUMA node belongs to.
+        let socket = spec.numa_node / hierarchy.memory_nodes_per_socket();
+        let llc_ccx = socket * topology.ccx_per_socket;
         Nic {
+            llc_ccx,
+            link_gbps: spec.link_gbps,
             device: hierarchy.register_device(&spec.name),
             placement: placement::build(&spec.placement, "placement").expect("validated placement"),
             spec: spec.clone(),
@@ -259,6 +385,11 @@ impl Nic {
             dma_latency: Time::from_ns(spec.dma_latency_ns),
             line_bits,
         }
+    }
+
+    /// The id the hierarchy knows this device by (its traffic counters are indexed by it).
+    pub fn device_id(&self) -> u32 {
+        self.device
     }
 
     /// When queue `q`'s first packet arrives (a deterministic, seed-dependent phase).
@@ -282,26 +413,55 @@ impl Nic {
                 queue.stats.dropped_bytes += bytes as u64;
             }
             Some(buffer) => {
-                let consumer_cpu = queue.spec.consumer_cpu;
+                let (consumer_cpu, llc_ccx) = (queue.spec.consumer_cpu, self.llc_ccx);
                 let first = queue.buffers[buffer as usize].line(line_bits);
                 let last = queue.buffers[buffer as usize].offset(bytes as u64 - 1).line(line_bits);
                 for line in first.0..=last.0 {
                     let kind = if line == first.0 { DmaKind::Header } else { DmaKind::Payload };
-                    let destination = self.placement.destination(&DmaWrite { kind, consumer_cpu });
+                    let destination = self.placement.destination(&DmaWrite { kind, consumer_cpu, llc_ccx });
                     hierarchy.dma_write(self.device, Line(line), destination, now);
                 }
                 let slot = queue.completions_written % queue.spec.ring_entries as u64;
                 queue.completions_written += 1;
                 let entry_line = queue.completion_ring.offset(slot * queue.spec.completion_bytes as u64).line(line_bits);
-                let destination = self.placement.destination(&DmaWrite { kind: DmaKind::Completion, consumer_cpu });
+                let destination = self.placement.destination(&DmaWrite { kind: DmaKind::Completion, consumer_cpu, llc_ccx });
                 hierarchy.dma_write(self.device, entry_line, destination, now);
                 let ready = now + self.dma_latency;
-                queue.completions.push_back(Completion { buffer, bytes, ready, entry_line });
+                queue.completions.push_back(Completion { buffer, bytes, ready, entry_line, arrival: now });
                 queue.in_flight_bytes += bytes as u64;
                 wake = queue.waiter.take().map(|w| (w, ready));
             }
         }
         let arrival = queue.spec.arrival;
         (now + queue.next_gap(arrival), wake)
+    }
+
+    /// The TX engine of queue `q` runs at `now`: it DMA-reads the next packet (the model reads
+    /// every line at `now`), returns the buffer to the pool, and counts the packet done when the
+    /// read completes. Returns when to run again, if packets wait.
+    pub fn transmit(&mut self, q: usize, now: Time, hierarchy: &mut Hierarchy) -> Option<Time> {
+        let line_bits = self.line_bits;
+        let queue = &mut self.queues[q];
+        let Some(packet) = queue.tx.pop_front() else {
+            queue.tx_scheduled = false;
+            return None;
+        };
+        let start = queue.buffers[packet.buffer as usize];
+        for line in start.line(line_bits).0..=start.offset(packet.bytes as u64 - 1).line(line_bits).0 {
+            hierarchy.dma_read(self.device, Line(line), now);
+        }
+        let done = now + self.dma_latency;
+        queue.stats.transmitted_packets += 1;
+        queue.stats.transmitted_bytes += packet.bytes as u64;
+        queue.stats.latencies_ns.push((done - packet.arrival).as_ns());
+        queue.recycle(packet.buffer);
+        // The link serializes packets: the next one starts when this one is on the wire.
+        queue.tx_free_at = now + Time::from_ns(packet.bytes as f64 * 8.0 / self.link_gbps);
+        if queue.tx.is_empty() {
+            queue.tx_scheduled = false;
+            None
+        } else {
+            Some(queue.tx_free_at)
+        }
     }
 }

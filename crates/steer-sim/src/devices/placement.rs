@@ -22,6 +22,8 @@ pub struct DmaWrite {
     pub kind: DmaKind,
     /// The CPU that consumes the queue the write belongs to.
     pub consumer_cpu: u32,
+    /// The CCX whose L3 is the device's LLC (the first of its socket).
+    pub llc_ccx: u32,
 }
 
 /// The contract: given a write, name its destination. Must be deterministic.
@@ -32,7 +34,8 @@ pub trait PlacementPolicy: Send {
 params! {
     /// A device's DMA write placement.
     pub struct PlacementSpec {
-        /// Policy name: `memory` (write DRAM, invalidate cached copies) or `l2` (inject into a core's L2).
+        /// Policy name: `memory` (write DRAM, invalidate cached copies), `l2` (inject into a core's
+        /// L2: SDCI) or `ddio` (write into the LLC's DDIO ways: Intel DDIO).
         policy: String = "memory".to_string(),
         /// For `l2`: the CPU whose L2 receives the writes; default: each queue's consumer CPU.
         cpu: Option<u32> = None,
@@ -56,6 +59,11 @@ pub const POLICIES: &[PolicyInfo] = &[
         name: "l2",
         description: "inject every write into one core's L2 (the SDCI mechanism)",
         build: |spec| Box::new(ToL2 { cpu: spec.cpu }),
+    },
+    PolicyInfo {
+        name: "ddio",
+        description: "write into the device's LLC: update in place on a hit, else allocate in the DDIO ways",
+        build: |_| Box::new(Ddio),
     },
 ];
 
@@ -85,5 +93,13 @@ struct ToL2 {
 impl PlacementPolicy for ToL2 {
     fn destination(&self, write: &DmaWrite) -> Destination {
         Destination::L2 { cpu: self.cpu.unwrap_or(write.consumer_cpu) }
+    }
+}
+
+struct Ddio;
+
+impl PlacementPolicy for Ddio {
+    fn destination(&self, write: &DmaWrite) -> Destination {
+        Destination::L3 { ccx: write.llc_ccx }
     }
 }

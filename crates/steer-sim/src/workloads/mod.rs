@@ -1,6 +1,7 @@
 //! Workload programs that run on CPUs. Each implements `Workload`; `WorkloadSpec` lists the kinds a
 //! scenario can name with `kind = "..."`.
 
+pub mod l2fwd;
 pub mod rx_loop;
 pub mod timing;
 
@@ -33,40 +34,61 @@ pub trait Workload {
 pub enum WorkloadSpec {
     /// Poll an RX queue's completions, read each packet, copy it to an application buffer, release.
     RxLoop(rx_loop::RxLoopSpec),
+    /// DPDK-style run-to-completion forwarding: one loop per queue of a NIC, on the queue's
+    /// consumer CPU; receive a burst, touch each packet's first line, post it for transmission.
+    L2fwd(l2fwd::L2fwdSpec),
 }
 
 impl WorkloadSpec {
-    pub fn cpu(&self) -> u32 {
+    /// The CPUs the workload runs on.
+    pub fn cpus(&self, system: &SystemShape) -> Vec<u32> {
         match self {
-            WorkloadSpec::RxLoop(spec) => spec.cpu,
+            WorkloadSpec::RxLoop(spec) => vec![spec.cpu],
+            WorkloadSpec::L2fwd(spec) => system.queue_cpus(&spec.device),
         }
     }
 
     pub fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
         match self {
             WorkloadSpec::RxLoop(spec) => spec.validate(path, system),
+            WorkloadSpec::L2fwd(spec) => spec.validate(path, system),
         }
     }
 }
 
 impl Describe for WorkloadSpec {
     fn describe_into(&self, prefix: &str, meaning: &str, out: &mut Vec<ParamDoc>) {
-        match self {
-            WorkloadSpec::RxLoop(spec) => {
-                out.push(ParamDoc {
-                    key: crate::params::join_key(prefix, "kind"),
-                    value: "\"rx_loop\"".into(),
-                    meaning: "workload kind".into(),
-                });
-                spec.describe_into(prefix, meaning, out)
-            }
-        }
+        let (kind, spec): (&str, &dyn Describe) = match self {
+            WorkloadSpec::RxLoop(spec) => ("rx_loop", spec),
+            WorkloadSpec::L2fwd(spec) => ("l2fwd", spec),
+        };
+        out.push(ParamDoc {
+            key: crate::params::join_key(prefix, "kind"),
+            value: format!("\"{kind}\""),
+            meaning: "workload kind".into(),
+        });
+        spec.describe_into(prefix, meaning, out)
     }
 }
 
 /// What validation needs to know about the system a workload runs in.
 pub struct SystemShape<'a> {
     pub cpus: u32,
-    /// (device name, number of queues)
-    pub devices: Vec<(&'a str, usize)>,
+    /// (device name, consumer CPU of each queue)
+    pub devices: Vec<(&'a str, Vec<u32>)>,
+}
+
+impl SystemShape<'_> {
+    /// Consumer CPUs of a device's queues (empty if there is no such device).
+    pub fn queue_cpus(&self, device: &str) -> Vec<u32> {
+        self.devices.iter().find(|(name, _)| *name == device).map(|(_, cpus)| cpus.clone()).unwrap_or_default()
+    }
+
+    pub fn check_device(&self, path: &str, device: &str) -> ConfigResult<&[u32]> {
+        self.devices
+            .iter()
+            .find(|(name, _)| *name == device)
+            .map(|(_, cpus)| cpus.as_slice())
+            .ok_or_else(|| crate::error::ConfigError::new(format!("{path}.device"), format!("no device named `{device}`")))
+    }
 }

@@ -2,7 +2,7 @@
 //! buffer, release the RX buffer (re-posting its descriptor).
 
 use crate::engine::System;
-use crate::error::{ensure, ConfigError, ConfigResult};
+use crate::error::{ensure, ConfigResult};
 use crate::devices::nic::Poll;
 use crate::params::params;
 use crate::units::{Addr, Clock, Line, Time};
@@ -32,10 +32,8 @@ impl RxLoopSpec {
         ensure(self.cpu < system.cpus, &format!("{path}.cpu"), || {
             format!("CPU {} out of range (the platform has {})", self.cpu, system.cpus)
         })?;
-        let (_, queues) = system.devices.iter().find(|(name, _)| *name == self.device).ok_or_else(|| {
-            ConfigError::new(format!("{path}.device"), format!("no device named `{}`", self.device))
-        })?;
-        ensure((self.queue as usize) < *queues, &format!("{path}.queue"), || {
+        let queues = system.check_device(path, &self.device)?.len();
+        ensure((self.queue as usize) < queues, &format!("{path}.queue"), || {
             format!("device `{}` has {} queue(s)", self.device, queues)
         })?;
         ensure(self.app_buffer_bytes >= 64, &format!("{path}.app_buffer_bytes"), || "must be at least 64".into())?;

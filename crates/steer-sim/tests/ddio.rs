@@ -1,0 +1,96 @@
+//! Intel DDIO on small hand-computed cases: an LLC of 64 sets x 4 ways whose two highest ways
+//! (mask 0b1100, capacity 128 lines) take inbound writes.
+
+use steer_sim::hierarchy::{Destination, Hierarchy};
+use steer_sim::platform::{CacheSpec, IoSpec, PlatformSpec, Relation, TopologySpec};
+use steer_sim::units::{Line, Time};
+
+fn platform(ddio_ways: u32, replacement: &str) -> PlatformSpec {
+    let cache = |size_kib, ways, relation| CacheSpec { size_kib, ways, relation, ..CacheSpec::default() };
+    let platform = PlatformSpec {
+        topology: TopologySpec { sockets: 1, ccx_per_socket: 1, cores_per_ccx: 2, threads_per_core: 1 },
+        l1d: cache(1, 2, Relation::Inclusive),
+        l2: cache(4, 4, Relation::Inclusive),
+        l3: CacheSpec { replacement: replacement.into(), ..cache(16, 4, Relation::Exclusive) },
+        io: IoSpec { ddio_ways, ddio_mask: 0 },
+        ..PlatformSpec::default()
+    };
+    platform.validate("platform").unwrap();
+    platform
+}
+
+/// Write hit rate of a device writing `footprint` consecutive lines cyclically: `warmup` rounds,
+/// then `rounds` measured rounds.
+fn cyclic_write_hit_rate(platform: &PlatformSpec, footprint: u64, warmup: u32, rounds: u32) -> f64 {
+    let mut h = Hierarchy::new(platform);
+    let nic = h.register_device("nic0");
+    let mut now = Time::ZERO;
+    for round in 0..warmup + rounds {
+        if round == warmup {
+            h.reset_stats();
+        }
+        for line in 0..footprint {
+            now += Time(1000);
+            h.dma_write(nic, Line(line), Destination::L3 { ccx: 0 }, now);
+        }
+    }
+    h.check_invariants().unwrap();
+    let traffic = &h.stats.devices[nic as usize];
+    traffic.write_llc_hits as f64 / traffic.writes as f64
+}
+
+#[test]
+fn a_footprint_that_fits_the_ddio_ways_always_hits_after_warm_up() {
+    for replacement in ["lru", "drrip"] {
+        // 128 lines: exactly two per set, the two DDIO ways.
+        assert_eq!(cyclic_write_hit_rate(&platform(2, replacement), 128, 1, 5), 1.0, "{replacement}");
+    }
+}
+
+#[test]
+fn a_footprint_beyond_the_ddio_ways_hits_about_the_fraction_that_fits() {
+    // 512 lines, 4x the 128 the DDIO ways hold. LRU keeps nothing of a cyclic scan; the
+    // adaptive RRIP of Intel LLCs keeps part of it.
+    assert_eq!(cyclic_write_hit_rate(&platform(2, "lru"), 512, 3, 10), 0.0);
+    let rate = cyclic_write_hit_rate(&platform(2, "drrip"), 512, 3, 10);
+    assert!((0.08..=0.25).contains(&rate), "drrip keeps {rate} of a 4x footprint (a quarter fits)");
+}
+
+#[test]
+fn more_ddio_ways_never_lower_the_write_hit_rate() {
+    for footprint in [96, 160, 224, 300] {
+        let rates: Vec<f64> = (1..=4).map(|ways| cyclic_write_hit_rate(&platform(ways, "lru"), footprint, 2, 4)).collect();
+        assert!(rates.windows(2).all(|w| w[0] <= w[1]), "footprint {footprint}: {rates:?}");
+    }
+}
+
+#[test]
+fn a_write_hit_updates_in_place_and_never_allocates() {
+    let mut h = Hierarchy::new(&platform(2, "lru"));
+    let nic = h.register_device("nic0");
+    // Fill LLC set 0 (lines 0, 64, 128, 192) through the device: two DDIO ways hold 128 and 192.
+    for line in [0, 64, 128, 192] {
+        h.dma_write(nic, Line(line), Destination::L3 { ccx: 0 }, Time::ZERO);
+    }
+    assert!(!h.is_cached(Line(0)) && !h.is_cached(Line(64)));
+    // A core brings 0 and 64 into its L2, and pushes them into the LLC's other ways as victims
+    // (L2 set 0 of 16 sets x 4 ways: lines 0, 64 and four more conflicting lines).
+    for line in [0, 64, 16, 32, 48, 80] {
+        h.core_access(0, Line(line), false, Time::ZERO);
+    }
+    let cached = |h: &Hierarchy| [0, 64, 128, 192].map(|l| h.is_cached(Line(l)));
+    assert_eq!(cached(&h), [true; 4]);
+    let before = h.stats.devices[nic as usize].write_llc_hits;
+    let written = |h: &Hierarchy| h.memory.stats().map(|c| c.write_bytes).sum::<u64>();
+    // Setting up leaked 0 and 64 to memory once (dirty victims of the DDIO ways).
+    let written_before = written(&h);
+    assert_eq!(written_before, 128);
+    // Rewriting any of them hits and evicts nothing.
+    for line in [128, 192, 128] {
+        h.dma_write(nic, Line(line), Destination::L3 { ccx: 0 }, Time::ZERO);
+        assert_eq!(cached(&h), [true; 4]);
+    }
+    assert_eq!(h.stats.devices[nic as usize].write_llc_hits - before, 3);
+    assert_eq!(written(&h), written_before, "no writeback: nothing was evicted");
+    h.check_invariants().unwrap();
+}
