@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tomllib
 from pathlib import Path
 
 from steer import api, output
@@ -73,6 +74,71 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(format_run(result))
     if args.json:
         print(f"wrote {args.json} and {resolved_path(Path(args.json))}")
+    return 0
+
+
+# Names users compare by, and the placement policy each one means.
+PLACEMENT_ALIASES = {"sdci": "l2", "memory": "memory", "ddio": "ddio", "l2": "l2"}
+
+
+def compare_rows(results: dict[str, dict | None]) -> list[list[str]]:
+    """One row per metric, one column per placement ("n/a" where a run was not possible)."""
+    def cell(result: dict | None, get, fmt: str) -> str:
+        try:
+            value = get(result)
+        except (KeyError, TypeError):
+            return "n/a"
+        return "n/a" if value is None else format(value, fmt)
+
+    rows = [
+        ["DRAM read GB/s", lambda r: r["dram"]["read_gbps"], ".2f"],
+        ["DRAM write GB/s", lambda r: r["dram"]["write_gbps"], ".2f"],
+    ]
+    first = next((r for r in results.values() if r), None)
+    for name in (first or {}).get("devices", {}):
+        device = lambda r, name=name: r["devices"][name]
+        rows += [
+            [f"{name} rx Gb/s", lambda r, d=device: d(r)["rx_gbps"], ".2f"],
+            [f"{name} tx Gb/s", lambda r, d=device: d(r)["tx_gbps"], ".2f"],
+            [f"{name} drops", lambda r, d=device: d(r)["drops"], "d"],
+            [f"{name} DMA write hit rate", lambda r, d=device: d(r)["dma_write_hit_rate"], ".3f"],
+            [f"{name} DMA read hit rate", lambda r, d=device: d(r)["dma_read_hit_rate"], ".3f"],
+            [f"{name} latency p50 ns", lambda r, d=device: d(r)["latency_ns"]["p50"], ".0f"],
+            [f"{name} latency p99 ns", lambda r, d=device: d(r)["latency_ns"]["p99"], ".0f"],
+        ]
+    for cpu, core in (first or {}).get("cores", {}).items():
+        rows.append([f"cpu {cpu} ({core['role']}) fills from DRAM", lambda r, c=cpu: r["cores"][c]["fills"]["dram"], ".1%"])
+    return [[label] + [cell(result, get, fmt) for result in results.values()] for label, get, fmt in rows]
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    placements = [p.strip() for p in args.placement.split(",") if p.strip()]
+    unknown = [p for p in placements if p not in PLACEMENT_ALIASES]
+    if unknown or not placements:
+        raise ScenarioError(f"--placement: unknown placement {', '.join(unknown) or '(none)'} "
+                            f"(known: {', '.join(PLACEMENT_ALIASES)})")
+    devices = tomllib.loads(api.resolve(args.scenario, args.set)).get("devices", [])
+    results: dict[str, dict | None] = {}
+    failures = []
+    for placement in placements:
+        policy = PLACEMENT_ALIASES[placement]
+        overrides = list(args.set) + [f'devices.{i}.placement.policy="{policy}"' for i in range(len(devices))]
+        progress = output.Progress(f"steer compare {placement}", quiet=args.quiet)
+        try:
+            results[placement] = api.run(args.scenario, overrides, progress=progress)
+        except ScenarioError as error:
+            results[placement] = None
+            failures.append(f"{placement}: {error}")
+        finally:
+            progress.close()
+    if all(r is None for r in results.values()):
+        raise ScenarioError("; ".join(failures))
+    if args.json:
+        print(json.dumps(results, indent=2, sort_keys=True))
+        return 0
+    print(output.table(["metric", *results], compare_rows(results)))
+    for failure in failures:
+        print(f"n/a {failure}")
     return 0
 
 
@@ -155,6 +221,15 @@ def parser() -> argparse.ArgumentParser:
                           "without FILE, print JSON to stdout")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.set_defaults(handler=cmd_run)
+
+    compare = commands.add_parser("compare", help="run one scenario under several DMA placements, side by side")
+    compare.add_argument("scenario")
+    compare.add_argument("--placement", default="memory,ddio,sdci",
+                         help="comma-separated placements: memory, ddio, sdci (= l2) (default: all three)")
+    with_set(compare)
+    compare.add_argument("--json", action="store_true", help="machine-readable output (one result per placement)")
+    compare.add_argument("--quiet", action="store_true", help="no progress bar")
+    compare.set_defaults(handler=cmd_compare)
 
     resolve = commands.add_parser("resolve", help="print a scenario with every default filled in")
     resolve.add_argument("scenario")
