@@ -13,6 +13,7 @@ use crate::scenario::Scenario;
 use crate::units::{Clock, Time};
 use crate::workloads::l2fwd::L2fwd;
 use crate::workloads::rx_loop::RxLoop;
+use crate::workloads::stream::Stream;
 use crate::workloads::{Workload, WorkloadSpec};
 
 /// Everything agents act on.
@@ -81,6 +82,7 @@ impl Simulation {
                     let nic = nic_of(&rx.device);
                     workloads.push(Box::new(RxLoop::new(workloads.len(), rx, nic, clock, &mut system)));
                 }
+                WorkloadSpec::Stream(stream) => workloads.push(Box::new(Stream::new(stream, clock, &mut system))),
                 WorkloadSpec::L2fwd(fwd) => {
                     let nic = nic_of(&fwd.device);
                     for queue in 0..system.nics[nic].queues.len() {

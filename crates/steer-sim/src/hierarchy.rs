@@ -580,7 +580,8 @@ impl Hierarchy {
                 }
                 // The core's L1 copy is stale; the next load refills it from L2.
                 self.l1[core as usize].remove(line);
-                if !self.l2[core as usize].mark_dirty(line) {
+                // A write to a present line is a use, as a core's write hit is.
+                if !self.l2[core as usize].access(line, true) {
                     self.fill_l2(core, line, true, now);
                 }
                 self.dir_add(line, core);
@@ -591,8 +592,8 @@ impl Hierarchy {
                 for holder in self.holders(line).iter().filter(|&h| h != id).collect::<Vec<_>>() {
                     self.drop_copy(holder, line);
                 }
-                // A write hit updates in place and never allocates.
-                if !self.l3[ccx as usize].mark_dirty(line) {
+                // A write hit updates in place (a use) and never allocates.
+                if !self.l3[ccx as usize].access(line, true) {
                     self.l3_install(ccx, line, true, now);
                 }
                 self.stats.dma_lines_to_cache += 1;

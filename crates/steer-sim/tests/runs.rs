@@ -192,3 +192,17 @@ fn ddio_needs_a_platform_with_ddio_ways() {
     let error = load(&ScenarioSource { text, origin: "s.toml", default_name: "s" }, &["placement=\"ddio\"".to_string()]).unwrap_err();
     assert!(error.contains("devices.0.placement.policy: platform `turin-9655` has no DDIO ways"), "{error}");
 }
+
+#[test]
+fn a_stream_co_runner_is_served_by_the_llc_while_its_working_set_fits() {
+    let corunner = |ws: u64| format!("workloads=[{{kind=\"l2fwd\", device=\"nic0\"}}, {{kind=\"stream\", cpu=8, working_set_bytes={ws}}}]");
+    let fits = run_builtin("ddio-l2fwd", &["sim.warmup_us=3000", "sim.measure_us=300", "rx_ring=256", &corunner(8 << 20)]);
+    let fills = &fits["cores"]["8"]["fills"];
+    assert_eq!(fits["cores"]["8"]["role"], "stream");
+    assert!(f(&fills["l3"]) > 0.9 && f(&fills["dram"]) == 0.0, "{fills}");
+    let error = load_error(
+        steer_sim::scenario::builtin("ddio-l2fwd").unwrap().source,
+        &["workloads=[{kind=\"l2fwd\", device=\"nic0\"}, {kind=\"stream\", cpu=0}]"],
+    );
+    assert!(error.contains("workloads.1.cpu: CPU 0 already runs workloads.0"), "{error}");
+}

@@ -3,6 +3,7 @@
 
 pub mod l2fwd;
 pub mod rx_loop;
+pub mod stream;
 pub mod timing;
 
 use serde::{Deserialize, Serialize};
@@ -37,6 +38,8 @@ pub enum WorkloadSpec {
     /// DPDK-style run-to-completion forwarding: one loop per queue of a NIC, on the queue's
     /// consumer CPU; receive a burst, touch each packet's first line, post it for transmission.
     L2fwd(l2fwd::L2fwdSpec),
+    /// A cache-hungry co-runner sweeping a working set (confine it with CAT way masks).
+    Stream(stream::StreamSpec),
 }
 
 impl WorkloadSpec {
@@ -45,6 +48,7 @@ impl WorkloadSpec {
         match self {
             WorkloadSpec::RxLoop(spec) => vec![spec.cpu],
             WorkloadSpec::L2fwd(spec) => system.queue_cpus(&spec.device),
+            WorkloadSpec::Stream(spec) => vec![spec.cpu],
         }
     }
 
@@ -52,6 +56,7 @@ impl WorkloadSpec {
         match self {
             WorkloadSpec::RxLoop(spec) => spec.validate(path, system),
             WorkloadSpec::L2fwd(spec) => spec.validate(path, system),
+            WorkloadSpec::Stream(spec) => spec.validate(path, system),
         }
     }
 }
@@ -61,6 +66,7 @@ impl Describe for WorkloadSpec {
         let (kind, spec): (&str, &dyn Describe) = match self {
             WorkloadSpec::RxLoop(spec) => ("rx_loop", spec),
             WorkloadSpec::L2fwd(spec) => ("l2fwd", spec),
+            WorkloadSpec::Stream(spec) => ("stream", spec),
         };
         out.push(ParamDoc {
             key: crate::params::join_key(prefix, "kind"),
