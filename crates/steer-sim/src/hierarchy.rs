@@ -215,6 +215,10 @@ pub struct Hierarchy {
     /// The request being carried out (see `Requester`).
     requester: Requester,
     line_bits: u32,
+    /// Physical core of each logical CPU and CCX of each core, precomputed: they are needed on
+    /// every access.
+    core_of_cpu: Vec<u32>,
+    ccx_of_core: Vec<u32>,
     /// LLC ways of Intel DDIO; 0 when the platform has none.
     ddio_mask: u64,
     nodes_per_socket: u32,
@@ -256,6 +260,8 @@ impl Hierarchy {
             ],
             requester: Requester::Cpu(0),
             line_bits: platform.line_bits(),
+            core_of_cpu: (0..t.cpus()).map(|cpu| t.core_of_cpu(cpu)).collect(),
+            ccx_of_core: (0..t.cores()).map(|core| t.ccx_of_core(core)).collect(),
             ddio_mask: platform.io.ddio_mask(platform.l3.ways),
             nodes_per_socket: platform.memory.nodes_per_socket,
             stats: HierarchyStats { fills: vec![[0; 6]; t.cpus() as usize], ..Default::default() },
@@ -302,7 +308,7 @@ impl Hierarchy {
     }
 
     fn ccx_of(&self, core: u32) -> u32 {
-        self.topology.ccx_of_core(core)
+        self.ccx_of_core[core as usize]
     }
 
     fn dir_add(&mut self, line: Line, id: u32) {
@@ -364,7 +370,7 @@ impl Hierarchy {
 
     /// A demand load (`write = false`) or store by logical CPU `cpu`.
     pub fn core_access(&mut self, cpu: u32, line: Line, write: bool, now: Time) -> Access {
-        let core = self.topology.core_of_cpu(cpu);
+        let core = self.core_of_cpu[cpu as usize];
         self.requester = Requester::Cpu(cpu);
         self.stats.line_ops += 1;
         let l1_hit = self.l1[core as usize].access(line, write);
@@ -574,7 +580,7 @@ impl Hierarchy {
                 self.stats.dma_lines_to_memory += 1;
             }
             Destination::L2 { cpu } => {
-                let core = self.topology.core_of_cpu(cpu);
+                let core = self.core_of_cpu[cpu as usize];
                 for holder in self.holders(line).iter().filter(|&h| h != core).collect::<Vec<_>>() {
                     self.drop_copy(holder, line);
                 }
@@ -624,7 +630,7 @@ impl Hierarchy {
 
     /// Whether `cpu`'s L2 holds the line.
     pub fn in_l2(&self, cpu: u32, line: Line) -> bool {
-        self.l2[self.topology.core_of_cpu(cpu) as usize].contains(line)
+        self.l2[self.core_of_cpu[cpu as usize] as usize].contains(line)
     }
 
     /// Checks cache and directory invariants: every cached line is in its directory entry and

@@ -112,11 +112,15 @@ impl ReplacementPolicy for Lru {
         self.touch(set, way);
     }
     fn victim(&mut self, set: usize, allowed: u64) -> usize {
-        let base = set * self.ways;
-        (0..self.ways)
-            .filter(|w| allowed >> w & 1 == 1)
-            .min_by_key(|w| self.stamps[base + w])
-            .expect("allowed mask selects at least one way")
+        let stamps = &self.stamps[set * self.ways..(set + 1) * self.ways];
+        let (mut victim, mut oldest) = (usize::MAX, u64::MAX);
+        for (way, &stamp) in stamps.iter().enumerate() {
+            if allowed >> way & 1 == 1 && stamp < oldest {
+                (victim, oldest) = (way, stamp);
+            }
+        }
+        assert!(victim != usize::MAX, "allowed mask selects at least one way");
+        victim
     }
 }
 
