@@ -9,7 +9,8 @@
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use crate::cache::{Cache, Evicted};
+use crate::cache::prefetch::{Prefetcher, Trigger};
+use crate::cache::{Cache, Evicted, Lookup};
 use crate::memory::Memory;
 use crate::platform::{CacheSpec, MaskAgent, PlatformSpec, Relation, TopologySpec, MAX_TRACKED_CACHES};
 use crate::units::{Clock, Line, Time};
@@ -105,6 +106,27 @@ pub struct Access {
     pub latency: Time,
 }
 
+/// A cache level, as a prefetch target or an injection target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    L1,
+    L2,
+    L3,
+}
+
+/// What became of the prefetches into one level.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct PrefetchStats {
+    /// Prefetches that fetched a line (those for lines already present are not issued).
+    pub issued: u64,
+    /// Prefetched lines later used by a demand access.
+    pub useful: u64,
+    /// Useful prefetches whose data arrived after the demand access asked for it.
+    pub late: u64,
+    /// Prefetched lines evicted before any use.
+    pub useless: u64,
+}
+
 /// Per-level request counters, defined as pycachesim defines them so trace replays compare
 /// one-to-one: a write miss counts a miss and is then filled like a read.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
@@ -116,6 +138,7 @@ pub struct LevelStats {
     pub misses: u64,
     /// Dirty lines evicted from this level.
     pub writebacks: u64,
+    pub prefetch: PrefetchStats,
 }
 
 impl LevelStats {
@@ -215,6 +238,10 @@ pub struct Hierarchy {
     /// The request being carried out (see `Requester`).
     requester: Requester,
     line_bits: u32,
+    /// Hardware prefetchers of each core's L1D and L2 (`None`: no prefetcher).
+    prefetchers: [Vec<Option<Box<dyn Prefetcher>>>; 2],
+    /// When each prefetched line's data arrives (removed at first use or useless eviction).
+    prefetch_ready: FxHashMap<u64, Time>,
     /// Physical core of each logical CPU and CCX of each core, precomputed: they are needed on
     /// every access.
     core_of_cpu: Vec<u32>,
@@ -260,6 +287,11 @@ impl Hierarchy {
             ],
             requester: Requester::Cpu(0),
             line_bits: platform.line_bits(),
+            prefetchers: [
+                (0..t.cores()).map(|_| platform.l1d.prefetcher.build()).collect(),
+                (0..t.cores()).map(|_| platform.l2.prefetcher.build()).collect(),
+            ],
+            prefetch_ready: FxHashMap::default(),
             core_of_cpu: (0..t.cpus()).map(|cpu| t.core_of_cpu(cpu)).collect(),
             ccx_of_core: (0..t.cores()).map(|core| t.ccx_of_core(core)).collect(),
             ddio_mask: platform.io.ddio_mask(platform.l3.ways),
@@ -373,17 +405,19 @@ impl Hierarchy {
         let core = self.core_of_cpu[cpu as usize];
         self.requester = Requester::Cpu(cpu);
         self.stats.line_ops += 1;
-        let l1_hit = self.l1[core as usize].access(line, write);
-        self.stats.l1d.request(write, l1_hit);
-        let (source, latency) = if l1_hit {
+        let l1 = self.l1[core as usize].access(line, write);
+        self.stats.l1d.request(write, l1.hit());
+        let mut wait = self.first_use(Level::L1, l1, line, now);
+        let (source, latency) = if l1.hit() {
             if write {
                 self.invalidate_others(core, line);
             }
             (Source::L1, self.latency[0])
         } else {
-            let l2_hit = self.l2[core as usize].access(line, false);
-            self.stats.l2.request(false, l2_hit);
-            let (source, latency) = if l2_hit {
+            let l2 = self.l2[core as usize].access(line, false);
+            self.stats.l2.request(false, l2.hit());
+            wait = wait.max(self.first_use(Level::L2, l2, line, now));
+            let (source, latency) = if l2.hit() {
                 if write {
                     self.invalidate_others(core, line);
                 }
@@ -394,10 +428,97 @@ impl Hierarchy {
                 (source, latency)
             };
             self.fill_l1(core, line, write, now);
+            self.train(cpu, Level::L2, Trigger { line, hit: l2.hit(), prefetch_hit: l2 == Lookup::Hit { prefetched: true } }, now);
             (source, latency)
         };
+        self.train(cpu, Level::L1, Trigger { line, hit: l1.hit(), prefetch_hit: l1 == Lookup::Hit { prefetched: true } }, now);
         self.stats.fills[cpu as usize][source as usize] += 1;
-        Access { source, latency }
+        Access { source, latency: latency + wait }
+    }
+
+    fn level_stats(&mut self, level: Level) -> &mut LevelStats {
+        match level {
+            Level::L1 => &mut self.stats.l1d,
+            Level::L2 => &mut self.stats.l2,
+            Level::L3 => &mut self.stats.l3,
+        }
+    }
+
+    /// Accounts the first demand use of a prefetched line; returns how long the access waits for
+    /// data still in flight (a late prefetch).
+    fn first_use(&mut self, level: Level, lookup: Lookup, line: Line, now: Time) -> Time {
+        if lookup != (Lookup::Hit { prefetched: true }) {
+            return Time::ZERO;
+        }
+        let ready = self.prefetch_ready.remove(&line.0).unwrap_or(Time::ZERO);
+        let stats = &mut self.level_stats(level).prefetch;
+        stats.useful += 1;
+        if ready > now {
+            stats.late += 1;
+        }
+        ready.saturating_sub(now)
+    }
+
+    fn evicted_unused(&mut self, level: Level, victim: &Evicted) {
+        if victim.unused_prefetch {
+            self.prefetch_ready.remove(&victim.line.0);
+            self.level_stats(level).prefetch.useless += 1;
+        }
+    }
+
+    /// Lets `cpu`'s prefetcher at `level` observe a demand access, and issues what it asks for.
+    fn train(&mut self, cpu: u32, level: Level, trigger: Trigger, now: Time) {
+        let core = self.core_of_cpu[cpu as usize] as usize;
+        let index = if level == Level::L1 { 0 } else { 1 };
+        let Some(prefetcher) = self.prefetchers[index][core].as_mut() else { return };
+        let mut wanted = Vec::new();
+        prefetcher.on_access(trigger, &mut wanted);
+        for line in wanted {
+            self.prefetch(cpu, line, level, now);
+        }
+    }
+
+    /// Prefetches a line for `cpu` into `level` (a software or hardware prefetch). Returns the
+    /// time until its data arrives, or `None` if the line was already there and nothing was
+    /// issued. Prefetches count no demand fills; the levels below see them as reads.
+    pub fn prefetch(&mut self, cpu: u32, line: Line, level: Level, now: Time) -> Option<Time> {
+        let core = self.core_of_cpu[cpu as usize];
+        self.requester = Requester::Cpu(cpu);
+        self.stats.line_ops += 1;
+        let in_l1 = self.l1[core as usize].contains(line);
+        let in_l2 = self.l2[core as usize].contains(line);
+        let latency = match level {
+            Level::L1 | Level::L2 if in_l1 || (level == Level::L2 && in_l2) => return None,
+            Level::L1 | Level::L2 => {
+                let latency = if in_l2 {
+                    self.latency[1]
+                } else {
+                    let (_, dirty, latency) = self.fetch_below_l2(core, line, false, now);
+                    self.fill_l2(core, line, dirty, now);
+                    latency
+                };
+                if level == Level::L1 {
+                    self.fill_l1(core, line, false, now);
+                    self.l1[core as usize].mark_prefetched(line);
+                } else {
+                    self.l2[core as usize].mark_prefetched(line);
+                }
+                latency
+            }
+            Level::L3 => {
+                if !self.holders(line).is_empty() {
+                    return None;
+                }
+                let ccx = self.ccx_of(core);
+                let latency = self.memory.read(line, now);
+                self.l3_install(ccx, line, false, now);
+                self.l3[ccx as usize].mark_prefetched(line);
+                latency
+            }
+        };
+        self.level_stats(level).prefetch.issued += 1;
+        self.prefetch_ready.insert(line.0, now + latency);
+        Some(latency)
     }
 
     /// Finds a line missing from `core`'s private caches: own L3, a peer in the CCX, another
@@ -409,8 +530,10 @@ impl Hierarchy {
         // The requester's own private caches missed (an L1 copy may still be listed).
         let holders = self.other_holders(line, core, false);
         let in_l3 = holders.has(l3_id);
+        let mut wait = Time::ZERO;
         if in_l3 {
-            self.l3[ccx as usize].access(line, false);
+            let lookup = self.l3[ccx as usize].access(line, false);
+            wait = self.first_use(Level::L3, lookup, line, now);
         }
         self.stats.l3.request(false, in_l3);
         let (source, mut dirty, latency) = if in_l3 {
@@ -435,7 +558,7 @@ impl Hierarchy {
         if write {
             dirty |= self.invalidate_others(core, line);
         }
-        (source, dirty, latency)
+        (source, dirty, latency + wait)
     }
 
     /// Invalidates every copy not in `core`'s private caches (keeping its own CCX's L3 copy unless
@@ -471,9 +594,10 @@ impl Hierarchy {
     }
 
     fn l1_victim(&mut self, core: u32, victim: Evicted, now: Time) {
+        self.evicted_unused(Level::L1, &victim);
         if victim.dirty {
             self.stats.l1d.writebacks += 1;
-            let hit = self.l2[core as usize].access(victim.line, true);
+            let hit = self.l2[core as usize].access(victim.line, true).hit();
             self.stats.l2.request(true, hit);
             if !hit {
                 // Only a non-inclusive L2 can miss here: write-allocate fetches the line first.
@@ -493,6 +617,7 @@ impl Hierarchy {
     }
 
     fn l2_victim(&mut self, core: u32, victim: Evicted, now: Time) {
+        self.evicted_unused(Level::L2, &victim);
         let mut dirty = victim.dirty;
         if self.l2_relation == Relation::Inclusive {
             dirty |= self.l1[core as usize].remove(victim.line).unwrap_or(false);
@@ -522,7 +647,7 @@ impl Hierarchy {
             }
             Relation::NonInclusive => {
                 if dirty {
-                    let hit = l3.access(victim.line, true);
+                    let hit = l3.access(victim.line, true).hit();
                     self.stats.l3.request(true, hit);
                     if !hit {
                         // Write-allocate: fetch from memory, then install dirty.
@@ -543,6 +668,7 @@ impl Hierarchy {
     }
 
     fn l3_victim(&mut self, ccx: u32, victim: Evicted, now: Time) {
+        self.evicted_unused(Level::L3, &victim);
         let mut dirty = victim.dirty;
         if self.l3_relation == Relation::Inclusive {
             let cores_in_ccx: Vec<u32> = self
@@ -587,7 +713,7 @@ impl Hierarchy {
                 // The core's L1 copy is stale; the next load refills it from L2.
                 self.l1[core as usize].remove(line);
                 // A write to a present line is a use, as a core's write hit is.
-                if !self.l2[core as usize].access(line, true) {
+                if !self.l2[core as usize].access(line, true).hit() {
                     self.fill_l2(core, line, true, now);
                 }
                 self.dir_add(line, core);
@@ -599,7 +725,7 @@ impl Hierarchy {
                     self.drop_copy(holder, line);
                 }
                 // A write hit updates in place (a use) and never allocates.
-                if !self.l3[ccx as usize].access(line, true) {
+                if !self.l3[ccx as usize].access(line, true).hit() {
                     self.l3_install(ccx, line, true, now);
                 }
                 self.stats.dma_lines_to_cache += 1;

@@ -3,6 +3,7 @@
 //! this machine's sysfs.
 
 use crate::cache::replacement::{self, PolicyOptions};
+use crate::cache::prefetch::PrefetcherSpec;
 use crate::cache::Geometry;
 use crate::error::{ensure, ConfigError, ConfigResult};
 use crate::params::{choice, params};
@@ -71,6 +72,8 @@ params! {
         write_hit_updates_recency: bool = true,
         /// Ways each listed agent may allocate into; agents not listed may use every way.
         way_masks: Vec<WayMaskSpec> = Vec::new(),
+        /// Hardware prefetcher training on this level's demand accesses (L1D and L2 only).
+        prefetcher: PrefetcherSpec = PrefetcherSpec::default(),
     }
 }
 
@@ -112,6 +115,7 @@ impl CacheSpec {
             )
         })?;
         (policy.check_ways)(self.ways as usize).map_err(|m| ConfigError::new(key("replacement"), m))?;
+        self.prefetcher.validate(&key("prefetcher"))?;
         let all_ways = if self.ways >= 64 { u64::MAX } else { (1u64 << self.ways) - 1 };
         for (i, mask) in self.way_masks.iter().enumerate() {
             let key = |k: &str| format!("{path}.way_masks.{i}.{k}");
@@ -303,6 +307,9 @@ impl PlatformSpec {
                 }
             }
         }
+        ensure(self.l3.prefetcher.kind == "none", &key("l3.prefetcher.kind"), || {
+            "an L3 prefetcher is not modelled (use the L1D or L2 one)".into()
+        })?;
         ensure(self.l2.relation != Relation::Exclusive, &key("l2.relation"), || {
             "an exclusive L2 is not modelled (use inclusive or non_inclusive)".into()
         })?;

@@ -643,7 +643,7 @@ mod tests {
             1 1ff 2  # W spanning lines 1 (L1 hit) and 2 (miss; evicts C* into L2, fetched from L3)\n";
         let report = replay_text(trace, &tiny((1, 2), (2, 2), (4, 4)));
         let level = |reads, writes, read_hits, write_hits, misses, writebacks| LevelReport {
-            counts: LevelStats { reads, writes, read_hits, write_hits, misses, writebacks },
+            counts: LevelStats { reads, writes, read_hits, write_hits, misses, writebacks, ..Default::default() },
             hits: read_hits + write_hits,
         };
         assert_eq!((report.accesses, report.skipped, report.line_ops), (12, 3, 13));

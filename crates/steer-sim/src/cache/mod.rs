@@ -1,6 +1,7 @@
 //! A set-associative cache array: tags, dirty bits and a pluggable replacement policy.
 //! It knows nothing about other levels; `hierarchy` composes caches into a coherent system.
 
+pub mod prefetch;
 pub mod replacement;
 
 use crate::units::Line;
@@ -13,6 +14,22 @@ const INVALID: u64 = u64::MAX;
 pub struct Evicted {
     pub line: Line,
     pub dirty: bool,
+    /// Brought in by a prefetch and never used.
+    pub unused_prefetch: bool,
+}
+
+/// The outcome of a lookup that counts as a use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    Miss,
+    /// A hit; `prefetched` if this is the first use of a prefetched line.
+    Hit { prefetched: bool },
+}
+
+impl Lookup {
+    pub fn hit(self) -> bool {
+        matches!(self, Lookup::Hit { .. })
+    }
 }
 
 /// Geometry and policy of one cache array.
@@ -32,6 +49,8 @@ pub struct Cache {
     /// Line index per slot (`set * ways + way`), `INVALID` when empty.
     tags: Vec<u64>,
     dirty: Vec<bool>,
+    /// Set when a prefetch installed the line, cleared by its first use.
+    prefetched: Vec<bool>,
     policy: Box<dyn ReplacementPolicy>,
     all_ways: u64,
 }
@@ -47,6 +66,7 @@ impl Cache {
             ways: geometry.ways,
             tags: vec![INVALID; slots],
             dirty: vec![false; slots],
+            prefetched: vec![false; slots],
             policy: (info.build)(geometry.sets, geometry.ways, geometry.options),
             all_ways: if geometry.ways >= 64 { u64::MAX } else { (1u64 << geometry.ways) - 1 },
         }
@@ -84,17 +104,26 @@ impl Cache {
         self.slot_of(line).is_some_and(|(set, way)| self.dirty[set * self.ways + way])
     }
 
-    /// Looks the line up as a use: on a hit updates recency (and the dirty bit for a write).
-    pub fn access(&mut self, line: Line, write: bool) -> bool {
+    /// Looks the line up as a use: on a hit updates recency (and the dirty bit for a write) and
+    /// clears the line's prefetch mark.
+    pub fn access(&mut self, line: Line, write: bool) -> Lookup {
         match self.slot_of(line) {
             Some((set, way)) => {
                 self.policy.on_hit(set, way, write);
+                let slot = set * self.ways + way;
                 if write {
-                    self.dirty[set * self.ways + way] = true;
+                    self.dirty[slot] = true;
                 }
-                true
+                Lookup::Hit { prefetched: std::mem::replace(&mut self.prefetched[slot], false) }
             }
-            None => false,
+            None => Lookup::Miss,
+        }
+    }
+
+    /// Marks a present line as brought in by a prefetch.
+    pub fn mark_prefetched(&mut self, line: Line) {
+        if let Some((set, way)) = self.slot_of(line) {
+            self.prefetched[set * self.ways + way] = true;
         }
     }
 
@@ -111,11 +140,13 @@ impl Cache {
             None => {
                 let way = self.policy.victim(set, allowed);
                 let slot = base + way;
-                (way, Some(Evicted { line: Line(self.tags[slot]), dirty: self.dirty[slot] }))
+                let evicted = Evicted { line: Line(self.tags[slot]), dirty: self.dirty[slot], unused_prefetch: self.prefetched[slot] };
+                (way, Some(evicted))
             }
         };
         self.tags[base + way] = line.0;
         self.dirty[base + way] = dirty;
+        self.prefetched[base + way] = false;
         self.policy.on_fill(set, way);
         evicted
     }
@@ -125,6 +156,7 @@ impl Cache {
         let (set, way) = self.slot_of(line)?;
         let slot = set * self.ways + way;
         self.tags[slot] = INVALID;
+        self.prefetched[slot] = false;
         self.policy.on_invalidate(set, way);
         Some(std::mem::replace(&mut self.dirty[slot], false))
     }
@@ -191,12 +223,15 @@ mod tests {
     fn hit_miss_and_lru_eviction_by_hand() {
         // 2 sets x 2 ways; lines 0, 2, 4 map to set 0.
         let mut c = cache(2, 2);
-        assert!(!c.access(Line(0), false));
+        assert!(!c.access(Line(0), false).hit());
         assert_eq!(c.insert(Line(0), false, c.all_ways()), None);
         assert_eq!(c.insert(Line(2), true, c.all_ways()), None);
-        assert!(c.access(Line(0), false));
+        assert!(c.access(Line(0), false).hit());
         // Line 2 is least recent and dirty.
-        assert_eq!(c.insert(Line(4), false, c.all_ways()), Some(Evicted { line: Line(2), dirty: true }));
+        assert_eq!(
+            c.insert(Line(4), false, c.all_ways()),
+            Some(Evicted { line: Line(2), dirty: true, unused_prefetch: false })
+        );
         assert!(c.contains(Line(0)) && c.contains(Line(4)) && !c.contains(Line(2)));
         assert_eq!(c.occupancy(), 2);
         c.check_invariants().unwrap();
@@ -215,10 +250,21 @@ mod tests {
     }
 
     #[test]
+    fn a_prefetch_mark_is_cleared_by_the_first_use_or_reported_on_eviction() {
+        let mut c = cache(1, 1);
+        c.insert(Line(1), false, 1);
+        c.mark_prefetched(Line(1));
+        assert_eq!(c.access(Line(1), false), Lookup::Hit { prefetched: true });
+        assert_eq!(c.access(Line(1), false), Lookup::Hit { prefetched: false });
+        c.mark_prefetched(Line(1));
+        assert!(c.insert(Line(2), false, 1).unwrap().unused_prefetch);
+    }
+
+    #[test]
     fn remove_reports_dirty_and_frees_way() {
         let mut c = cache(1, 1);
         c.insert(Line(5), false, 1);
-        assert!(c.access(Line(5), true));
+        assert!(c.access(Line(5), true).hit());
         assert_eq!(c.remove(Line(5)), Some(true));
         assert_eq!(c.remove(Line(5)), None);
         assert_eq!(c.insert(Line(6), false, 1), None);

@@ -1,7 +1,7 @@
 //! Core timing for workload programs: accesses issue at a fixed cost per line; misses overlap up
 //! to the core's outstanding-miss limit; a dependent use waits for its data; compute adds cycles.
 
-use crate::hierarchy::{Hierarchy, Source};
+use crate::hierarchy::{Hierarchy, Level, Source};
 use crate::units::{Clock, Line, Time};
 
 pub struct CoreTimer {
@@ -32,13 +32,28 @@ impl CoreTimer {
         if access.source == Source::L1 {
             return self.now + access.latency;
         }
-        // A miss needs a free miss slot; stall until the earliest one frees.
+        self.occupy_slot(access.latency)
+    }
+
+    /// A miss needs a free miss slot: stall until the earliest one frees, hold it `latency`.
+    fn occupy_slot(&mut self, latency: Time) -> Time {
         let (slot, &free_at) = self.slots.iter().enumerate().min_by_key(|(_, t)| **t).expect("at least one slot");
         let start = free_at.max(self.now);
         self.now = start;
-        let done = start + access.latency;
+        let done = start + latency;
         self.slots[slot] = done;
         done
+    }
+
+    /// A software prefetch into `level`: costs an issue slot and, when it fetches into the core's
+    /// own caches, a miss slot until the data arrives; the core does not wait for the data.
+    pub fn prefetch(&mut self, hierarchy: &mut Hierarchy, line: Line, level: Level) {
+        self.now += self.issue;
+        if let Some(latency) = hierarchy.prefetch(self.cpu, line, level, self.now) {
+            if level != Level::L3 {
+                self.occupy_slot(latency);
+            }
+        }
     }
 
     /// A load whose value the next instruction needs: issue and wait.
