@@ -8,6 +8,7 @@ from pathlib import Path
 
 from steer import _core
 from steer._core import ScenarioError
+from steer.result import Result
 
 
 def scenarios() -> list[tuple[str, str]]:
@@ -68,6 +69,7 @@ def toml_literal(value: object) -> str:
 
 
 def overrides_from(overrides: Iterable[str], params: dict[str, object]) -> list[str]:
+    """``KEY=VALUE`` overrides followed by one per keyword parameter."""
     return list(overrides) + [f"{key}={toml_literal(value)}" for key, value in params.items()]
 
 
@@ -94,10 +96,13 @@ def run(
     overrides: Iterable[str] = (),
     progress: Callable[[float], None] | None = None,
     **params: object,
-) -> dict:
-    """Runs a scenario file or built-in scenario and returns its result as a dict.
+) -> Result:
+    """Runs a scenario file or built-in scenario and returns its :class:`~steer.result.Result`.
 
     ``overrides`` are ``KEY=VALUE`` strings as on the command line (``sim.measure_us=500``);
-    keyword arguments set the scenario's declared parameters (``placement="l2"``).
+    keyword arguments set the scenario's declared parameters (``placement="l2"``). The result
+    reads like the JSON dict (``result["dram"]["read_gbps"]``) and has typed views
+    (``result.dram.read_gbps``, ``result.fills``, ``result.devices``, ``result.to_frame()``).
     """
-    return run_with_resolved(scenario, overrides, progress, **params)[0]
+    result, resolved = run_with_resolved(scenario, overrides, progress, **params)
+    return Result(result, resolved)

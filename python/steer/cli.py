@@ -9,6 +9,7 @@ import tomllib
 from pathlib import Path
 
 from steer import api, output
+from steer.workflow_cli import add_commands as add_workflow_commands
 from steer._core import ScenarioError
 
 FILL_SOURCES = ("l1", "l2", "peer_l2", "l3", "remote_cache", "dram")
@@ -259,6 +260,8 @@ def parser() -> argparse.ArgumentParser:
     )
     tph.add_argument("file")
     tph.set_defaults(handler=cmd_tph)
+
+    add_workflow_commands(commands, with_set)
     return top
 
 

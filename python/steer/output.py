@@ -10,18 +10,29 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
-def write_atomically(files: dict[Path, str]) -> None:
-    """Writes every file or none: each goes to a temporary file beside it, then all are renamed."""
+def current_umask() -> int:
+    """The process umask (reading it requires setting it; it is restored at once)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_atomically(files: dict[Path, str | bytes]) -> None:
+    """Writes every file (text or bytes) or none: each goes to a temporary file beside it, then
+    all are renamed."""
     staged: list[tuple[str, Path]] = []
     try:
-        for path, text in files.items():
+        for path, content in files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(text)
+            staged.append((temporary, path))
+            # mkstemp creates private files; results are ordinary files, so follow the umask.
+            os.fchmod(handle, 0o666 & ~current_umask())
+            data = content.encode("utf-8") if isinstance(content, str) else content
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
                 out.flush()
                 os.fsync(out.fileno())
-            staged.append((temporary, path))
         for temporary, path in staged:
             os.replace(temporary, path)
     finally:

@@ -53,9 +53,11 @@ pub enum Destination {
     Memory,
     /// Install (dirty) in the L2 of the core running `cpu`, invalidating other copies.
     L2 { cpu: u32 },
-    /// Write into the L3 of `ccx` (Intel DDIO): update the line in place if that L3 holds it,
-    /// else allocate it there within the device's LLC ways; other copies are invalidated.
+    /// Write into the L3 of `ccx` (Intel DDIO, L3 injection): update the line in place if that L3
+    /// holds it, else allocate it there within the device's LLC ways; other copies are invalidated.
     L3 { ccx: u32 },
+    /// As `L3`, into the L3 of the CCX of `cpu`.
+    L3Of { cpu: u32 },
 }
 
 /// Whom a request is carried out for. Its way masks apply to every allocation the request causes,
@@ -696,6 +698,10 @@ impl Hierarchy {
         let traffic = &mut self.stats.devices[device as usize];
         traffic.writes += 1;
         traffic.write_llc_hits += in_llc as u64;
+        let destination = match destination {
+            Destination::L3Of { cpu } => Destination::L3 { ccx: self.ccx_of_cpu(cpu) },
+            other => other,
+        };
         match destination {
             Destination::Memory => {
                 // The write overwrites the whole line: cached copies are dropped, dirty or not.
@@ -730,7 +736,13 @@ impl Hierarchy {
                 }
                 self.stats.dma_lines_to_cache += 1;
             }
+            Destination::L3Of { .. } => unreachable!("resolved to L3 above"),
         }
+    }
+
+    /// The CCX of logical CPU `cpu`.
+    pub fn ccx_of_cpu(&self, cpu: u32) -> u32 {
+        self.ccx_of(self.core_of_cpu[cpu as usize])
     }
 
     /// Device `device` reads a line (TX DMA, descriptor fetch): served by any cache holding it

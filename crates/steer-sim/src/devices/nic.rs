@@ -414,17 +414,18 @@ impl Nic {
             }
             Some(buffer) => {
                 let (consumer_cpu, llc_ccx) = (queue.spec.consumer_cpu, self.llc_ccx);
+                let consumer_ccx = hierarchy.ccx_of_cpu(consumer_cpu);
                 let first = queue.buffers[buffer as usize].line(line_bits);
                 let last = queue.buffers[buffer as usize].offset(bytes as u64 - 1).line(line_bits);
                 for line in first.0..=last.0 {
                     let kind = if line == first.0 { DmaKind::Header } else { DmaKind::Payload };
-                    let destination = self.placement.destination(&DmaWrite { kind, consumer_cpu, llc_ccx });
+                    let destination = self.placement.destination(&DmaWrite { kind, consumer_cpu, llc_ccx, consumer_ccx });
                     hierarchy.dma_write(self.device, Line(line), destination, now);
                 }
                 let slot = queue.completions_written % queue.spec.ring_entries as u64;
                 queue.completions_written += 1;
                 let entry_line = queue.completion_ring.offset(slot * queue.spec.completion_bytes as u64).line(line_bits);
-                let destination = self.placement.destination(&DmaWrite { kind: DmaKind::Completion, consumer_cpu, llc_ccx });
+                let destination = self.placement.destination(&DmaWrite { kind: DmaKind::Completion, consumer_cpu, llc_ccx, consumer_ccx });
                 hierarchy.dma_write(self.device, entry_line, destination, now);
                 let ready = now + self.dma_latency;
                 queue.completions.push_back(Completion { buffer, bytes, ready, entry_line, arrival: now });

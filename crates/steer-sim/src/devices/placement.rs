@@ -3,7 +3,7 @@
 
 use crate::error::{ConfigError, ConfigResult};
 use crate::hierarchy::Destination;
-use crate::params::params;
+use crate::params::{choice, params};
 
 /// What a DMA write carries, so a policy can steer some kinds and not others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +24,8 @@ pub struct DmaWrite {
     pub consumer_cpu: u32,
     /// The CCX whose L3 is the device's LLC (the first of its socket).
     pub llc_ccx: u32,
+    /// The CCX of the consumer CPU.
+    pub consumer_ccx: u32,
 }
 
 /// The contract: given a write, name its destination. Must be deterministic.
@@ -31,13 +33,28 @@ pub trait PlacementPolicy: Send {
     fn destination(&self, write: &DmaWrite) -> Destination;
 }
 
+choice! {
+    /// Where `inject` places inbound writes.
+    pub enum InjectLevel {
+        /// The L2 of the consuming core (SDCI).
+        L2,
+        /// The L3 of the consuming core's CCX (cache injection into the shared cache).
+        L3,
+        /// DRAM (no injection).
+        Memory,
+    }
+}
+
 params! {
     /// A device's DMA write placement.
     pub struct PlacementSpec {
-        /// Policy name: `memory` (write DRAM, invalidate cached copies), `l2` (inject into a core's
-        /// L2: SDCI) or `ddio` (write into the LLC's DDIO ways: Intel DDIO).
+        /// Policy name: `memory` (write DRAM, invalidate cached copies), `inject` (into the
+        /// consumer's cache at `level`), `l2` (= inject at L2: SDCI) or `ddio` (Intel DDIO).
         policy: String = "memory".to_string(),
-        /// For `l2`: the CPU whose L2 receives the writes; default: each queue's consumer CPU.
+        /// For `inject`: the level injected into.
+        level: InjectLevel = InjectLevel::L2,
+        /// For `inject` and `l2`: the CPU whose cache receives the writes; default: each queue's
+        /// consumer CPU.
         cpu: Option<u32> = None,
     }
 }
@@ -56,9 +73,14 @@ pub const POLICIES: &[PolicyInfo] = &[
         build: |_| Box::new(ToMemory),
     },
     PolicyInfo {
+        name: "inject",
+        description: "inject every write into the consumer's L2, its CCX's L3, or memory (`level`)",
+        build: |spec| Box::new(Inject { level: spec.level, cpu: spec.cpu }),
+    },
+    PolicyInfo {
         name: "l2",
-        description: "inject every write into one core's L2 (the SDCI mechanism)",
-        build: |spec| Box::new(ToL2 { cpu: spec.cpu }),
+        description: "inject every write into one core's L2 (the SDCI mechanism; inject at level l2)",
+        build: |spec| Box::new(Inject { level: InjectLevel::L2, cpu: spec.cpu }),
     },
     PolicyInfo {
         name: "ddio",
@@ -86,13 +108,22 @@ impl PlacementPolicy for ToMemory {
     }
 }
 
-struct ToL2 {
+struct Inject {
+    level: InjectLevel,
     cpu: Option<u32>,
 }
 
-impl PlacementPolicy for ToL2 {
+impl PlacementPolicy for Inject {
     fn destination(&self, write: &DmaWrite) -> Destination {
-        Destination::L2 { cpu: self.cpu.unwrap_or(write.consumer_cpu) }
+        match self.level {
+            InjectLevel::L2 => Destination::L2 { cpu: self.cpu.unwrap_or(write.consumer_cpu) },
+            // A CPU named explicitly is honoured by steering to its own CCX.
+            InjectLevel::L3 => match self.cpu {
+                Some(cpu) => Destination::L3Of { cpu },
+                None => Destination::L3 { ccx: write.consumer_ccx },
+            },
+            InjectLevel::Memory => Destination::Memory,
+        }
     }
 }
 

@@ -1,0 +1,177 @@
+"""One self-contained HTML page for a sweep: summary, figures (inlined PNG) and tables.
+
+>>> steer.report.write("results/rx", "report.html")
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import numbers
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from steer import output
+from steer._core import ScenarioError, __version__
+from steer.plot import (
+    as_frame, dram_bars, fill_bars, fmt, image_bytes, latency_cdf, latency_fields, metric,
+    placement_column, role_fills, run_label, short, successful, varying_params,
+)
+from steer.result import FILL_SOURCES
+from steer.store import Store
+
+# Bar charts beyond this many bars are unreadable; the tables still hold every run.
+MAX_BARS = 48
+STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px; padding: 0 1em; color: #222; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #ddd; }
+.meta { color: #555; } .failed { color: #b00020; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 13px; }
+th, td { padding: 3px 9px; border-bottom: 1px solid #eee; text-align: left; vertical-align: top; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f5f5f5; position: sticky; top: 0; }
+figure { margin: 1.2em 0; } figure img { max-width: 100%; } figcaption { color: #555; }
+code { background: #f5f5f5; padding: 0 3px; }
+"""
+
+
+def cell(value: Any) -> str:
+    """A table cell: numbers right-aligned with four significant digits, text escaped."""
+    if value is None or (isinstance(value, numbers.Real) and value != value):
+        return "<td></td>"
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return f'<td class="num">{int(value)}</td>'
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return f'<td class="num">{float(value):.4g}</td>'
+    return f"<td>{html.escape(str(value))}</td>"
+
+
+def html_table(headers: list[str], rows: list[list[Any]]) -> str:
+    """An HTML table of rows."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "\n".join("<tr>" + "".join(cell(v) for v in row) + "</tr>" for row in rows)
+    return f"<table>\n<tr>{head}</tr>\n{body}\n</table>"
+
+
+def figures(df) -> list[tuple[str, Any]]:
+    """The figures a sweep's results support, as ``(caption, Figure)``."""
+    ok = successful(df)
+    if ok.empty:
+        return []
+    found = []
+    by = placement_column(ok, None)
+    numeric = [c for c in varying_params(ok) if c != by
+               and ok[c].map(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)).all()]
+    devices = [c for c in ok.columns if re.fullmatch(r"devices\.[^.]+\.rx_gbps", c)]
+    for x in numeric[:3]:
+        found.append((f"DRAM read and write bandwidth against {short(x)}",
+                      metric(ok, y=["dram.read_gbps", "dram.write_gbps"], x=x, by=by)))
+        if devices:
+            found.append((f"Device receive throughput against {short(x)}", metric(ok, y=devices, x=x, by=by)))
+    if len(ok) <= MAX_BARS:
+        found.append(("DRAM read and write bandwidth per run", dram_bars(ok, by=by)))
+        roles = sum(len(role_fills(row)) for _, row in ok.iterrows())
+        if 0 < roles <= MAX_BARS:
+            found.append(("Where each core role's demand accesses were satisfied", fill_bars(ok, by=by)))
+    if latency_fields(ok, None):
+        try:
+            found.append(("Latency CDF", latency_cdf(ok)))
+        except ScenarioError:
+            pass  # latency columns, but every value empty
+    return found
+
+
+def image_tag(fig, caption: str) -> str:
+    """A figure as an inlined PNG with its caption."""
+    data = base64.b64encode(image_bytes(fig, "png", dpi=110)).decode("ascii")
+    alt = html.escape(caption, quote=True)
+    return (f'<figure><img alt="{alt}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
+def runs_table(df) -> str:
+    """One row per run: swept values, status, DRAM and device throughput."""
+    params = [c for c in df.columns if c.startswith("param.")]
+    devices = sorted({m.group(1) for c in df.columns if (m := re.fullmatch(r"devices\.([^.]+)\.rx_gbps", c))})
+    metrics = [c for c in ("dram.read_gbps", "dram.write_gbps", "dram.total_gbps") if c in df.columns]
+    for name in devices:
+        metrics += [c for c in (f"devices.{name}.rx_gbps", f"devices.{name}.drops") if c in df.columns]
+    headers = ["run", *(short(c) for c in params), "status", *metrics, "host s"]
+    rows = []
+    for _, row in df.iterrows():
+        rows.append([str(row["run_id"])[:8], *(row[c] for c in params), row["status"],
+                     *(row[c] for c in metrics), row.get("wall_seconds")])
+    return html_table(headers, rows)
+
+
+def fills_table(df) -> str:
+    """Fill sources per run and core role, in percent."""
+    ok = successful(df)
+    params = varying_params(ok)
+    rows = []
+    for _, row in ok.iterrows():
+        for role, fractions in role_fills(row).items():
+            rows.append([run_label(row, params), role, *(f"{100 * fractions.get(s, 0.0):.1f}%" for s in FILL_SOURCES)])
+    return html_table(["run", "role", *FILL_SOURCES], rows) if rows else ""
+
+
+def build(results: Any, title: str | None = None) -> str:
+    """The report of a results directory (or a DataFrame of runs) as one HTML page."""
+    manifest = Store(results).manifest() if isinstance(results, (str, Path)) else None
+    df = as_frame(results)
+    ok = successful(df)
+    failed = df[df["status"] != "ok"] if "status" in df.columns else df.iloc[0:0]
+    name = Path(manifest["sweep"]).stem if manifest else (Path(results).name if isinstance(results, (str, Path)) else "runs")
+    title = title or f"steer sweep: {name}"
+    e = html.escape
+    parts = [f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{e(title)}</title>",
+             f"<style>{STYLE}</style></head><body>", f"<h1>{e(title)}</h1>"]
+    meta = []
+    if manifest and manifest.get("description"):
+        meta.append(e(manifest["description"]))
+    if manifest:
+        meta.append(f"scenario <code>{e(str(manifest.get('scenario', '')))}</code>, sweep file "
+                    f"<code>{e(str(manifest.get('sweep', '')))}</code>")
+    versions = sorted({str(v) for v in df.get("steer_version", []) if isinstance(v, str)}) or [__version__]
+    meta.append(f"steer {e(', '.join(versions))}; report written {time.strftime('%Y-%m-%d %H:%M:%S')}")
+    parts.append("".join(f'<p class="meta">{m}</p>' for m in meta))
+
+    counts = [f"{len(ok)} finished", f'<span class="failed">{len(failed)} failed</span>' if len(failed) else "0 failed"]
+    if manifest:
+        pending = {p["run_id"] for p in manifest.get("points", [])} - set(df["run_id"])
+        counts.insert(0, f"{len({p['run_id'] for p in manifest.get('points', [])})} runs in the sweep")
+        if pending:
+            counts.append(f"{len(pending)} not run yet")
+    parts.append(f"<h2>Summary</h2><p>{', '.join(counts)}.</p>")
+    swept = varying_params(df)
+    if swept:
+        parts.append("<p>Swept: " + ", ".join(f"<code>{e(short(c))}</code>" for c in swept) + ".</p>")
+
+    shown = figures(df)
+    if shown:
+        parts.append("<h2>Figures</h2>")
+        parts += [image_tag(fig, caption) for caption, fig in shown]
+    parts.append(f"<h2>Runs</h2>{runs_table(df)}")
+    fills = fills_table(df)
+    if fills:
+        parts.append(f"<h2>Fill sources</h2><p>Fractions of demand accesses by where they were satisfied "
+                     f"(<code>l1</code> = hit), pooled over the cores of each role.</p>{fills}")
+    if len(failed):
+        params = [c for c in df.columns if c.startswith("param.")]
+        rows = [[str(r["run_id"])[:8], *(fmt(r[c]) for c in params), r["error"]] for _, r in failed.iterrows()]
+        parts.append(f"<h2>Failures</h2>{html_table(['run', *(short(c) for c in params), 'error'], rows)}")
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+def write(results: Any, path: str | Path | None = None, title: str | None = None) -> Path:
+    """Writes the report (default ``RESULTS/report.html``) atomically; returns its path."""
+    if path is None:
+        if not isinstance(results, (str, Path)):
+            raise ScenarioError("a report of a DataFrame needs an output path")
+        path = Path(results) / "report.html"
+    path = Path(path)
+    output.write_atomically({path: build(results, title)})
+    return path

@@ -1,0 +1,95 @@
+"""The Python API: typed results that still read like the JSON dict, and results loaded as tables."""
+
+import json
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+import steer
+from steer.result import FILL_SOURCES, Result, flatten
+
+SHORT = ["sim.measure_us=100", "sim.warmup_us=50"]
+
+
+@pytest.fixture(scope="module")
+def result():
+    return steer.run("rx-default", SHORT, placement="l2", offered_gbps=40.0)
+
+
+def test_result_reads_like_the_json_dict(result):
+    raw, resolved = steer.api.run_with_resolved("rx-default", SHORT, placement="l2", offered_gbps=40.0)
+    assert isinstance(result, Result)
+    assert result["dram"]["read_gbps"] == raw["dram"]["read_gbps"]
+    assert set(result) == set(raw) and len(result) == len(raw)
+    without_host = lambda d: {**d, "sim": {k: v for k, v in d["sim"].items() if k != "host_seconds"}}
+    assert without_host(dict(result)) == without_host(raw)
+    assert result.resolved == resolved
+    # Still a dict: callers serialise it directly. Pickling too (results cross processes in sweeps).
+    assert isinstance(result, dict)
+    assert json.loads(json.dumps(result)) == result.to_dict() == result
+    assert type(result.to_dict()) is dict
+    assert pickle.loads(pickle.dumps(result)) == result
+
+
+def test_typed_views(result):
+    assert result.scenario == "rx-default" and result.platform == "turin-9655"
+    assert result.dram.read_gbps == result["dram"]["read_gbps"]
+    assert len(result.dram.channels) == len(result["dram"]["channels"])
+    assert result.dram.channels[0].write_gbps == result["dram"]["channels"][0]["write_gbps"]
+    core = result.cores[1]
+    assert core.role == "rx_loop" and core.cpu == 1
+    assert result.fills[1] == result["cores"]["1"]["fills"]
+    assert set(result.fills[1]) == set(FILL_SOURCES)
+    assert result.fills[1]["l2"] > 0.9
+    nic = result.devices["nic0"]
+    assert nic.placement == "l2" and nic.rx_gbps == pytest.approx(40.0, rel=0.05) and nic.latency_ns is None
+    assert result.sim.measured_ns == 100_000
+    assert "rx-default" in repr(result) and "<table>" in result._repr_html_()
+
+
+def test_result_as_a_frame(result):
+    frame = result.to_frame()
+    assert frame.shape[0] == 1
+    assert frame.loc[0, "dram.read_gbps"] == result.dram.read_gbps
+    assert frame.loc[0, "cores.1.fills.l2"] == result.fills[1]["l2"]
+    assert frame.loc[0, "dram.channels.3.read_gbps"] == result.dram.channels[3].read_gbps
+
+
+def test_flatten_keeps_sample_lists_whole():
+    flat = flatten({"a": {"b": 1, "samples": [1.0, 2.0]}, "rows": [{"x": 1}, {"x": 2}], "empty": []})
+    assert flat == {"a.b": 1, "a.samples": [1.0, 2.0], "rows.0.x": 1, "rows.1.x": 2, "empty": []}
+
+
+def test_load_and_export(tmp_path):
+    sweep = {
+        "scenario": "rx-default",
+        "set": {"sim": {"measure_us": 100, "warmup_us": 50}},
+        "grid": {"placement": ["memory", "l2"], "offered_gbps": [10.0, 20.0]},
+    }
+    summary = steer.run_sweep(sweep, tmp_path / "results", workers=1)
+    assert summary.ok and summary.total == 4
+    df = steer.load(tmp_path / "results")
+    assert len(df) == 4 and set(df["status"]) == {"ok"}
+    assert list(df["param.placement"]) == ["memory", "memory", "l2", "l2"]
+    assert list(df["param.offered_gbps"]) == [10.0, 20.0, 10.0, 20.0]
+    memory = df[df["param.placement"] == "memory"]
+    assert (memory["dram.read_gbps"] > 0.5).all()
+    assert df["run_id"].is_unique
+    parquet = steer.export(tmp_path / "results", tmp_path / "runs.parquet")
+    again = steer.load(parquet)
+    assert list(again["run_id"]) == list(df["run_id"])
+    assert list(again["dram.read_gbps"]) == list(df["dram.read_gbps"])
+    csv = steer.export(tmp_path / "results", tmp_path / "runs.csv")
+    assert csv.read_text().startswith("run_id,status,error")
+    with pytest.raises(steer.ScenarioError, match="unknown export format"):
+        steer.export(tmp_path / "results", tmp_path / "runs.xlsx")
+    with pytest.raises(steer.ScenarioError, match="no such results directory"):
+        steer.load(tmp_path / "missing")
+
+
+def test_import_steer_stays_light():
+    code = "import sys, steer; print(sorted(m for m in ('pandas', 'matplotlib', 'ray', 'pyarrow') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

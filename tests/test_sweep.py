@@ -1,0 +1,264 @@
+"""Sweeps: the file format, bad input, failing points, resuming after SIGKILL, local vs Ray."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import suppress
+from pathlib import Path
+
+import pytest
+
+import steer
+from steer import sweep as sweeps
+from steer.store import Store
+
+from steer.cli import main as steer_main
+
+STEER = [sys.executable, "-m", "steer"]
+TINY = '''scenario = "rx-default"
+[set]
+"sim.measure_us" = 100
+sim.warmup_us = 50
+'''
+
+
+def write(tmp_path: Path, body: str, name: str = "sweep.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(TINY + body)
+    return path
+
+
+def without_host_time(result: dict) -> dict:
+    return {**result, "sim": {k: v for k, v in result["sim"].items() if k != "host_seconds"}}
+
+
+def results_by_id(directory: Path) -> dict:
+    return {r["run_id"]: without_host_time(r["result"]) for r in Store(directory).records() if r["status"] == "ok"}
+
+
+def no_partial_files(directory: Path) -> bool:
+    return not [p for p in directory.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_grid_is_a_product_and_zip_advances_together(tmp_path):
+    sweep = sweeps.load_sweep(write(tmp_path, '''
+[grid]
+placement = ["memory", "l2"]
+offered_gbps = [10.0, 20.0, 30.0]
+[zip]
+ring = [128, 256]
+packet_bytes = [1500, 1024]
+'''))
+    points = sweep.points()
+    assert len(points) == 2 * 3 * 2
+    assert points[0] == {"placement": "memory", "offered_gbps": 10.0, "ring": 128, "packet_bytes": 1500}
+    assert points[1] == {"placement": "memory", "offered_gbps": 10.0, "ring": 256, "packet_bytes": 1024}
+    assert points[-1] == {"placement": "l2", "offered_gbps": 30.0, "ring": 256, "packet_bytes": 1024}
+    assert sweep.sets == {"sim.measure_us": 100, "sim.warmup_us": 50}
+    # Several zip groups are crossed with each other.
+    two = sweeps.sweep_from_dict({"scenario": "rx-default", "zip": [{"ring": [128, 256]}, {"offered_gbps": [1.0, 2.0, 3.0]}]})
+    assert len(two.points()) == 6
+
+
+def test_run_ids_are_stable_and_equal_points_run_once(tmp_path):
+    sweep = sweeps.load_sweep(write(tmp_path, '''
+[grid]
+offered_gbps = [10.0, 10.0, 20.0]
+placement = ["memory"]
+'''))
+    tasks = sweeps.plan(sweep)
+    assert len(tasks) == 2
+    again = sweeps.plan(sweeps.load_sweep(tmp_path / "sweep.toml"))
+    assert [t.run_id for t in tasks] == [t.run_id for t in again]
+    # The id is the hash of the resolved scenario and the version: the default placement is the same run.
+    plain = sweeps.plan(sweeps.sweep_from_dict({"scenario": "rx-default", "set": sweep.sets, "grid": {"offered_gbps": [10.0]}}))
+    assert plain[0].run_id == tasks[0].run_id
+    assert steer.store.run_id(tasks[0].resolved) == tasks[0].run_id
+    assert steer.store.run_id(tasks[0].resolved, version="0.0.0") != tasks[0].run_id
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ("[grids]\nplacement = [\"l2\"]\n", "sweep.toml: unknown key `grids` (expected one of: scenario, description, set, grid, zip)"),
+        ("[grid]\noffered_gbps = 50\n", "sweep.toml: grid.offered_gbps: expected a list of values (got an integer)"),
+        ("[grid]\noffered_gbps = []\n", "sweep.toml: grid.offered_gbps: expected at least one value"),
+        ("[zip]\nring = [1, 2]\npacket_bytes = [1500]\n", "sweep.toml: zip: lists must have the same length (ring has 2, packet_bytes has 1)"),
+        ("[grid]\n\"sim.measure_us\" = [100, 200]\n", "sweep.toml: grid.sim.measure_us: also given in [set]"),
+        ("[grid]\nwhen = [1979-05-27]\n", "sweep.toml: grid.when[0]: date cannot be a scenario value"),
+        ("[grid]\nbogus = [1, 2]\n", "sweep.toml: grid.bogus: unknown field `bogus`"),
+        ("[grid]\n\"sim.bogus\" = [1, 2]\n", "sweep.toml: grid.sim.bogus: unknown field `bogus`"),
+        ("[grid]\noffered_gbps = [\"fast\"]\n", "devices.0.queues.0.offered_gbps: invalid type"),
+        ("[grid\n", "sweep.toml: invalid TOML"),
+    ],
+)
+def test_bad_sweep_files_are_one_line_with_exit_code_2(tmp_path, capsys, body, expected):
+    path = write(tmp_path, body)
+    code = steer_main(["sweep", str(path), "-o", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert code == 2
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("steer: error: "), captured.err
+    assert expected in lines[0].replace(str(tmp_path) + "/", ""), lines[0]
+    assert not (tmp_path / "out" / "runs").exists()
+
+
+def test_missing_files_and_bad_options(tmp_path, capsys):
+    cases = [
+        (["sweep", str(tmp_path / "nope.toml")], f"{tmp_path / 'nope.toml'}: cannot read sweep file: No such file or directory"),
+        (["sweep", str(write(tmp_path, "", "s1.toml").with_name("s2.toml"))], "cannot read sweep file"),
+        (["sweep", str(write(tmp_path, "[set]\n", "s3.toml"))], "s3.toml: invalid TOML"),
+        (["sweep", str(write(tmp_path, "[grid]\nring = [128]\n", "s4.toml")), "--set", "ring=64"], "--set ring: ring is swept in"),
+        (["sweep", str(write(tmp_path, "", "s5.toml")), "--workers", "0"], "--workers: must be at least 1"),
+        (["sweep", str(write(tmp_path, "", "s6.toml")), "--address", "auto"], "--address: only for --executor ray"),
+    ]
+    (tmp_path / "other.toml").write_text('scenario = "missing-scenario.toml"\n')
+    cases.append((["sweep", str(tmp_path / "other.toml")], "other.toml: scenario: "))
+    for argv, expected in cases:
+        assert steer_main(argv + ["-o", str(tmp_path / "out")]) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and expected in err, err
+    # Through a real process: no traceback, one line.
+    done = subprocess.run([*STEER, "sweep", str(tmp_path / "nope.toml")], capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_failing_point_is_recorded_and_the_rest_complete(tmp_path, capsys):
+    path = write(tmp_path, '''
+[grid]
+placement = ["memory", "l2"]
+ring = [256, 0, 128]
+''')
+    out = tmp_path / "out"
+    assert steer_main(["sweep", str(path), "-o", str(out), "--workers", "2", "--quiet"]) == 1
+    printed = capsys.readouterr().out
+    assert "6 runs: 4 finished now, 0 already done, 2 failed" in printed
+    assert "ring_entries: must be at least 1" in printed
+    store = Store(out)
+    assert len(store.finished_ids()) == 4 and len(store.failed_ids()) == 2
+    failed = [r for r in store.records() if r["status"] == "failed"]
+    assert {r["point"]["ring"] for r in failed} == {0}
+    assert all("devices.0.queues.0.ring_entries: must be at least 1" in r["error"] for r in failed)
+    assert all(r["result"] is None for r in failed)
+    df = steer.load(out)
+    assert list(df["status"]).count("failed") == 2 and df[df["status"] == "failed"]["dram.read_gbps"].isna().all()
+    # Again: the finished runs are skipped; failures are retried unless --skip-failed.
+    summary = steer.run_sweep(path, out, workers=2)
+    assert summary.skipped == 4 and len(summary.ran) == 2 and len(summary.failed) == 2
+    summary = steer.run_sweep(path, out, workers=2, retry_failed=False)
+    assert summary.skipped == 6 and summary.ran == [] and len(summary.failed) == 2
+    assert no_partial_files(out)
+
+
+def test_a_run_that_fails_in_the_worker_becomes_a_record():
+    task = sweeps.Task(0, "0" * 16, {"x": 1}, [], "broken", resolved="[sim]\nmeasure_us = -5.0\n")
+    record = sweeps.execute(task)
+    assert record["status"] == "failed" and record["result"] is None
+    assert record["error"] and "\n" not in record["error"].strip()
+
+
+def die_on_three(task):
+    """Stands in for sweeps.execute in spawned workers: the point x=3 kills its worker."""
+    if task.point["x"] == 3:
+        os._exit(7)
+    return sweeps.record_for(task, "ok", time.time(), 0.0, result={"x": task.point["x"]})
+
+
+def test_a_worker_that_dies_fails_only_its_point(monkeypatch):
+    tasks = [sweeps.Task(i, f"{i:016d}", {"x": i}, [], "t", resolved="") for i in range(8)]
+    monkeypatch.setattr(sweeps, "execute", die_on_three)
+    records = []
+    sweeps.run_local(tasks, 3, records.append)
+    by_x = {r["point"]["x"]: r for r in records}
+    assert sorted(by_x) == list(range(8)) and len(records) == 8
+    assert by_x[3]["status"] == "failed" and "died" in by_x[3]["error"]
+    assert all(by_x[x]["status"] == "ok" for x in by_x if x != 3)
+
+
+def test_one_sweep_at_a_time_per_results_directory(tmp_path):
+    store = Store(tmp_path / "out")
+    with store.lock():
+        with pytest.raises(steer.ScenarioError, match="another sweep is writing into this results directory"):
+            with Store(tmp_path / "out").lock():
+                pass
+    with Store(tmp_path / "out").lock():
+        pass
+
+
+def test_resume_after_sigkill_completes_exactly_the_missing_runs(tmp_path):
+    # Runs long enough (tens of ms each) that the sweep can be caught part-way.
+    loads = ", ".join(str(g) for g in range(50, 98, 2))
+    path = tmp_path / "kill.toml"
+    path.write_text(f'scenario = "rx-default"\n[set]\n"sim.measure_us" = 3000\n"sim.warmup_us" = 50\n'
+                    f'[grid]\noffered_gbps = [{loads}]\n')
+    out = tmp_path / "out"
+    expected = {t.run_id for t in sweeps.plan(sweeps.load_sweep(path))}
+    assert len(expected) == 24
+    process = subprocess.Popen([*STEER, "sweep", str(path), "-o", str(out), "--workers", "2",
+                                "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            written = list((out / "runs").glob("*.json")) if (out / "runs").is_dir() else []
+            if len(written) >= 3 or process.poll() is not None:
+                break
+            time.sleep(0.005)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        before = {p.stem: p.stat().st_mtime_ns for p in (out / "runs").glob("*.json")}
+        assert 3 <= len(before) < len(expected), f"killed too late: {len(before)} runs written"
+        # The workers notice and end by themselves.
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(process.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("worker processes outlived the killed sweep")
+    finally:
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    for path_written in (out / "runs").glob("*.json"):
+        assert json.loads(path_written.read_text())["status"] == "ok"
+
+    summary = steer.run_sweep(path, out, workers=2)
+    assert summary.skipped == len(before)
+    assert sorted(summary.ran) == sorted(expected - set(before))
+    assert len(summary.ran) == len(set(summary.ran)) and summary.ok
+    files = sorted((out / "runs").glob("*.json"))
+    assert {p.stem for p in files} == expected and len(files) == len(expected)
+    assert {p.stem: p.stat().st_mtime_ns for p in files if p.stem in before} == before
+    for file in files:
+        record = json.loads(file.read_text())
+        assert record["run_id"] == file.stem and record["status"] == "ok"
+        assert record["result"]["devices"]["nic0"]["offered_gbps"] == record["point"]["offered_gbps"]
+    assert not (out / "failed").exists() or not list((out / "failed").iterdir())
+    assert no_partial_files(out)
+
+
+def test_local_pool_matches_a_serial_run(tmp_path):
+    path = write(tmp_path, '[grid]\nplacement = ["memory", "l2"]\noffered_gbps = [10.0, 60.0]\n')
+    steer.run_sweep(path, tmp_path / "serial", workers=1)
+    steer.run_sweep(path, tmp_path / "pool", workers=2)
+    serial = results_by_id(tmp_path / "serial")
+    assert len(serial) == 4 and serial == results_by_id(tmp_path / "pool")
+
+
+def test_ray_executor_matches_the_local_one(tmp_path, monkeypatch):
+    pytest.importorskip("ray")
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    path = write(tmp_path, '[grid]\nplacement = ["memory", "l2"]\noffered_gbps = [10.0, 60.0]\n')
+    local = steer.run_sweep(path, tmp_path / "local", workers=2)
+    ray = steer.run_sweep(path, tmp_path / "ray", executor="ray", workers=2)
+    assert local.ok and ray.ok and sorted(ray.ran) == sorted(local.ran)
+    assert results_by_id(tmp_path / "ray") == results_by_id(tmp_path / "local")
+    import ray as ray_module
+
+    assert not ray_module.is_initialized()  # the local instance was shut down
+    again = steer.run_sweep(path, tmp_path / "ray", executor="ray", workers=2)
+    assert again.skipped == 4 and again.ran == []
