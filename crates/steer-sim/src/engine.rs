@@ -12,6 +12,7 @@ use crate::results::{self, RunResult};
 use crate::scenario::Scenario;
 use crate::units::{Clock, Time};
 use crate::workloads::l2fwd::L2fwd;
+use crate::workloads::reduce::Reduce;
 use crate::workloads::rx_loop::RxLoop;
 use crate::workloads::stream::Stream;
 use crate::workloads::{Workload, WorkloadSpec};
@@ -81,6 +82,10 @@ impl Simulation {
                 WorkloadSpec::RxLoop(rx) => {
                     let nic = nic_of(&rx.device);
                     workloads.push(Box::new(RxLoop::new(workloads.len(), rx, nic, clock, &mut system)));
+                }
+                WorkloadSpec::Reduce(reduce) => {
+                    let nic = nic_of(&reduce.device);
+                    workloads.push(Box::new(Reduce::new(workloads.len(), reduce, nic, clock, &mut system)));
                 }
                 WorkloadSpec::Stream(stream) => workloads.push(Box::new(Stream::new(stream, clock, &mut system))),
                 WorkloadSpec::L2fwd(fwd) => {

@@ -375,6 +375,11 @@ pub const PRESETS: &[Preset] = &[
         description: "Intel Xeon Gold 6354 (Ice Lake-SP, 18 cores, 39 MB 12-way LLC, 8 x DDR4-3200, DDIO)",
         source: include_str!("../presets/icelake-sp-6354.toml"),
     },
+    Preset {
+        name: "power5",
+        description: "IBM POWER5 (2 cores, 128 B lines, 1.875 MB L2, 36 MB victim L3; approximations marked)",
+        source: include_str!("../presets/power5.toml"),
+    },
 ];
 
 /// The names `platform.preset` accepts, `host` included.

@@ -372,6 +372,8 @@ pub const BUILTINS: &[Builtin] = &[
     Builtin { name: "rx-default", source: include_str!("../scenarios/rx-default.toml") },
     Builtin { name: "ddio-l2fwd", source: include_str!("../scenarios/ddio-l2fwd.toml") },
     Builtin { name: "sdci-l2fwd", source: include_str!("../scenarios/sdci-l2fwd.toml") },
+    Builtin { name: "leon-reduce", source: include_str!("../scenarios/leon-reduce.toml") },
+    Builtin { name: "leon-pollution", source: include_str!("../scenarios/leon-pollution.toml") },
 ];
 
 impl Builtin {

@@ -2,6 +2,7 @@
 //! scenario can name with `kind = "..."`.
 
 pub mod l2fwd;
+pub mod reduce;
 pub mod rx_loop;
 pub mod stream;
 pub mod timing;
@@ -40,6 +41,8 @@ pub enum WorkloadSpec {
     L2fwd(l2fwd::L2fwdSpec),
     /// A cache-hungry co-runner sweeping a working set (confine it with CAT way masks).
     Stream(stream::StreamSpec),
+    /// Zero-copy message receive with a linear reduction of each message (Leon & Maccabe).
+    Reduce(reduce::ReduceSpec),
 }
 
 impl WorkloadSpec {
@@ -49,6 +52,7 @@ impl WorkloadSpec {
             WorkloadSpec::RxLoop(spec) => vec![spec.cpu],
             WorkloadSpec::L2fwd(spec) => system.queue_cpus(&spec.device),
             WorkloadSpec::Stream(spec) => vec![spec.cpu],
+            WorkloadSpec::Reduce(spec) => vec![spec.cpu],
         }
     }
 
@@ -57,6 +61,7 @@ impl WorkloadSpec {
             WorkloadSpec::RxLoop(spec) => spec.validate(path, system),
             WorkloadSpec::L2fwd(spec) => spec.validate(path, system),
             WorkloadSpec::Stream(spec) => spec.validate(path, system),
+            WorkloadSpec::Reduce(spec) => spec.validate(path, system),
         }
     }
 }
@@ -67,6 +72,7 @@ impl Describe for WorkloadSpec {
             WorkloadSpec::RxLoop(spec) => ("rx_loop", spec),
             WorkloadSpec::L2fwd(spec) => ("l2fwd", spec),
             WorkloadSpec::Stream(spec) => ("stream", spec),
+            WorkloadSpec::Reduce(spec) => ("reduce", spec),
         };
         out.push(ParamDoc {
             key: crate::params::join_key(prefix, "kind"),

@@ -45,12 +45,13 @@ impl CoreTimer {
         done
     }
 
-    /// A software prefetch into `level`: costs an issue slot and, when it fetches into the core's
-    /// own caches, a miss slot until the data arrives; the core does not wait for the data.
+    /// A software prefetch into `level`: costs an issue slot and, when it fills the L1D, one of
+    /// the L1D's miss slots until the data arrives (prefetches into L2 or L3 queue there, not in
+    /// the core). The core does not wait for the data.
     pub fn prefetch(&mut self, hierarchy: &mut Hierarchy, line: Line, level: Level) {
         self.now += self.issue;
         if let Some(latency) = hierarchy.prefetch(self.cpu, line, level, self.now) {
-            if level != Level::L3 {
+            if level == Level::L1 {
                 self.occupy_slot(latency);
             }
         }
@@ -70,6 +71,16 @@ impl CoreTimer {
 
     pub fn compute(&mut self, cycles: f64) {
         self.now += self.clock.cycles(cycles);
+    }
+
+    /// How many misses the core can have in flight: also how far it can run loads ahead.
+    pub fn window(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// A duration in this core's cycles.
+    pub fn cycles(&self, t: Time) -> f64 {
+        self.clock.to_cycles(t)
     }
 
     /// Moves the core's time forward to `t` (idle until then).
