@@ -163,3 +163,19 @@ def test_compare_runs_each_placement_side_by_side(steer_cli):
     assert turin.returncode == 0 and "has no DDIO ways" in turin.stdout
     bad = steer_cli("compare", "sdci-l2fwd", "--placement", "cxl")
     assert bad.returncode == 2 and "unknown placement cxl" in bad.stderr
+
+
+def test_reproduce_prints_published_beside_simulated(steer_cli, tmp_path):
+    done = steer_cli("reproduce", "--only", "leon", "--json", "--quiet")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [r["id"] for r in rows][:2] == ["leon/prefetch-reads", "leon/inject-l3-reads"]
+    assert all(set(r) == {"id", "source", "metric", "unit", "published", "simulated"} for r in rows)
+    reads = {r["id"]: r for r in rows}
+    assert abs(reads["leon/prefetch-reads"]["simulated"] - 1.0) < 0.01
+    table = steer_cli("reproduce", "--only", "leon/*time", "--plot", str(tmp_path), "--quiet")
+    assert table.returncode == 0 and "leon/prefetch-time" in table.stdout and "leon/prefetch-reads" not in table.stdout
+    png = tmp_path / "reproduce.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    none = steer_cli("reproduce", "--only", "nothing-like-this")
+    assert none.returncode == 2 and "no row matches" in none.stderr

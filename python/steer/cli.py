@@ -143,6 +143,38 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from steer import reproduce
+
+    progress = output.Progress("steer reproduce", quiet=args.quiet)
+    done = []
+
+    def step(label: str) -> None:
+        done.append(label)
+        progress(min(len(done) / 20, 0.99))
+
+    try:
+        rows = reproduce.reproduce(args.only, progress=step)
+    finally:
+        progress.close()
+    if not rows:
+        raise ScenarioError(f"--only {args.only}: no row matches")
+    files = {}
+    if args.json and args.json != "-":
+        files[Path(args.json)] = json.dumps([r.to_dict() for r in rows], indent=2) + "\n"
+    if args.plot:
+        files[Path(args.plot) / "reproduce.png"] = reproduce.plot(rows)
+    output.write_atomically(files)
+    if args.json == "-":
+        print(json.dumps([r.to_dict() for r in rows], indent=2))
+        return 0
+    headers = ["id", "source", "metric", "published", "simulated", "difference"]
+    print(output.table(headers, reproduce.table_rows(rows)))
+    for path in files:
+        print(f"wrote {path}")
+    return 0
+
+
 def cmd_resolve(args: argparse.Namespace) -> int:
     sys.stdout.write(api.resolve(args.scenario, args.set))
     return 0
@@ -222,6 +254,14 @@ def parser() -> argparse.ArgumentParser:
                           "without FILE, print JSON to stdout")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.set_defaults(handler=cmd_run)
+
+    repro = commands.add_parser("reproduce", help="run the seeds' published experiments: published vs simulated")
+    repro.add_argument("--only", metavar="PATTERN", help="rows whose id matches (glob or substring, e.g. leon)")
+    repro.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                       help="rows {id, source, metric, unit, published, simulated} as JSON (to FILE or stdout)")
+    repro.add_argument("--plot", metavar="DIR", help="draw published vs simulated for every row into DIR")
+    repro.add_argument("--quiet", action="store_true", help="no progress bar")
+    repro.set_defaults(handler=cmd_reproduce)
 
     compare = commands.add_parser("compare", help="run one scenario under several DMA placements, side by side")
     compare.add_argument("scenario")

@@ -206,3 +206,35 @@ fn a_stream_co_runner_is_served_by_the_llc_while_its_working_set_fits() {
     );
     assert!(error.contains("workloads.1.cpu: CPU 0 already runs workloads.0"), "{error}");
 }
+
+#[test]
+fn leon_injection_removes_memory_reads_and_prefetching_keeps_them() {
+    let size = "message_bytes=65536";
+    let base = run_builtin("leon-reduce", &[size]);
+    let prefetch = run_builtin("leon-reduce", &[size, "prefetch_distance=32"]);
+    let inject = run_builtin("leon-reduce", &[size, "policy=\"inject\"", "level=\"l3\""]);
+    let reads = |r: &Value| f(&r["dram"]["read_gbps"]);
+    let exec = |r: &Value| f(&r["cores"]["0"]["workload"]["exec_ns_per_message"]);
+    // Prefetching still reads every line from memory; injection reads none.
+    assert!((reads(&prefetch) / reads(&base) - 1.0).abs() < 0.01);
+    assert!(reads(&inject) < 0.01 * reads(&base));
+    // Both save time; the prefetches are useful and mostly on time.
+    assert!(exec(&prefetch) < exec(&base) && exec(&inject) < exec(&prefetch));
+    let l2 = &prefetch["caches"]["l2"]["prefetch"];
+    assert!(l2["useful"].as_u64().unwrap() > 0);
+    assert!(l2["late"].as_u64().unwrap() < l2["useful"].as_u64().unwrap() / 2, "{l2}");
+}
+
+#[test]
+fn late_use_of_l2_injected_data_evicts_the_working_set() {
+    let memory = run_builtin("leon-pollution", &["policy=\"memory\""]);
+    let promptly = run_builtin("leon-pollution", &["delay_ns=0.0"]);
+    let late = run_builtin("leon-pollution", &[]);
+    let fills = |r: &Value, source: &str| r["cores"]["0"]["fill_counts"][source].as_u64().unwrap();
+    let exec = |r: &Value| f(&r["cores"]["0"]["workload"]["exec_ns_per_message"]);
+    // Used late, injected messages push the working set from L2 to L3, and injection loses to
+    // no injection; used promptly, it wins by far.
+    assert!(fills(&late, "l3") > 10 * fills(&memory, "l3").max(1));
+    assert!(exec(&late) > exec(&memory), "late {} vs memory {}", exec(&late), exec(&memory));
+    assert!(exec(&promptly) < 0.7 * exec(&memory));
+}
