@@ -7,7 +7,7 @@ use crate::engine::System;
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
 use crate::units::{Clock, Time};
-use crate::workloads::timing::CoreTimer;
+use crate::workloads::timing::{Activity, CoreTimer};
 use crate::workloads::{SystemShape, Workload};
 
 params! {
@@ -41,9 +41,7 @@ pub struct L2fwd {
     queue: usize,
     timer: CoreTimer,
     line_bits: u32,
-    packets: u64,
-    busy: Time,
-    window_start: Time,
+    activity: Activity,
 }
 
 impl L2fwd {
@@ -57,9 +55,7 @@ impl L2fwd {
             queue,
             timer: CoreTimer::new(cpu, clock, platform.core.issue_cycles_per_line, platform.core.outstanding_misses),
             line_bits: platform.line_bits(),
-            packets: 0,
-            busy: Time::ZERO,
-            window_start: Time::ZERO,
+            activity: Activity::default(),
         }
     }
 }
@@ -112,23 +108,15 @@ impl Workload for L2fwd {
             }
         }
         timer.drain();
-        self.packets += burst.len() as u64;
-        self.busy += timer.now - start;
+        self.activity.add(burst.len() as u64, timer.now - start);
         Some(timer.now)
     }
 
     fn reset_stats(&mut self, now: Time) {
-        self.packets = 0;
-        self.busy = Time::ZERO;
-        self.window_start = now;
+        self.activity.reset(now);
     }
 
     fn report(&self, now: Time) -> serde_json::Value {
-        let window = (now - self.window_start).as_ns().max(1e-9);
-        serde_json::json!({
-            "packets": self.packets,
-            "busy": (self.busy.as_ns() / window).min(1.0),
-            "ns_per_packet": if self.packets > 0 { self.busy.as_ns() / self.packets as f64 } else { 0.0 },
-        })
+        self.activity.report(now, &self.timer, "packet").into()
     }
 }

@@ -11,7 +11,7 @@ use crate::error::{ensure, ConfigResult};
 use crate::hierarchy::Level;
 use crate::params::{choice, params};
 use crate::units::{Addr, Clock, Line, Time};
-use crate::workloads::timing::CoreTimer;
+use crate::workloads::timing::{Activity, CoreTimer};
 use crate::workloads::{SystemShape, Workload};
 
 choice! {
@@ -70,9 +70,7 @@ pub struct Reduce {
     working_set: Line,
     working_lines: u64,
     delay: Time,
-    messages: u64,
-    busy: Time,
-    window_start: Time,
+    activity: Activity,
 }
 
 impl Reduce {
@@ -90,9 +88,7 @@ impl Reduce {
             working_lines: spec.working_set_bytes >> line_bits,
             delay: Time::from_ns(spec.delay_ns),
             spec: spec.clone(),
-            messages: 0,
-            busy: Time::ZERO,
-            window_start: Time::ZERO,
+            activity: Activity::default(),
         }
     }
 
@@ -161,26 +157,15 @@ impl Workload for Reduce {
         let queue = &mut system.nics[self.nic].queues[self.spec.queue as usize];
         self.timer.issue(&mut system.hierarchy, queue.next_descriptor_addr().line(self.line_bits), true);
         queue.release(completion);
-        self.messages += 1;
-        self.busy += self.timer.now - start;
+        self.activity.add(1, self.timer.now - start);
         Some(self.timer.now)
     }
 
     fn reset_stats(&mut self, now: Time) {
-        self.messages = 0;
-        self.busy = Time::ZERO;
-        self.window_start = now;
+        self.activity.reset(now);
     }
 
     fn report(&self, now: Time) -> serde_json::Value {
-        let window = (now - self.window_start).as_ns().max(1e-9);
-        let per_message = if self.messages > 0 { self.busy.as_ns() / self.messages as f64 } else { 0.0 };
-        serde_json::json!({
-            "messages": self.messages,
-            "busy": (self.busy.as_ns() / window).min(1.0),
-            "exec_ns": self.busy.as_ns(),
-            "exec_ns_per_message": per_message,
-            "cycles_per_message": self.timer.cycles(Time::from_ns(per_message)),
-        })
+        self.activity.report(now, &self.timer, "message").into()
     }
 }

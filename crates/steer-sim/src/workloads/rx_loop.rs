@@ -6,7 +6,7 @@ use crate::error::{ensure, ConfigResult};
 use crate::devices::nic::Poll;
 use crate::params::params;
 use crate::units::{Addr, Clock, Line, Time};
-use crate::workloads::timing::CoreTimer;
+use crate::workloads::timing::{Activity, CoreTimer};
 use crate::workloads::{SystemShape, Workload};
 
 params! {
@@ -52,10 +52,8 @@ pub struct RxLoop {
     app_lines: u64,
     app_cursor: u64,
     line_bits: u32,
-    packets: u64,
     bytes: u64,
-    busy: Time,
-    window_start: Time,
+    activity: Activity,
 }
 
 impl RxLoop {
@@ -77,10 +75,8 @@ impl RxLoop {
             app_cursor: 0,
             line_bits,
             spec: spec.clone(),
-            packets: 0,
             bytes: 0,
-            busy: Time::ZERO,
-            window_start: Time::ZERO,
+            activity: Activity::default(),
         }
     }
 }
@@ -126,26 +122,20 @@ impl Workload for RxLoop {
         // Re-post the buffer: the driver writes its descriptor.
         timer.issue(hierarchy, queue.next_descriptor_addr().line(self.line_bits), true);
         queue.release(completion);
-        self.packets += 1;
         self.bytes += completion.bytes as u64;
-        self.busy += timer.now - start;
+        self.activity.add(1, timer.now - start);
         Some(timer.now)
     }
 
     fn reset_stats(&mut self, now: Time) {
-        self.packets = 0;
         self.bytes = 0;
-        self.busy = Time::ZERO;
-        self.window_start = now;
+        self.activity.reset(now);
     }
 
     fn report(&self, now: Time) -> serde_json::Value {
-        let window = (now - self.window_start).as_ns().max(1e-9);
-        serde_json::json!({
-            "packets": self.packets,
-            "goodput_gbps": self.bytes as f64 * 8.0 / window,
-            "busy": (self.busy.as_ns() / window).min(1.0),
-            "ns_per_packet": if self.packets > 0 { self.busy.as_ns() / self.packets as f64 } else { 0.0 },
-        })
+        let mut report = self.activity.report(now, &self.timer, "packet");
+        let window = (now - self.activity.window_start()).as_ns().max(1e-9);
+        report.insert("goodput_gbps".into(), (self.bytes as f64 * 8.0 / window).into());
+        report.into()
     }
 }

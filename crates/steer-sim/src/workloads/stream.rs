@@ -5,7 +5,7 @@ use crate::engine::System;
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
 use crate::units::{Addr, Clock, Line, Time};
-use crate::workloads::timing::CoreTimer;
+use crate::workloads::timing::{Activity, CoreTimer};
 use crate::workloads::{SystemShape, Workload};
 
 params! {
@@ -41,8 +41,7 @@ pub struct Stream {
     base: Line,
     lines: u64,
     cursor: u64,
-    swept: u64,
-    window_start: Time,
+    activity: Activity,
 }
 
 impl Stream {
@@ -56,9 +55,8 @@ impl Stream {
             base: base.line(line_bits),
             lines: (spec.working_set_bytes >> line_bits).max(1),
             cursor: 0,
-            swept: 0,
             spec: spec.clone(),
-            window_start: Time::ZERO,
+            activity: Activity::default(),
         }
     }
 }
@@ -74,6 +72,7 @@ impl Workload for Stream {
 
     fn step(&mut self, system: &mut System, now: Time) -> Option<Time> {
         self.timer.idle_until(now);
+        let start = self.timer.now;
         for _ in 0..LINES_PER_STEP {
             let line = Line(self.base.0 + self.cursor);
             self.timer.issue(&mut system.hierarchy, line, false);
@@ -83,17 +82,15 @@ impl Workload for Stream {
             self.timer.compute(self.spec.cycles_per_line);
             self.cursor = (self.cursor + 1) % self.lines;
         }
-        self.swept += LINES_PER_STEP;
+        self.activity.add(LINES_PER_STEP, self.timer.now - start);
         Some(self.timer.now)
     }
 
     fn reset_stats(&mut self, now: Time) {
-        self.swept = 0;
-        self.window_start = now;
+        self.activity.reset(now);
     }
 
     fn report(&self, now: Time) -> serde_json::Value {
-        let window = (now - self.window_start).as_ns().max(1e-9);
-        serde_json::json!({ "lines": self.swept, "gbps": self.swept as f64 * 64.0 / window, "busy": 1.0 })
+        self.activity.report(now, &self.timer, "line").into()
     }
 }

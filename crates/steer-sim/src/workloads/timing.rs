@@ -88,3 +88,43 @@ impl CoreTimer {
         self.now = self.now.max(t);
     }
 }
+
+/// What a workload did in the measured window: units of work (packets, messages, lines) and the
+/// time its CPU was busy with them. Every workload reports it the same way.
+#[derive(Debug, Clone, Default)]
+pub struct Activity {
+    units: u64,
+    busy: Time,
+    window_start: Time,
+}
+
+impl Activity {
+    pub fn add(&mut self, units: u64, busy: Time) {
+        self.units += units;
+        self.busy += busy;
+    }
+
+    pub fn reset(&mut self, now: Time) {
+        *self = Activity { window_start: now, ..Activity::default() };
+    }
+
+    pub fn window_start(&self) -> Time {
+        self.window_start
+    }
+
+    /// `{unit}s`, `busy` (fraction of the window), `exec_ns` and `cycles` (time and core cycles
+    /// spent working), and both per unit.
+    pub fn report(&self, now: Time, timer: &CoreTimer, unit: &str) -> serde_json::Map<String, serde_json::Value> {
+        let window = (now - self.window_start).as_ns().max(1e-9);
+        let exec_ns = self.busy.as_ns();
+        let per_unit = if self.units > 0 { exec_ns / self.units as f64 } else { 0.0 };
+        let mut out = serde_json::Map::new();
+        out.insert(format!("{unit}s"), self.units.into());
+        out.insert("busy".into(), (exec_ns / window).min(1.0).into());
+        out.insert("exec_ns".into(), exec_ns.into());
+        out.insert("cycles".into(), timer.cycles(self.busy).into());
+        out.insert(format!("exec_ns_per_{unit}"), per_unit.into());
+        out.insert(format!("cycles_per_{unit}"), timer.cycles(Time::from_ns(per_unit)).into());
+        out
+    }
+}
