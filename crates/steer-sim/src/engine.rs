@@ -15,6 +15,7 @@ use crate::workloads::l2fwd::L2fwd;
 use crate::workloads::reduce::Reduce;
 use crate::workloads::rx_loop::RxLoop;
 use crate::workloads::stream::Stream;
+use crate::workloads::tcp_rx::{Role, Socket, TcpRx};
 use crate::workloads::{Workload, WorkloadSpec};
 
 /// Everything agents act on.
@@ -25,6 +26,12 @@ pub struct System {
     pub allocator: Allocator,
     /// TX engines to start, as (nic, queue, time): a workload posted to an idle one.
     pub tx_kicks: Vec<(usize, usize, Time)>,
+    /// Workloads to wake, as (workload index, time): another workload has work for them.
+    pub wakes: Vec<(usize, Time)>,
+    /// Sockets between the two halves of TCP receive paths.
+    pub sockets: Vec<Socket>,
+    /// When each logical CPU is next free: workloads sharing a CPU take turns.
+    pub cpu_free_at: Vec<Time>,
 }
 
 impl System {
@@ -73,7 +80,17 @@ impl Simulation {
             .enumerate()
             .map(|(i, spec)| Nic::new(spec, &mut allocator, &mut hierarchy, scenario.seed.wrapping_add(i as u64)))
             .collect();
-        let mut system = System { hierarchy, nics, allocator, platform, tx_kicks: Vec::new() };
+        let cpus = platform.topology.cpus() as usize;
+        let mut system = System {
+            hierarchy,
+            nics,
+            allocator,
+            platform,
+            tx_kicks: Vec::new(),
+            wakes: Vec::new(),
+            sockets: Vec::new(),
+            cpu_free_at: vec![Time::ZERO; cpus],
+        };
         let clock = Clock::new(system.platform.core.freq_ghz);
         let mut workloads: Vec<Box<dyn Workload>> = Vec::new();
         for spec in &scenario.workloads {
@@ -86,6 +103,17 @@ impl Simulation {
                 WorkloadSpec::Reduce(reduce) => {
                     let nic = nic_of(&reduce.device);
                     workloads.push(Box::new(Reduce::new(workloads.len(), reduce, nic, clock, &mut system)));
+                }
+                WorkloadSpec::TcpRx(tcp) => {
+                    let nic = nic_of(&tcp.device);
+                    for queue in 0..system.nics[nic].queues.len() {
+                        let socket = system.sockets.len();
+                        system.sockets.push(Socket::default());
+                        for role in [Role::Napi, Role::Recv] {
+                            let half = TcpRx::new(workloads.len(), tcp, role, (nic, queue), socket, clock, &mut system);
+                            workloads.push(Box::new(half));
+                        }
+                    }
                 }
                 WorkloadSpec::Stream(stream) => workloads.push(Box::new(Stream::new(stream, clock, &mut system))),
                 WorkloadSpec::L2fwd(fwd) => {
@@ -171,6 +199,9 @@ impl Simulation {
                     for (nic, queue, at) in std::mem::take(&mut self.system.tx_kicks) {
                         let start = self.system.nics[nic].queues[queue].tx_start(at);
                         self.schedule(start, self.tx_agents[nic][queue]);
+                    }
+                    for (workload, at) in std::mem::take(&mut self.system.wakes) {
+                        self.schedule(at, self.workload_agents[workload]);
                     }
                 }
             }

@@ -59,6 +59,13 @@ pub fn collect(simulation: &Simulation, warmup: Time, host_seconds: f64) -> RunR
     let mut cores = Map::new();
     for workload in simulation.workloads() {
         let cpu = workload.cpu();
+        // Workloads sharing a CPU share its counters: one entry, roles joined with `+`.
+        if let Some(Value::Object(entry)) = cores.get_mut(&cpu.to_string()) {
+            let role = format!("{}+{}", entry["role"].as_str().unwrap_or_default(), workload.role());
+            entry.insert("role".into(), json!(role));
+            entry.insert(format!("workload_{}", workload.role()), workload.report(simulation.now()));
+            continue;
+        }
         let counts = &hierarchy.stats.fills[cpu as usize];
         let mut fill_counts = Map::new();
         for source in Source::ALL {

@@ -374,6 +374,7 @@ pub const BUILTINS: &[Builtin] = &[
     Builtin { name: "sdci-l2fwd", source: include_str!("../scenarios/sdci-l2fwd.toml") },
     Builtin { name: "leon-reduce", source: include_str!("../scenarios/leon-reduce.toml") },
     Builtin { name: "leon-pollution", source: include_str!("../scenarios/leon-pollution.toml") },
+    Builtin { name: "iperf-rx", source: include_str!("../scenarios/iperf-rx.toml") },
 ];
 
 impl Builtin {

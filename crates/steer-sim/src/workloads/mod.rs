@@ -5,6 +5,7 @@ pub mod l2fwd;
 pub mod reduce;
 pub mod rx_loop;
 pub mod stream;
+pub mod tcp_rx;
 pub mod timing;
 
 use serde::{Deserialize, Serialize};
@@ -43,6 +44,9 @@ pub enum WorkloadSpec {
     Stream(stream::StreamSpec),
     /// Zero-copy message receive with a linear reduction of each message (Leon & Maccabe).
     Reduce(reduce::ReduceSpec),
+    /// The Linux TCP receive path: NAPI on the queue's IRQ CPU and the application's recv copy
+    /// on `app_cpu` (the same CPU, its SMT sibling, or another core).
+    TcpRx(tcp_rx::TcpRxSpec),
 }
 
 impl WorkloadSpec {
@@ -53,6 +57,11 @@ impl WorkloadSpec {
             WorkloadSpec::L2fwd(spec) => system.queue_cpus(&spec.device),
             WorkloadSpec::Stream(spec) => vec![spec.cpu],
             WorkloadSpec::Reduce(spec) => vec![spec.cpu],
+            WorkloadSpec::TcpRx(spec) => {
+                let mut cpus = spec.cpus(system);
+                cpus.dedup();
+                cpus
+            }
         }
     }
 
@@ -62,6 +71,7 @@ impl WorkloadSpec {
             WorkloadSpec::L2fwd(spec) => spec.validate(path, system),
             WorkloadSpec::Stream(spec) => spec.validate(path, system),
             WorkloadSpec::Reduce(spec) => spec.validate(path, system),
+            WorkloadSpec::TcpRx(spec) => spec.validate(path, system),
         }
     }
 }
@@ -73,6 +83,7 @@ impl Describe for WorkloadSpec {
             WorkloadSpec::L2fwd(spec) => ("l2fwd", spec),
             WorkloadSpec::Stream(spec) => ("stream", spec),
             WorkloadSpec::Reduce(spec) => ("reduce", spec),
+            WorkloadSpec::TcpRx(spec) => ("tcp_rx", spec),
         };
         out.push(ParamDoc {
             key: crate::params::join_key(prefix, "kind"),
