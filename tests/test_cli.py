@@ -179,3 +179,13 @@ def test_reproduce_prints_published_beside_simulated(steer_cli, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     none = steer_cli("reproduce", "--only", "nothing-like-this")
     assert none.returncode == 2 and "no row matches" in none.stderr
+
+
+def test_reproduce_has_the_sdci_rows_of_seeds_000_and_002(steer_cli):
+    done = steer_cli("reproduce", "--only", "seed002", "--json", "--quiet")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [r["published"] for r in rows] == [-55.0, -22.0, -79.0, -80.0]
+    assert all(r["simulated"] < 0 for r in rows), "SDCI lowers memory bandwidth"
+    seed000 = json.loads(steer_cli("reproduce", "--only", "seed000/1q/fills-iperf*", "--json", "--quiet").stdout)
+    assert len(seed000) == 6 and all(0 <= r["simulated"] <= 100 for r in seed000)

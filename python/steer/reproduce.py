@@ -84,8 +84,109 @@ def leon_rows(runner: Runner) -> list[Row]:
     ]
 
 
+SEED000 = "seed 000 (LPC 2025 talk, 64-core Turin)"
+SEED002 = "seed 002 (SDCI white paper)"
+SDCI = {"off": 'placement="memory"', "on": 'placement="l2"'}
+
+
+def sdci_pair(runner: Runner, *overrides: str) -> dict[str, dict]:
+    """iperf-rx with SDCI off and on under the same overrides."""
+    return {state: runner.run("iperf-rx", *overrides, flag) for state, flag in SDCI.items()}
+
+
+def change(off: float, on: float) -> float:
+    return 100 * (on / off - 1) if off > 0 else 0.0
+
+
+# Seed 000's setups: iperf on cores next to the IRQ cores in the same CCX (its DC-fill table
+# shows iperf filling from "other cache (same CCX)"). The talk gives no throughput; the seed 002
+# rates of the same NIC family stand in (70 Gb/s with one queue, 94 with more).
+SEED000_SETUPS = {
+    "1q": ('platform="turin-9575f"', "queues=1", "offered_gbps=70.0", "app_offset=1"),
+    "4q": ('platform="turin-9575f"', "queues=4", "offered_gbps=94.0", "app_offset=4"),
+}
+SEED000_DRAM = {  # (read, write, total) GB/s with SDCI off and on, and % change, per setup
+    "1q": {"off": (11.54, 10.37, 21.91), "on": (1.68, 3.6, 5.28), "change": (-85, -65, -76)},
+    "4q": {"off": (13.87, 12.50, 26.37), "on": (4.69, 6.52, 11.21), "change": (-66, -48, -57)},
+}
+# DC fill % by source for cores running irq, iperf and both combined, SDCI off and on.
+SEED000_FILLS = {
+    "1q": {
+        "off": {"irq": (2, 87, 11), "iperf": (51, 44, 5), "combined": (44, 50, 6)},
+        "on": {"irq": (1, 89, 11), "iperf": (2, 66, 32), "combined": (2, 70, 29)},
+    },
+    "4q": {
+        "off": {"irq": (2, 83, 15), "iperf": (28, 67, 5), "combined": (22, 71, 7)},
+        "on": {"irq": (1, 81, 18), "iperf": (1, 70, 28), "combined": (1, 72, 26)},
+    },
+}
+FILL_SOURCES = (("memory", ("dram",)), ("local-l2", ("l2",)), ("other-cache", ("peer_l2", "l3")))
+
+
+def role_fills(result: dict, role: str) -> dict[str, float]:
+    """DC-fill fractions (L1 hits excluded) by AMD's source categories, for cores running `role`
+    (`combined`: every core of the path), from the summed fill counts."""
+    counts: dict[str, int] = {}
+    for core in result["cores"].values():
+        if role == "combined" or role in core["role"].split("+"):
+            for source, count in core["fill_counts"].items():
+                counts[source] = counts.get(source, 0) + count
+    total = sum(count for source, count in counts.items() if source != "l1") or 1
+    return {name: 100 * sum(counts.get(s, 0) for s in sources) / total for name, sources in FILL_SOURCES}
+
+
+def seed000_rows(runner: Runner) -> list[Row]:
+    """Seed 000's DRAM bandwidth table (UMC read/write/total, SDCI off/on, % change) and DC-fill
+    table, for one and four queues."""
+    rows = []
+    for setup, overrides in SEED000_SETUPS.items():
+        runs = sdci_pair(runner, *overrides)
+        simulated = {
+            state: (r["dram"]["read_gbps"], r["dram"]["write_gbps"], r["dram"]["total_gbps"]) for state, r in runs.items()
+        }
+        published = SEED000_DRAM[setup]
+        for i, metric in enumerate(("read", "write", "total")):
+            for state in ("off", "on"):
+                rows.append(Row(f"seed000/{setup}/dram-{metric}-sdci-{state}", SEED000,
+                                f"UMC est {metric} BW, SDCI {state}, {setup}", "GB/s",
+                                published[state][i], simulated[state][i]))
+            rows.append(Row(f"seed000/{setup}/dram-{metric}-change", SEED000, f"UMC {metric} BW change with SDCI, {setup}",
+                            "%", published["change"][i], change(simulated["off"][i], simulated["on"][i])))
+        for state, result in runs.items():
+            for role, values in SEED000_FILLS[setup][state].items():
+                fills = role_fills(result, role)
+                for (name, _), value in zip(FILL_SOURCES, values):
+                    rows.append(Row(f"seed000/{setup}/fills-{role}-{name}-sdci-{state}", SEED000,
+                                    f"DC fills from {name}, {role} cores, SDCI {state}, {setup}", "%", value, fills[name]))
+    return rows
+
+
+# Seed 002: iperf on the IRQ cores (A.2), 511-entry queues, the published iperf throughputs.
+SEED002_SETUPS = {
+    "96c-1q": (('platform="turin-9655"', "queues=1", "offered_gbps=70.0"), -55.0),
+    "96c-2q": (('platform="turin-9655"', "queues=2", "offered_gbps=94.0"), -22.0),
+    "160c-1q": (('platform="turin-9845"', "queues=1", "offered_gbps=43.0"), -79.0),
+    "160c-2q": (('platform="turin-9845"', "queues=2", "offered_gbps=78.0"), -80.0),
+}
+
+
+def seed002_rows(runner: Runner) -> list[Row]:
+    """Seed 002's total memory bandwidth reduction with SDCI, per platform and queue count."""
+    rows = []
+    for setup, (overrides, published) in SEED002_SETUPS.items():
+        runs = sdci_pair(runner, *overrides, "app_offset=0")
+        simulated = change(runs["off"]["dram"]["total_gbps"], runs["on"]["dram"]["total_gbps"])
+        rows.append(Row(f"seed002/{setup}/dram-total-change", SEED002, f"total memory bandwidth change with SDCI, {setup}",
+                        "%", published, simulated))
+    return rows
+
+
 # Every experiment, in the order rows are printed. Each takes a Runner and returns its rows.
-EXPERIMENTS: dict[str, Callable[[Runner], list[Row]]] = {"leon": leon_rows}
+EXPERIMENTS: dict[str, Callable[[Runner], list[Row]]] = {
+    "seed000": seed000_rows,
+    "seed002": seed002_rows,
+    "leon": leon_rows,
+}
 
 
 def reproduce(only: str | None = None, progress: Callable[[str], None] | None = None) -> list[Row]:
@@ -106,10 +207,18 @@ def format_value(value: float, unit: str) -> str:
     return f"{value:.2f}x" if unit == "x" else f"{value:.1f}{unit}"
 
 
+def format_difference(row: Row) -> str:
+    """Simulated minus published: points for percentages, the row's unit otherwise."""
+    if row.unit == "%":
+        return f"{row.difference:+.1f} pt"
+    if row.unit == "x":
+        return f"{row.difference:+.2f}"
+    return f"{row.difference:+.2f} {row.unit}"
+
+
 def table_rows(rows: Iterable[Row]) -> list[list[str]]:
     return [
-        [r.id, r.source, r.metric, format_value(r.published, r.unit), format_value(r.simulated, r.unit),
-         f"{r.difference:+.2f}" if r.unit == "x" else f"{r.difference:+.1f} pt"]
+        [r.id, r.source, r.metric, format_value(r.published, r.unit), format_value(r.simulated, r.unit), format_difference(r)]
         for r in rows
     ]
 
