@@ -189,3 +189,14 @@ def test_reproduce_has_the_sdci_rows_of_seeds_000_and_002(steer_cli):
     assert all(r["simulated"] < 0 for r in rows), "SDCI lowers memory bandwidth"
     seed000 = json.loads(steer_cli("reproduce", "--only", "seed000/1q/fills-iperf*", "--json", "--quiet").stdout)
     assert len(seed000) == 6 and all(0 <= r["simulated"] <= 100 for r in seed000)
+
+
+def test_uprof_format_prints_one_column_per_umc(steer_cli):
+    done = steer_cli("run", "rx-default", *SHORT, "--format", "uprof", "--quiet")
+    assert done.returncode == 0, done.stderr
+    lines = {line.split("\t")[0]: line.split("\t")[1:] for line in done.stdout.splitlines()}
+    assert lines["#umc"][0] == "socket:0-umc:0" and len(lines["#umc"]) == 12
+    reads = [float(v) for v in lines["UMC est read BW (GB/s)"]]
+    writes = [float(v) for v in lines["UMC est write BW (GB/s)"]]
+    assert len(reads) == 12 and sum(reads) > 1.0 and sum(writes) > 1.0
+    assert abs(float(lines["% UMC CAS for reads"][0]) + float(lines["% UMC CAS for writes"][0]) - 100) < 0.01

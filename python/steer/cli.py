@@ -54,6 +54,25 @@ def format_run(result: dict) -> str:
     return "\n".join(lines)
 
 
+def format_uprof(result: dict, channels_per_socket: int) -> str:
+    """The per-UMC memory table as AMDuProfSys prints it (seed 002, figures 4 and 5): one
+    column per memory controller, estimated read and write bandwidth and the CAS split."""
+    channels = result["dram"]["channels"]
+    names = [f"socket:{i // channels_per_socket}-umc:{i % channels_per_socket}" for i in range(len(channels))]
+
+    def share(part: float, whole: float) -> str:
+        return f"{100 * part / whole:.3f}" if whole > 0 else "0.000"
+
+    rows = [
+        ["#umc", *names],
+        ["% UMC CAS for reads", *(share(c["read_gbps"], c["read_gbps"] + c["write_gbps"]) for c in channels)],
+        ["% UMC CAS for writes", *(share(c["write_gbps"], c["read_gbps"] + c["write_gbps"]) for c in channels)],
+        ["UMC est read BW (GB/s)", *(f"{c['read_gbps']:.3f}" for c in channels)],
+        ["UMC est write BW (GB/s)", *(f"{c['write_gbps']:.3f}" for c in channels)],
+    ]
+    return "\n".join("\t".join(row) for row in rows)
+
+
 def resolved_path(json_path: Path) -> Path:
     stem = json_path.name[: -len(".json")] if json_path.name.endswith(".json") else json_path.name
     return json_path.with_name(f"{stem}.resolved.toml")
@@ -68,6 +87,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     text = json.dumps(result, indent=2, sort_keys=True) + "\n"
     if args.json == "-":
         sys.stdout.write(text)
+        return 0
+    if args.format == "uprof":
+        platform = tomllib.loads(resolved)["platform"]
+        per_socket = platform["memory"]["channels_per_node"] * platform["memory"]["nodes_per_socket"]
+        if args.json:
+            output.write_atomically({Path(args.json): text, resolved_path(Path(args.json)): resolved})
+        print(format_uprof(result, per_socket))
         return 0
     if args.json:
         path = Path(args.json)
@@ -252,6 +278,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--json", nargs="?", const="-", metavar="FILE",
                      help="write the result as JSON to FILE (and the resolved scenario beside it); "
                           "without FILE, print JSON to stdout")
+    run.add_argument("--format", choices=["table", "uprof"], default="table",
+                     help="table (default) or uprof: the per-UMC memory bandwidth table AMD uProf prints")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.set_defaults(handler=cmd_run)
 
