@@ -177,7 +177,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     def step(label: str) -> None:
         done.append(label)
-        progress(min(len(done) / 32, 0.99))
+        progress(min(len(done) / 74, 0.99))
 
     try:
         rows = reproduce.reproduce(args.only, progress=step)

@@ -12,6 +12,7 @@ use crate::results::{self, RunResult};
 use crate::scenario::Scenario;
 use crate::units::{Clock, Time};
 use crate::workloads::l2fwd::L2fwd;
+use crate::workloads::pingpong::PingPong;
 use crate::workloads::reduce::Reduce;
 use crate::workloads::rx_loop::RxLoop;
 use crate::workloads::stream::Stream;
@@ -100,6 +101,10 @@ impl Simulation {
                     let nic = nic_of(&rx.device);
                     workloads.push(Box::new(RxLoop::new(workloads.len(), rx, nic, clock, &mut system)));
                 }
+                WorkloadSpec::Pingpong(pingpong) => {
+                    let nic = nic_of(&pingpong.device);
+                    workloads.push(Box::new(PingPong::new(pingpong, nic, clock, &mut system)));
+                }
                 WorkloadSpec::Reduce(reduce) => {
                     let nic = nic_of(&reduce.device);
                     workloads.push(Box::new(Reduce::new(workloads.len(), reduce, nic, clock, &mut system)));
@@ -139,8 +144,9 @@ impl Simulation {
             let mut tx = Vec::new();
             for queue in 0..simulation.system.nics[nic].queues.len() {
                 let agent = simulation.add_agent(Agent::Queue { nic, queue });
-                let first = simulation.system.nics[nic].first_arrival(queue);
-                simulation.schedule(first, agent);
+                if let Some(first) = simulation.system.nics[nic].first_arrival(queue) {
+                    simulation.schedule(first, agent);
+                }
                 tx.push(simulation.add_agent(Agent::Transmit { nic, queue }));
             }
             simulation.tx_agents.push(tx);
@@ -182,7 +188,9 @@ impl Simulation {
             match self.agents[agent] {
                 Agent::Queue { nic, queue } => {
                     let (next, wake) = self.system.nics[nic].arrive(queue, time, &mut self.system.hierarchy);
-                    self.schedule(next, agent);
+                    if let Some(next) = next {
+                        self.schedule(next, agent);
+                    }
                     if let Some((workload, at)) = wake {
                         self.schedule(at, self.workload_agents[workload]);
                     }

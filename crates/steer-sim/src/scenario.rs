@@ -375,6 +375,7 @@ pub const BUILTINS: &[Builtin] = &[
     Builtin { name: "leon-reduce", source: include_str!("../scenarios/leon-reduce.toml") },
     Builtin { name: "leon-pollution", source: include_str!("../scenarios/leon-pollution.toml") },
     Builtin { name: "iperf-rx", source: include_str!("../scenarios/iperf-rx.toml") },
+    Builtin { name: "eflatency", source: include_str!("../scenarios/eflatency.toml") },
 ];
 
 impl Builtin {

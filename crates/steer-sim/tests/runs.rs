@@ -265,3 +265,18 @@ fn tcp_receive_path_conserves_bytes_and_sdci_moves_payload_core_to_core() {
     assert_eq!(shared["cores"]["0"]["role"], "irq+iperf");
     assert!(f(&shared["devices"]["nic0"]["rx_gbps"]) > 10.0, "{}", shared["devices"]["nic0"]);
 }
+
+#[test]
+fn sdci_shortens_the_ping_pong_by_the_memory_reads_it_saves() {
+    let run = |placement: &str, extra: &str| {
+        let r = run_builtin("eflatency", &["sim.measure_us=500", &format!("placement=\"{placement}\""), extra]);
+        let w = r["cores"]["2"]["workload"].clone();
+        (f(&w["half_rtt_ns"]["p50"]), r["cores"]["2"]["fill_counts"]["dram"].as_u64().unwrap(), w["messages"].as_u64().unwrap())
+    };
+    let (events_off, ..) = run("memory", "read_data=false");
+    let (data_off, dram_off, messages) = run("memory", "read_data=true");
+    let (data_on, dram_on, _) = run("l2", "read_data=true");
+    // Reading the data adds a DRAM access after the event without SDCI; SDCI removes both.
+    assert!(data_off > events_off && data_on < events_off, "{events_off} {data_off} {data_on}");
+    assert!(dram_off >= 2 * messages && dram_on < messages / 2, "{dram_off} {dram_on} for {messages}");
+}

@@ -28,6 +28,8 @@ choice! {
         Constant,
         /// Exponential inter-arrival times (Poisson arrivals) with the offered mean rate.
         Poisson,
+        /// No arrivals of its own: a workload delivers each packet (a ping-pong's closed loop).
+        Closed,
     }
 }
 
@@ -292,11 +294,13 @@ impl RxQueue {
         self.tx_free_at.max(now)
     }
 
-    fn next_gap(&mut self, arrival: Arrival) -> Time {
-        Time::from_ns(match arrival {
-            Arrival::Constant => self.interarrival_ns,
-            Arrival::Poisson => self.rng.exponential(self.interarrival_ns),
-        })
+    /// Time to the next open-loop arrival; `None` for a closed queue.
+    fn next_gap(&mut self, arrival: Arrival) -> Option<Time> {
+        match arrival {
+            Arrival::Constant => Some(Time::from_ns(self.interarrival_ns)),
+            Arrival::Poisson => Some(Time::from_ns(self.rng.exponential(self.interarrival_ns))),
+            Arrival::Closed => None,
+        }
     }
 }
 
@@ -392,21 +396,33 @@ impl Nic {
         self.device
     }
 
-    /// When queue `q`'s first packet arrives (a deterministic, seed-dependent phase).
-    pub fn first_arrival(&mut self, q: usize) -> Time {
+    /// When queue `q`'s first packet arrives (a deterministic, seed-dependent phase); `None`
+    /// for a closed queue.
+    pub fn first_arrival(&mut self, q: usize) -> Option<Time> {
         let queue = &mut self.queues[q];
-        Time::from_ns(queue.rng.unit() * queue.interarrival_ns)
+        (queue.spec.arrival != Arrival::Closed).then(|| Time::from_ns(queue.rng.unit() * queue.interarrival_ns))
     }
 
-    /// A packet arrives on queue `q` at `now`: write it or drop it. Returns the next arrival time
-    /// and the workload to wake (with when), if one was waiting.
-    pub fn arrive(&mut self, q: usize, now: Time, hierarchy: &mut Hierarchy) -> (Time, Option<(usize, Time)>) {
+    /// An open-loop packet arrives on queue `q` at `now`. Returns the next arrival time and the
+    /// workload to wake (with when), if one was waiting.
+    pub fn arrive(&mut self, q: usize, now: Time, hierarchy: &mut Hierarchy) -> (Option<Time>, Option<(usize, Time)>) {
+        let bytes = self.queues[q].spec.packet_bytes;
+        let (_, wake) = self.deliver(q, bytes, now, hierarchy);
+        let queue = &mut self.queues[q];
+        let arrival = queue.spec.arrival;
+        (queue.next_gap(arrival).map(|gap| now + gap), wake)
+    }
+
+    /// A packet of `bytes` reaches queue `q` at `now`: it is DMA-written with its completion
+    /// entry, or dropped if no descriptor is posted. Returns when it becomes visible to the host
+    /// (`None` if dropped) and the workload to wake, if one was waiting.
+    pub fn deliver(&mut self, q: usize, bytes: u32, now: Time, hierarchy: &mut Hierarchy) -> (Option<Time>, Option<(usize, Time)>) {
         let line_bits = self.line_bits;
         let queue = &mut self.queues[q];
-        let bytes = queue.spec.packet_bytes;
         queue.stats.arrived_packets += 1;
         queue.stats.arrived_bytes += bytes as u64;
         let mut wake = None;
+        let mut visible = None;
         match queue.posted.pop_front() {
             None => {
                 queue.stats.dropped_packets += 1;
@@ -431,10 +447,10 @@ impl Nic {
                 queue.completions.push_back(Completion { buffer, bytes, ready, entry_line, arrival: now });
                 queue.in_flight_bytes += bytes as u64;
                 wake = queue.waiter.take().map(|w| (w, ready));
+                visible = Some(ready);
             }
         }
-        let arrival = queue.spec.arrival;
-        (now + queue.next_gap(arrival), wake)
+        (visible, wake)
     }
 
     /// The TX engine of queue `q` runs at `now`: it DMA-reads the next packet (the model reads

@@ -2,6 +2,7 @@
 //! scenario can name with `kind = "..."`.
 
 pub mod l2fwd;
+pub mod pingpong;
 pub mod reduce;
 pub mod rx_loop;
 pub mod stream;
@@ -47,6 +48,8 @@ pub enum WorkloadSpec {
     /// The Linux TCP receive path: NAPI on the queue's IRQ CPU and the application's recv copy
     /// on `app_cpu` (the same CPU, its SMT sibling, or another core).
     TcpRx(tcp_rx::TcpRxSpec),
+    /// Ping-pong latency (eflatency, sfnt-pingpong): poll, read, reply.
+    Pingpong(pingpong::PingPongSpec),
 }
 
 impl WorkloadSpec {
@@ -57,6 +60,7 @@ impl WorkloadSpec {
             WorkloadSpec::L2fwd(spec) => system.queue_cpus(&spec.device),
             WorkloadSpec::Stream(spec) => vec![spec.cpu],
             WorkloadSpec::Reduce(spec) => vec![spec.cpu],
+            WorkloadSpec::Pingpong(spec) => vec![spec.cpu],
             WorkloadSpec::TcpRx(spec) => {
                 let mut cpus = spec.cpus(system);
                 cpus.dedup();
@@ -71,6 +75,7 @@ impl WorkloadSpec {
             WorkloadSpec::L2fwd(spec) => spec.validate(path, system),
             WorkloadSpec::Stream(spec) => spec.validate(path, system),
             WorkloadSpec::Reduce(spec) => spec.validate(path, system),
+            WorkloadSpec::Pingpong(spec) => spec.validate(path, system),
             WorkloadSpec::TcpRx(spec) => spec.validate(path, system),
         }
     }
@@ -83,6 +88,7 @@ impl Describe for WorkloadSpec {
             WorkloadSpec::L2fwd(spec) => ("l2fwd", spec),
             WorkloadSpec::Stream(spec) => ("stream", spec),
             WorkloadSpec::Reduce(spec) => ("reduce", spec),
+            WorkloadSpec::Pingpong(spec) => ("pingpong", spec),
             WorkloadSpec::TcpRx(spec) => ("tcp_rx", spec),
         };
         out.push(ParamDoc {
