@@ -53,7 +53,7 @@ impl L2fwd {
             spec: spec.clone(),
             nic,
             queue,
-            timer: CoreTimer::new(cpu, clock, platform.core.issue_cycles_per_line, platform.core.outstanding_misses),
+            timer: CoreTimer::on_cpu(cpu, clock, platform),
             line_bits: platform.line_bits(),
             activity: Activity::default(),
         }

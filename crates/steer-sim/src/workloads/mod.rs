@@ -113,6 +113,21 @@ impl SystemShape<'_> {
         self.devices.iter().find(|(name, _)| *name == device).map(|(_, cpus)| cpus.clone()).unwrap_or_default()
     }
 
+    /// Fails at `{path}.cpu` unless `cpu` exists.
+    pub fn check_cpu(&self, path: &str, cpu: u32) -> ConfigResult<()> {
+        crate::error::ensure(cpu < self.cpus, &format!("{path}.cpu"), || {
+            format!("CPU {cpu} out of range (the platform has {})", self.cpus)
+        })
+    }
+
+    /// Fails at `{path}.device` or `{path}.queue` unless the device has queue `queue`.
+    pub fn check_queue(&self, path: &str, device: &str, queue: u32) -> ConfigResult<()> {
+        let queues = self.check_device(path, device)?.len();
+        crate::error::ensure((queue as usize) < queues, &format!("{path}.queue"), || {
+            format!("device `{device}` has {queues} queue(s)")
+        })
+    }
+
     pub fn check_device(&self, path: &str, device: &str) -> ConfigResult<&[u32]> {
         self.devices
             .iter()

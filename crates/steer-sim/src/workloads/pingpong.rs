@@ -40,13 +40,8 @@ params! {
 
 impl PingPongSpec {
     pub fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
-        ensure(self.cpu < system.cpus, &format!("{path}.cpu"), || {
-            format!("CPU {} out of range (the platform has {})", self.cpu, system.cpus)
-        })?;
-        let queues = system.check_device(path, &self.device)?.len();
-        ensure((self.queue as usize) < queues, &format!("{path}.queue"), || {
-            format!("device `{}` has {} queue(s)", self.device, queues)
-        })?;
+        system.check_cpu(path, self.cpu)?;
+        system.check_queue(path, &self.device, self.queue)?;
         ensure(self.header_bytes + self.payload_bytes >= 1, &format!("{path}.payload_bytes"), || {
             "a message needs at least one byte".into()
         })?;
@@ -74,7 +69,7 @@ impl PingPong {
         PingPong {
             spec: spec.clone(),
             nic,
-            timer: CoreTimer::new(spec.cpu, clock, platform.core.issue_cycles_per_line, platform.core.outstanding_misses),
+            timer: CoreTimer::on_cpu(spec.cpu, clock, platform),
             line_bits,
             app_buffer,
             samples: Vec::new(),

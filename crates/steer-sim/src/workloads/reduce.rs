@@ -48,13 +48,8 @@ params! {
 
 impl ReduceSpec {
     pub fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
-        ensure(self.cpu < system.cpus, &format!("{path}.cpu"), || {
-            format!("CPU {} out of range (the platform has {})", self.cpu, system.cpus)
-        })?;
-        let queues = system.check_device(path, &self.device)?.len();
-        ensure((self.queue as usize) < queues, &format!("{path}.queue"), || {
-            format!("device `{}` has {} queue(s)", self.device, queues)
-        })?;
+        system.check_cpu(path, self.cpu)?;
+        system.check_queue(path, &self.device, self.queue)?;
         ensure(self.element_bytes >= 1, &format!("{path}.element_bytes"), || "must be at least 1".into())?;
         ensure(self.cycles_per_element >= 0.0, &format!("{path}.cycles_per_element"), || "must not be negative".into())?;
         ensure(self.delay_ns >= 0.0, &format!("{path}.delay_ns"), || "must not be negative".into())
@@ -82,7 +77,7 @@ impl Reduce {
         Reduce {
             index,
             nic,
-            timer: CoreTimer::new(spec.cpu, clock, platform.core.issue_cycles_per_line, platform.core.outstanding_misses),
+            timer: CoreTimer::on_cpu(spec.cpu, clock, platform),
             line_bits,
             working_set: working_set.line(line_bits),
             working_lines: spec.working_set_bytes >> line_bits,

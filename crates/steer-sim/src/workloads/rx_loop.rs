@@ -29,13 +29,8 @@ params! {
 
 impl RxLoopSpec {
     pub fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
-        ensure(self.cpu < system.cpus, &format!("{path}.cpu"), || {
-            format!("CPU {} out of range (the platform has {})", self.cpu, system.cpus)
-        })?;
-        let queues = system.check_device(path, &self.device)?.len();
-        ensure((self.queue as usize) < queues, &format!("{path}.queue"), || {
-            format!("device `{}` has {} queue(s)", self.device, queues)
-        })?;
+        system.check_cpu(path, self.cpu)?;
+        system.check_queue(path, &self.device, self.queue)?;
         ensure(self.app_buffer_bytes >= 64, &format!("{path}.app_buffer_bytes"), || "must be at least 64".into())?;
         ensure(self.compute_cycles_per_packet >= 0.0, &format!("{path}.compute_cycles_per_packet"), || {
             "must not be negative".into()
@@ -64,12 +59,7 @@ impl RxLoop {
         RxLoop {
             index,
             nic,
-            timer: CoreTimer::new(
-                spec.cpu,
-                clock,
-                platform.core.issue_cycles_per_line,
-                platform.core.outstanding_misses,
-            ),
+            timer: CoreTimer::on_cpu(spec.cpu, clock, platform),
             app_buffer: system.allocator.alloc(node, spec.app_buffer_bytes),
             app_lines: (spec.app_buffer_bytes >> line_bits).max(1),
             app_cursor: 0,

@@ -27,9 +27,7 @@ const LINES_PER_STEP: u64 = 64;
 
 impl StreamSpec {
     pub fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
-        ensure(self.cpu < system.cpus, &format!("{path}.cpu"), || {
-            format!("CPU {} out of range (the platform has {})", self.cpu, system.cpus)
-        })?;
+        system.check_cpu(path, self.cpu)?;
         ensure(self.working_set_bytes >= 64, &format!("{path}.working_set_bytes"), || "must be at least 64".into())?;
         ensure(self.cycles_per_line >= 0.0, &format!("{path}.cycles_per_line"), || "must not be negative".into())
     }
@@ -51,7 +49,7 @@ impl Stream {
         let node = system.node_of_cpu(spec.cpu);
         let base: Addr = system.allocator.alloc(node, spec.working_set_bytes);
         Stream {
-            timer: CoreTimer::new(spec.cpu, clock, platform.core.issue_cycles_per_line, platform.core.outstanding_misses),
+            timer: CoreTimer::on_cpu(spec.cpu, clock, platform),
             base: base.line(line_bits),
             lines: (spec.working_set_bytes >> line_bits).max(1),
             cursor: 0,

@@ -123,7 +123,6 @@ impl TcpRx {
             Role::Recv => irq_cpu + spec.app_offset,
         };
         let node = system.node_of_cpu(cpu);
-        let (core_issue, mlp) = (platform.core.issue_cycles_per_line, platform.core.outstanding_misses);
         let slab_bytes = spec.skb_pool as u64 * spec.skb_lines.max(1) as u64 * (1 << line_bits);
         let skb_slab = system.allocator.alloc(node, slab_bytes).line(line_bits);
         let app_buffer = system.allocator.alloc(node, spec.app_buffer_bytes).line(line_bits);
@@ -134,7 +133,7 @@ impl TcpRx {
             nic,
             queue,
             socket,
-            timer: CoreTimer::new(cpu, clock, core_issue, mlp),
+            timer: CoreTimer::on_cpu(cpu, clock, platform),
             line_bits,
             skb_slab,
             skb_next: 0,

@@ -2,6 +2,7 @@
 //! to the core's outstanding-miss limit; a dependent use waits for its data; compute adds cycles.
 
 use crate::hierarchy::{Hierarchy, Level, Source};
+use crate::platform::PlatformSpec;
 use crate::units::{Clock, Line, Time};
 
 pub struct CoreTimer {
@@ -23,6 +24,11 @@ impl CoreTimer {
             slots: vec![Time::ZERO; outstanding_misses as usize],
             now: Time::ZERO,
         }
+    }
+
+    /// A timer for `cpu` with the platform's core parameters.
+    pub fn on_cpu(cpu: u32, clock: Clock, platform: &PlatformSpec) -> CoreTimer {
+        CoreTimer::new(cpu, clock, platform.core.issue_cycles_per_line, platform.core.outstanding_misses)
     }
 
     /// Issues one line access without waiting for it; returns when its data is available.
