@@ -52,6 +52,8 @@ enum Agent {
     Queue { nic: usize, queue: usize },
     Transmit { nic: usize, queue: usize },
     Workload(usize),
+    /// A NIC driver's timed work (IRQ affinity changes).
+    Driver { nic: usize },
 }
 
 /// A validated scenario assembled into a runnable system.
@@ -79,7 +81,7 @@ impl Simulation {
             .devices
             .iter()
             .enumerate()
-            .map(|(i, spec)| Nic::new(spec, &mut allocator, &mut hierarchy, scenario.seed.wrapping_add(i as u64)))
+            .map(|(i, spec)| Nic::new(spec, &platform, &mut allocator, &mut hierarchy, scenario.seed.wrapping_add(i as u64)))
             .collect();
         let cpus = platform.topology.cpus() as usize;
         let mut system = System {
@@ -150,6 +152,10 @@ impl Simulation {
                 tx.push(simulation.add_agent(Agent::Transmit { nic, queue }));
             }
             simulation.tx_agents.push(tx);
+            if let Some(at) = simulation.system.nics[nic].next_driver_event() {
+                let agent = simulation.add_agent(Agent::Driver { nic });
+                simulation.schedule(at, agent);
+            }
         }
         for index in 0..simulation.workloads.len() {
             let agent = simulation.add_agent(Agent::Workload(index));
@@ -197,6 +203,11 @@ impl Simulation {
                 }
                 Agent::Transmit { nic, queue } => {
                     if let Some(next) = self.system.nics[nic].transmit(queue, time, &mut self.system.hierarchy) {
+                        self.schedule(next, agent);
+                    }
+                }
+                Agent::Driver { nic } => {
+                    if let Some(next) = self.system.nics[nic].driver_event(time, &mut self.system.allocator) {
                         self.schedule(next, agent);
                     }
                 }

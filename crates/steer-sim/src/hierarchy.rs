@@ -58,6 +58,9 @@ pub enum Destination {
     L3 { ccx: u32 },
     /// As `L3`, into the L3 of the CCX of `cpu`.
     L3Of { cpu: u32 },
+    /// A TPH hint without a steering tag (No-ST mode): a cache holding the line is updated in
+    /// place (a write hit, made dirty, nothing allocated); otherwise the line goes to memory.
+    UpdateIfCached,
 }
 
 /// Whom a request is carried out for. Its way masks apply to every allocation the request causes,
@@ -690,6 +693,13 @@ impl Hierarchy {
     }
 
     /// Device `device` writes a whole line; `destination` comes from its placement policy.
+    ///
+    /// Way masks (SDCIAE, resctrl `io_alloc`): every allocation this write causes uses the
+    /// device's mask, so an L3 injection allocates in the device's L3 ways, and so do the victims
+    /// an L2 injection pushes into the L3. The sources do not say how `io_alloc` treats
+    /// L2-injected lines; the model assumes that a line injected into an L2 and evicted later by
+    /// the core's own activity is allocated in the L3 under the core's mask: only evictions
+    /// caused by the injecting write itself use the device's mask.
     pub fn dma_write(&mut self, device: u32, line: Line, destination: Destination, now: Time) {
         self.requester = Requester::Device(device);
         self.stats.line_ops += 1;
@@ -733,6 +743,28 @@ impl Hierarchy {
                 // A write hit updates in place (a use) and never allocates.
                 if !self.l3[ccx as usize].access(line, true).hit() {
                     self.l3_install(ccx, line, true, now);
+                }
+                self.stats.dma_lines_to_cache += 1;
+            }
+            Destination::UpdateIfCached => {
+                // The copy kept is the first holder: a core's private caches before any L3.
+                let holders = self.holders(line);
+                let Some(keep) = holders.iter().next() else {
+                    self.memory.write(line, now);
+                    self.stats.dma_lines_to_memory += 1;
+                    return;
+                };
+                for holder in holders.iter().filter(|&h| h != keep).collect::<Vec<_>>() {
+                    self.drop_copy(holder, line);
+                }
+                if keep >= cores {
+                    self.l3[(keep - cores) as usize].access(line, true);
+                } else if self.l2[keep as usize].access(line, true).hit() {
+                    // As for an L2 injection, the L1 copy is stale and the next load refills it.
+                    self.l1[keep as usize].remove(line);
+                } else {
+                    // Only in the L1 of a core whose L2 is not inclusive: update it there.
+                    self.l1[keep as usize].access(line, true);
                 }
                 self.stats.dma_lines_to_cache += 1;
             }

@@ -163,6 +163,12 @@ impl TopologySpec {
     pub fn socket_of_ccx(&self, ccx: u32) -> u32 {
         ccx / self.ccx_per_socket
     }
+    /// An APIC-style id of a logical CPU: its physical core shifted left by the SMT bits, or'ed
+    /// with its thread number (CPU n and n + cores are threads 0 and 1 of core n).
+    pub fn apic_id(&self, cpu: u32) -> u32 {
+        let smt_bits = self.threads_per_core.next_power_of_two().trailing_zeros();
+        (self.core_of_cpu(cpu) << smt_bits) | (cpu / self.cores())
+    }
 }
 
 params! {
@@ -232,6 +238,36 @@ impl IoSpec {
     }
 }
 
+choice! {
+    /// TPH Completer support of the root ports (PCIe Device Capabilities 2 bits 13:12).
+    pub enum Completer {
+        /// TPH requests with 8-bit and extended (16-bit) steering tags.
+        TphAndExtended,
+        /// TPH requests with 8-bit steering tags only.
+        TphOnly,
+        /// No TPH completer: no device below the root ports can enable TPH.
+        None,
+    }
+}
+
+params! {
+    /// PCIe TPH on the host side (AMD SDCI): what the root ports complete, the steering-tag map
+    /// firmware publishes through the host bridge's ACPI `_DSM`, and Linux's `pci=notph`.
+    pub struct TphHostSpec {
+        /// TPH Completer support of the root ports: `tph_and_extended`, `tph_only` or `none`.
+        completer: Completer = Completer::TphAndExtended,
+        /// Linux booted with `pci=notph`: drivers cannot enable TPH (capabilities are still found).
+        notph: bool = false,
+        /// The `_DSM` steering tag of CPU n (volatile memory) is `st_base` plus its APIC-style id
+        /// (core << SMT bits | thread). A stand-in: a real BIOS publishes an arbitrary table.
+        st_base: u32 = 0,
+        /// The `_DSM` publishes 8-bit tags (each only where the tag is below 256).
+        st_8bit: bool = true,
+        /// The `_DSM` publishes extended (16-bit) tags.
+        st_16bit: bool = true,
+    }
+}
+
 params! {
     /// A complete platform.
     pub struct PlatformSpec {
@@ -255,6 +291,9 @@ params! {
         memory: MemorySpec = MemorySpec::default(),
         /// Device writes into the LLC.
         io: IoSpec = IoSpec::default(),
+        /// PCIe TPH steering on the host side (the `tph` placement). For SDCIAE (resctrl
+        /// `io_alloc`), give the device an L3 way mask: `l3.way_masks = [{ agent = "device:NAME", mask = ... }]`.
+        tph: TphHostSpec = TphHostSpec::default(),
     }
 }
 
@@ -329,6 +368,10 @@ impl PlatformSpec {
         let l3_ways = if self.l3.ways >= 64 { u64::MAX } else { (1u64 << self.l3.ways) - 1 };
         ensure(self.io.ddio_mask & !l3_ways == 0, &key("io.ddio_mask"), || {
             format!("{:#x} names ways beyond the {} the L3 has", self.io.ddio_mask, self.l3.ways)
+        })?;
+        let last_tag = self.tph.st_base as u64 + t.apic_id(t.cpus() - 1) as u64;
+        ensure(last_tag <= u16::MAX as u64, &key("tph.st_base"), || {
+            format!("the tag of CPU {} would be {last_tag}, beyond 16 bits", t.cpus() - 1)
         })?;
         let m = &self.memory;
         ensure(m.nodes_per_socket >= 1, &key("memory.nodes_per_socket"), || "must be at least 1".into())?;

@@ -88,9 +88,13 @@ pub fn collect(simulation: &Simulation, warmup: Time, host_seconds: f64) -> RunR
         let queues: Vec<Value> = nic
             .queues
             .iter()
-            .map(|q| {
+            .enumerate()
+            .map(|(i, q)| {
                 let mut stats = serde_json::to_value(&q.stats).expect("plain counters");
                 stats["in_flight_bytes_end"] = json!(q.in_flight_bytes);
+                stats["irq_cpu"] = json!(nic.tph.irq_cpu[i]);
+                stats["steering_cpu"] = json!(nic.tph.steering_cpu(i));
+                stats["restarts"] = json!(q.restarts);
                 stats["rx_gbps"] = json!((q.stats.arrived_bytes - q.stats.dropped_bytes) as f64 * 8.0 / window_ns);
                 stats
             })
@@ -112,6 +116,7 @@ pub fn collect(simulation: &Simulation, warmup: Time, host_seconds: f64) -> RunR
                 "dma_read_hit_rate": ratio(traffic.read_cache_hits, traffic.reads),
                 "dma": traffic,
                 "latency_ns": latency_summary(&mut latencies),
+                "tph": nic.tph.report(),
                 "queues": queues,
             }),
         );

@@ -376,6 +376,7 @@ pub const BUILTINS: &[Builtin] = &[
     Builtin { name: "leon-pollution", source: include_str!("../scenarios/leon-pollution.toml") },
     Builtin { name: "iperf-rx", source: include_str!("../scenarios/iperf-rx.toml") },
     Builtin { name: "eflatency", source: include_str!("../scenarios/eflatency.toml") },
+    Builtin { name: "sdci-affinity", source: include_str!("../scenarios/sdci-affinity.toml") },
 ];
 
 impl Builtin {

@@ -2,3 +2,4 @@
 
 pub mod nic;
 pub mod placement;
+pub mod tph;

@@ -1,14 +1,17 @@
 //! A NIC with RX queues. Each queue is a ring of descriptors pointing at buffers; packets arrive at
 //! the offered rate, are DMA-written (header line, payload lines, one completion entry) wherever
 //! the placement policy says, and are dropped when no descriptor is posted. The consumer releases
-//! buffers, which re-posts them at the ring's tail.
+//! buffers, which re-posts them at the ring's tail. With PCIe TPH (`tph`), the driver steers each
+//! queue's writes to the first CPU of its IRQ's affinity, and an affinity change restarts the queue.
 
 use std::collections::VecDeque;
 
 use crate::devices::placement::{self, DmaKind, DmaWrite, PlacementPolicy, PlacementSpec};
+use crate::devices::tph::{NicTph, NicTphSpec, StMap};
 use crate::error::{ensure, ConfigResult};
 use crate::hierarchy::Hierarchy;
 use crate::params::{choice, params};
+use crate::platform::PlatformSpec;
 use crate::units::{Addr, Line, Rng, Time};
 
 choice! {
@@ -80,6 +83,9 @@ params! {
         placement: PlacementSpec = PlacementSpec::default(),
         /// RX queues.
         queues: Vec<QueueSpec> = vec![QueueSpec::default()],
+        /// PCIe TPH: the device's capability, the driver's ST mode, which writes carry hints, IRQ
+        /// affinity changes. Hints steer writes under `placement.policy = "tph"`.
+        tph: NicTphSpec = NicTphSpec::default(),
     }
 }
 
@@ -110,7 +116,8 @@ impl NicSpec {
         if let Some(cpu) = self.placement.cpu {
             ensure(cpu < cpus, &key("placement.cpu"), || format!("CPU {cpu} out of range (the platform has {cpus})"))?;
         }
-        placement::build(&self.placement, &key("placement"))?;
+        placement::find(&self.placement, &key("placement"))?;
+        self.tph.validate(&key("tph"), self.expanded_queues().len(), cpus)?;
         let mut total = 0.0;
         for (i, q) in self.queues.iter().enumerate() {
             let qkey = |k: &str| format!("{path}.queues.{i}.{k}");
@@ -212,6 +219,10 @@ pub struct RxQueue {
     /// Workload index sleeping until this queue has a completion.
     pub waiter: Option<usize>,
     pub stats: QueueStats,
+    /// Restarts of the queue since the start (warm-up included).
+    pub restarts: u32,
+    /// Until when a restart keeps the queue from taking packets.
+    stopped_until: Time,
 }
 
 impl RxQueue {
@@ -333,14 +344,16 @@ pub struct Nic {
     link_gbps: f64,
     placement: Box<dyn PlacementPolicy>,
     pub queues: Vec<RxQueue>,
+    /// The device's TPH capability and its driver's state.
+    pub tph: NicTph,
     dma_latency: Time,
     line_bits: u32,
 }
 
 impl Nic {
-    /// Builds a NIC from a validated spec, allocating its rings and buffers and registering it
-    /// with the hierarchy.
-    pub fn new(spec: &NicSpec, allocator: &mut Allocator, hierarchy: &mut Hierarchy, seed: u64) -> Nic {
+    /// Builds a NIC from a validated spec, allocating its rings and buffers, registering it with
+    /// the hierarchy and running its driver's TPH setup.
+    pub fn new(spec: &NicSpec, platform: &PlatformSpec, allocator: &mut Allocator, hierarchy: &mut Hierarchy, seed: u64) -> Nic {
         let line_bits = hierarchy.line_bits();
         let queues = spec
             .expanded_queues()
@@ -371,10 +384,15 @@ impl Nic {
                     in_flight_bytes: 0,
                     waiter: None,
                     stats: QueueStats::default(),
+                    restarts: 0,
+                    stopped_until: Time::ZERO,
                     spec: q,
                 }
             })
-            .collect();
+            .collect::<Vec<RxQueue>>();
+        let st_map = StMap::new(&platform.tph, &platform.topology);
+        // The IRQ of RX queue i starts on the queue's consumer CPU (IRQ n on CPU n).
+        let irq_cpus: Vec<u32> = queues.iter().map(|q| q.spec.consumer_cpu).collect();
         let topology = hierarchy.topology();
         // The device's LLC: the first CCX of the socket its NUMA node belongs to.
         let socket = spec.numa_node / hierarchy.memory_nodes_per_socket();
@@ -383,7 +401,8 @@ impl Nic {
             llc_ccx,
             link_gbps: spec.link_gbps,
             device: hierarchy.register_device(&spec.name),
-            placement: placement::build(&spec.placement, "placement").expect("validated placement"),
+            placement: placement::build(&spec.placement, &st_map),
+            tph: NicTph::new(&spec.tph, &platform.tph, st_map, &irq_cpus),
             spec: spec.clone(),
             queues,
             dma_latency: Time::from_ns(spec.dma_latency_ns),
@@ -423,7 +442,8 @@ impl Nic {
         queue.stats.arrived_bytes += bytes as u64;
         let mut wake = None;
         let mut visible = None;
-        match queue.posted.pop_front() {
+        let posted = if now < queue.stopped_until { None } else { queue.posted.pop_front() };
+        match posted {
             None => {
                 queue.stats.dropped_packets += 1;
                 queue.stats.dropped_bytes += bytes as u64;
@@ -435,13 +455,16 @@ impl Nic {
                 let last = queue.buffers[buffer as usize].offset(bytes as u64 - 1).line(line_bits);
                 for line in first.0..=last.0 {
                     let kind = if line == first.0 { DmaKind::Header } else { DmaKind::Payload };
-                    let destination = self.placement.destination(&DmaWrite { kind, consumer_cpu, llc_ccx, consumer_ccx });
+                    let hint = self.tph.hint(q, kind);
+                    let destination = self.placement.destination(&DmaWrite { kind, consumer_cpu, llc_ccx, consumer_ccx, hint });
                     hierarchy.dma_write(self.device, Line(line), destination, now);
                 }
                 let slot = queue.completions_written % queue.spec.ring_entries as u64;
                 queue.completions_written += 1;
                 let entry_line = queue.completion_ring.offset(slot * queue.spec.completion_bytes as u64).line(line_bits);
-                let destination = self.placement.destination(&DmaWrite { kind: DmaKind::Completion, consumer_cpu, llc_ccx, consumer_ccx });
+                let hint = self.tph.hint(q, DmaKind::Completion);
+                let write = DmaWrite { kind: DmaKind::Completion, consumer_cpu, llc_ccx, consumer_ccx, hint };
+                let destination = self.placement.destination(&write);
                 hierarchy.dma_write(self.device, entry_line, destination, now);
                 let ready = now + self.dma_latency;
                 queue.completions.push_back(Completion { buffer, bytes, ready, entry_line, arrival: now });
@@ -451,6 +474,42 @@ impl Nic {
             }
         }
         (visible, wake)
+    }
+
+    /// When the driver next has timed work (an IRQ affinity change), if ever.
+    pub fn next_driver_event(&self) -> Option<Time> {
+        self.tph.next_event()
+    }
+
+    /// The driver's timed work due at `now`: IRQ affinity changes reprogram their queues' tags and
+    /// restart those queues. Returns when to run again.
+    pub fn driver_event(&mut self, now: Time, allocator: &mut Allocator) -> Option<Time> {
+        for q in self.tph.affinity_changes_due(now) {
+            self.restart_queue(q, now, allocator);
+        }
+        self.tph.next_event()
+    }
+
+    /// `netdev_rx_queue_restart` of RX queue `q` as bnxt_en implements it (our reading of Linux
+    /// 6.15): the queue stops taking packets (its VNIC's MRU is set to 0) for `tph.restart_us`;
+    /// completions NAPI has not yet processed go with the old rings (counted as dropped, their
+    /// buffers re-posted); the completion ring is freed and allocated anew, at a new address,
+    /// which is when firmware applies the queue's new steering tag.
+    fn restart_queue(&mut self, q: usize, now: Time, allocator: &mut Allocator) {
+        let queue = &mut self.queues[q];
+        for completion in std::mem::take(&mut queue.completions) {
+            queue.stats.dropped_packets += 1;
+            queue.stats.dropped_bytes += completion.bytes as u64;
+            queue.in_flight_bytes -= completion.bytes as u64;
+            queue.free.push_back(completion.buffer);
+        }
+        queue.refill();
+        let ring_bytes = queue.spec.ring_entries as u64 * queue.spec.completion_bytes as u64;
+        queue.completion_ring = allocator.alloc(self.spec.numa_node, ring_bytes);
+        queue.completions_written = 0;
+        queue.stopped_until = now + Time::from_us(self.spec.tph.restart_us);
+        queue.restarts += 1;
+        self.tph.start_queue(q);
     }
 
     /// The TX engine of queue `q` runs at `now`: it DMA-reads the next packet (the model reads

@@ -1,19 +1,30 @@
 //! DMA write placement: where an inbound device write lands. A policy only decides (returns a
 //! `Destination`); the hierarchy carries the decision out. Policies register by name in `POLICIES`.
 
+use crate::devices::tph::StMap;
 use crate::error::{ConfigError, ConfigResult};
 use crate::hierarchy::Destination;
 use crate::params::{choice, params};
 
-/// What a DMA write carries, so a policy can steer some kinds and not others.
+choice! {
+    /// What a DMA write carries, so a policy (or a driver choosing hints) can treat kinds apart.
+    pub enum DmaKind {
+        /// The first line of a packet (protocol headers).
+        Header,
+        /// The rest of the packet.
+        Payload,
+        /// A completion (event) entry telling the driver a packet arrived.
+        Completion,
+    }
+}
+
+/// The TLP Processing Hint a write carries (PCIe TPH), as the device's TPH state sets it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DmaKind {
-    /// The first line of a packet (protocol headers).
-    Header,
-    /// The rest of the packet.
-    Payload,
-    /// A completion (event) entry telling the driver a packet arrived.
-    Completion,
+pub enum Hint {
+    /// A hint without a steering tag (No-ST mode).
+    NoSt,
+    /// A steering tag: 8 bits, or 16 with extended TPH.
+    Tag { st: u16, extended: bool },
 }
 
 /// One inbound line write as a policy sees it.
@@ -26,6 +37,8 @@ pub struct DmaWrite {
     pub llc_ccx: u32,
     /// The CCX of the consumer CPU.
     pub consumer_ccx: u32,
+    /// The TPH hint the write carries, if any (only the `tph` policy reads it).
+    pub hint: Option<Hint>,
 }
 
 /// The contract: given a write, name its destination. Must be deterministic.
@@ -49,7 +62,8 @@ params! {
     /// A device's DMA write placement.
     pub struct PlacementSpec {
         /// Policy name: `memory` (write DRAM, invalidate cached copies), `inject` (into the
-        /// consumer's cache at `level`), `l2` (= inject at L2: SDCI) or `ddio` (Intel DDIO).
+        /// consumer's cache at `level`), `l2` (= inject at L2: SDCI), `ddio` (Intel DDIO) or `tph`
+        /// (the I/O die decodes each write's TPH steering tag; see the device's `tph` section).
         policy: String = "memory".to_string(),
         /// For `inject`: the level injected into.
         level: InjectLevel = InjectLevel::L2,
@@ -59,45 +73,57 @@ params! {
     }
 }
 
-/// A registered policy: name, description, constructor.
+/// A registered policy: name, description, constructor (given the platform's steering-tag map,
+/// which the I/O die decodes tags with).
 pub struct PolicyInfo {
     pub name: &'static str,
     pub description: &'static str,
-    pub build: fn(&PlacementSpec) -> Box<dyn PlacementPolicy>,
+    pub build: fn(&PlacementSpec, &StMap) -> Box<dyn PlacementPolicy>,
 }
 
 pub const POLICIES: &[PolicyInfo] = &[
     PolicyInfo {
         name: "memory",
         description: "write to DRAM and invalidate cached copies (no injection)",
-        build: |_| Box::new(ToMemory),
+        build: |_, _| Box::new(ToMemory),
     },
     PolicyInfo {
         name: "inject",
         description: "inject every write into the consumer's L2, its CCX's L3, or memory (`level`)",
-        build: |spec| Box::new(Inject { level: spec.level, cpu: spec.cpu }),
+        build: |spec, _| Box::new(Inject { level: spec.level, cpu: spec.cpu }),
     },
     PolicyInfo {
         name: "l2",
         description: "inject every write into one core's L2 (the SDCI mechanism; inject at level l2)",
-        build: |spec| Box::new(Inject { level: InjectLevel::L2, cpu: spec.cpu }),
+        build: |spec, _| Box::new(Inject { level: InjectLevel::L2, cpu: spec.cpu }),
     },
     PolicyInfo {
         name: "ddio",
         description: "write into the device's LLC: update in place on a hit, else allocate in the DDIO ways",
-        build: |_| Box::new(Ddio),
+        build: |_, _| Box::new(Ddio),
+    },
+    PolicyInfo {
+        name: "tph",
+        description: "PCIe TPH as AMD SDCI handles it: a tagged write goes to the L2 of the CPU its tag names, \
+                      a No-ST hint updates a cached line in place, a write without a hint goes to memory",
+        build: |_, st_map| Box::new(Tph { st_map: st_map.clone() }),
     },
 ];
 
-pub fn build(spec: &PlacementSpec, path: &str) -> ConfigResult<Box<dyn PlacementPolicy>> {
-    let info = POLICIES.iter().find(|p| p.name == spec.policy).ok_or_else(|| {
+/// The registered policy `spec` names; the error names `path.policy`.
+pub fn find(spec: &PlacementSpec, path: &str) -> ConfigResult<&'static PolicyInfo> {
+    POLICIES.iter().find(|p| p.name == spec.policy).ok_or_else(|| {
         let known: Vec<_> = POLICIES.iter().map(|p| p.name).collect();
         ConfigError::new(
             format!("{path}.policy"),
             format!("unknown placement policy `{}` (known: {})", spec.policy, known.join(", ")),
         )
-    })?;
-    Ok((info.build)(spec))
+    })
+}
+
+/// Builds the policy of a validated spec.
+pub fn build(spec: &PlacementSpec, st_map: &StMap) -> Box<dyn PlacementPolicy> {
+    (find(spec, "placement").expect("validated placement").build)(spec, st_map)
 }
 
 struct ToMemory;
@@ -132,5 +158,24 @@ struct Ddio;
 impl PlacementPolicy for Ddio {
     fn destination(&self, write: &DmaWrite) -> Destination {
         Destination::L3 { ccx: write.llc_ccx }
+    }
+}
+
+/// PCIe TPH: the I/O die decodes each write's steering tag with the platform's map and places the
+/// line in the L2 of the CPU it names (AMD SDCI). What carries a hint is the device's choice (its
+/// `tph.hints`); a write without one, or with a tag naming no CPU, goes to memory.
+struct Tph {
+    st_map: StMap,
+}
+
+impl PlacementPolicy for Tph {
+    fn destination(&self, write: &DmaWrite) -> Destination {
+        match write.hint {
+            None => Destination::Memory,
+            Some(Hint::NoSt) => Destination::UpdateIfCached,
+            Some(Hint::Tag { st, extended }) => {
+                self.st_map.cpu_of(st, extended).map_or(Destination::Memory, |cpu| Destination::L2 { cpu })
+            }
+        }
     }
 }
