@@ -203,9 +203,6 @@ impl Holders {
     fn remove(&mut self, id: u32) {
         self.0[(id / 64) as usize] &= !(1 << (id % 64));
     }
-    fn has(&self, id: u32) -> bool {
-        self.0[(id / 64) as usize] >> (id % 64) & 1 == 1
-    }
     fn is_empty(&self) -> bool {
         self.0.iter().all(|&w| w == 0)
     }
@@ -243,7 +240,7 @@ pub struct Hierarchy {
     /// The request being carried out (see `Requester`).
     requester: Requester,
     line_bits: u32,
-    /// Hardware prefetchers of each core's L1D and L2 (`None`: no prefetcher).
+    /// Hardware prefetchers of each core's L1D and L2, indexed by `Level as usize` (`None`: no prefetcher).
     prefetchers: [Vec<Option<Box<dyn Prefetcher>>>; 2],
     /// When each prefetched line's data arrives (removed at first use or useless eviction).
     prefetch_ready: FxHashMap<u64, Time>,
@@ -365,6 +362,15 @@ impl Hierarchy {
         }
     }
 
+    /// Drops `core` from the line's holders once neither of its private caches has the line
+    /// (without a directory there is nothing to update, so the caches are not even asked).
+    fn dir_forget_if_gone(&mut self, core: u32, line: Line) {
+        let (l1, l2) = (&self.l1[core as usize], &self.l2[core as usize]);
+        if self.directory.is_some() && !l1.contains(line) && !l2.contains(line) {
+            self.dir_remove(line, core);
+        }
+    }
+
     fn holders(&self, line: Line) -> Holders {
         match &self.directory {
             Some(directory) => directory.get(&line.0).copied().unwrap_or_default(),
@@ -372,9 +378,18 @@ impl Hierarchy {
         }
     }
 
+    /// Whether a core's private caches and its L3 are the only caches (a trace replay's one core):
+    /// then there is no other copy to find or invalidate.
+    fn only_own_caches(&self) -> bool {
+        self.l1.len() == 1 && self.l3.len() == 1
+    }
+
     /// Holders other than `core`'s own private caches (which the caller has just looked at) and,
     /// if `skip_own_l3`, other than its CCX's L3.
     fn other_holders(&self, line: Line, core: u32, skip_own_l3: bool) -> Holders {
+        if skip_own_l3 && self.only_own_caches() {
+            return Holders::default();
+        }
         let own_l3 = skip_own_l3.then(|| self.ccx_of(core));
         match &self.directory {
             Some(directory) => {
@@ -405,6 +420,14 @@ impl Hierarchy {
         holders
     }
 
+    /// Starts loading the host memory that a later `core_access(cpu, line, ..)` is likely to read
+    /// but the host is unlikely to have cached: the line's L3 set (the L1 and L2 are small enough
+    /// to stay in the host's caches). A replay that knows its next accesses calls this ahead of
+    /// them so their host cache misses overlap. Changes nothing.
+    pub fn prefetch_host(&self, cpu: u32, line: Line) {
+        self.l3[self.ccx_of_cpu(cpu) as usize].prefetch_set_of(line);
+    }
+
     /// A demand load (`write = false`) or store by logical CPU `cpu`.
     pub fn core_access(&mut self, cpu: u32, line: Line, write: bool, now: Time) -> Access {
         let core = self.core_of_cpu[cpu as usize];
@@ -412,33 +435,39 @@ impl Hierarchy {
         self.stats.line_ops += 1;
         let l1 = self.l1[core as usize].access(line, write);
         self.stats.l1d.request(write, l1.hit());
-        let mut wait = self.first_use(Level::L1, l1, line, now);
         let (source, latency) = if l1.hit() {
+            let wait = self.first_use(Level::L1, l1, line, now);
             if write {
                 self.invalidate_others(core, line);
             }
-            (Source::L1, self.latency[0])
+            (Source::L1, self.latency[0] + wait)
         } else {
-            let l2 = self.l2[core as usize].access(line, false);
-            self.stats.l2.request(false, l2.hit());
-            wait = wait.max(self.first_use(Level::L2, l2, line, now));
-            let (source, latency) = if l2.hit() {
-                if write {
-                    self.invalidate_others(core, line);
-                }
-                (Source::L2, self.latency[1])
-            } else {
-                let (source, dirty, latency) = self.fetch_below_l2(core, line, write, now);
-                self.fill_l2(core, line, dirty, now);
-                (source, latency)
-            };
-            self.fill_l1(core, line, write, now);
-            self.train(cpu, Level::L2, Trigger { line, hit: l2.hit(), prefetch_hit: l2 == Lookup::Hit { prefetched: true } }, now);
-            (source, latency)
+            self.serve_l1_miss(cpu, core, line, write, now)
         };
         self.train(cpu, Level::L1, Trigger { line, hit: l1.hit(), prefetch_hit: l1 == Lookup::Hit { prefetched: true } }, now);
         self.stats.fills[cpu as usize][source as usize] += 1;
-        Access { source, latency: latency + wait }
+        Access { source, latency }
+    }
+
+    /// The part of `core_access` after an L1 miss (kept out of line: most accesses hit the L1).
+    #[inline(never)]
+    fn serve_l1_miss(&mut self, cpu: u32, core: u32, line: Line, write: bool, now: Time) -> (Source, Time) {
+        let l2 = self.l2[core as usize].access(line, false);
+        self.stats.l2.request(false, l2.hit());
+        let wait = self.first_use(Level::L2, l2, line, now);
+        let (source, latency) = if l2.hit() {
+            if write {
+                self.invalidate_others(core, line);
+            }
+            (Source::L2, self.latency[1])
+        } else {
+            let (source, dirty, latency) = self.fetch_below_l2(core, line, write, now);
+            self.fill_l2(core, line, dirty, now);
+            (source, latency)
+        };
+        self.fill_l1(core, line, write, now);
+        self.train(cpu, Level::L2, Trigger { line, hit: l2.hit(), prefetch_hit: l2 == Lookup::Hit { prefetched: true } }, now);
+        (source, latency + wait)
     }
 
     fn level_stats(&mut self, level: Level) -> &mut LevelStats {
@@ -451,6 +480,7 @@ impl Hierarchy {
 
     /// Accounts the first demand use of a prefetched line; returns how long the access waits for
     /// data still in flight (a late prefetch).
+    #[inline]
     fn first_use(&mut self, level: Level, lookup: Lookup, line: Line, now: Time) -> Time {
         if lookup != (Lookup::Hit { prefetched: true }) {
             return Time::ZERO;
@@ -472,10 +502,18 @@ impl Hierarchy {
     }
 
     /// Lets `cpu`'s prefetcher at `level` observe a demand access, and issues what it asks for.
+    /// Many platforms have none: that check is inlined, the training is not.
+    #[inline(always)]
     fn train(&mut self, cpu: u32, level: Level, trigger: Trigger, now: Time) {
         let core = self.core_of_cpu[cpu as usize] as usize;
-        let index = if level == Level::L1 { 0 } else { 1 };
-        let Some(prefetcher) = self.prefetchers[index][core].as_mut() else { return };
+        if self.prefetchers[level as usize][core].is_some() {
+            self.run_prefetcher(cpu, level, trigger, now);
+        }
+    }
+
+    fn run_prefetcher(&mut self, cpu: u32, level: Level, trigger: Trigger, now: Time) {
+        let core = self.core_of_cpu[cpu as usize] as usize;
+        let Some(prefetcher) = self.prefetchers[level as usize][core].as_mut() else { return };
         let mut wanted = Vec::new();
         prefetcher.on_access(trigger, &mut wanted);
         for line in wanted {
@@ -532,14 +570,11 @@ impl Hierarchy {
     fn fetch_below_l2(&mut self, core: u32, line: Line, write: bool, now: Time) -> (Source, bool, Time) {
         let ccx = self.ccx_of(core);
         let l3_id = self.l3_id(ccx);
-        // The requester's own private caches missed (an L1 copy may still be listed).
-        let holders = self.other_holders(line, core, false);
-        let in_l3 = holders.has(l3_id);
-        let mut wait = Time::ZERO;
-        if in_l3 {
-            let lookup = self.l3[ccx as usize].access(line, false);
-            wait = self.first_use(Level::L3, lookup, line, now);
-        }
+        // The requester's own private caches missed; its CCX's L3 is asked first, directly (a miss
+        // changes nothing in it).
+        let lookup = self.l3[ccx as usize].access(line, false);
+        let in_l3 = lookup.hit();
+        let wait = self.first_use(Level::L3, lookup, line, now);
         self.stats.l3.request(false, in_l3);
         let (source, mut dirty, latency) = if in_l3 {
             let dirty = if self.l3_relation == Relation::Exclusive {
@@ -549,16 +584,19 @@ impl Hierarchy {
                 false
             };
             (Source::L3, dirty, self.latency[3])
-        } else if holders.iter().any(|h| h < self.topology.cores() && h != core && self.ccx_of(h) == ccx) {
-            (Source::PeerL2, false, self.latency[2])
-        } else if !holders.is_empty() {
-            (Source::RemoteCache, false, self.latency[4])
         } else {
-            let latency = self.memory.read(line, now);
-            if self.l3_relation != Relation::Exclusive {
-                self.l3_install(ccx, line, false, now);
+            let holders = self.other_holders(line, core, true);
+            if holders.iter().any(|h| h < self.topology.cores() && self.ccx_of(h) == ccx) {
+                (Source::PeerL2, false, self.latency[2])
+            } else if !holders.is_empty() {
+                (Source::RemoteCache, false, self.latency[4])
+            } else {
+                let latency = self.memory.read(line, now);
+                if self.l3_relation != Relation::Exclusive {
+                    self.l3_install(ccx, line, false, now);
+                }
+                (Source::Dram, false, latency)
             }
-            (Source::Dram, false, latency)
         };
         if write {
             dirty |= self.invalidate_others(core, line);
@@ -569,7 +607,11 @@ impl Hierarchy {
     /// Invalidates every copy not in `core`'s private caches (keeping its own CCX's L3 copy unless
     /// the L3 is a victim cache). Returns whether any invalidated copy was dirty.
     fn invalidate_others(&mut self, core: u32, line: Line) -> bool {
-        let holders = self.other_holders(line, core, self.l3_relation != Relation::Exclusive);
+        let keep_own_l3 = self.l3_relation != Relation::Exclusive;
+        if keep_own_l3 && self.only_own_caches() {
+            return false;
+        }
+        let holders = self.other_holders(line, core, keep_own_l3);
         let mut dirty = false;
         for holder in holders.iter() {
             dirty |= self.drop_copy(holder, line);
@@ -609,8 +651,8 @@ impl Hierarchy {
                 let (_, _, _) = self.fetch_below_l2(core, victim.line, false, now);
                 self.fill_l2(core, victim.line, true, now);
             }
-        } else if !self.l2[core as usize].contains(victim.line) {
-            self.dir_remove(victim.line, core);
+        } else {
+            self.dir_forget_if_gone(core, victim.line);
         }
     }
 
@@ -627,9 +669,7 @@ impl Hierarchy {
         if self.l2_relation == Relation::Inclusive {
             dirty |= self.l1[core as usize].remove(victim.line).unwrap_or(false);
         }
-        if !self.l1[core as usize].contains(victim.line) {
-            self.dir_remove(victim.line, core);
-        }
+        self.dir_forget_if_gone(core, victim.line);
         if victim.dirty {
             self.stats.l2.writebacks += 1;
         }

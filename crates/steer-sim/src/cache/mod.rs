@@ -5,7 +5,7 @@ pub mod prefetch;
 pub mod replacement;
 
 use crate::units::Line;
-use replacement::{PolicyOptions, ReplacementPolicy};
+use replacement::{PolicyOptions, Replacement, ReplacementPolicy};
 
 const INVALID: u64 = u64::MAX;
 
@@ -41,6 +41,15 @@ pub struct Geometry {
     pub options: PolicyOptions,
 }
 
+/// Per-set state with one bit per way (ways are validated to be at most 64).
+#[derive(Debug, Clone, Copy, Default)]
+struct SetBits {
+    valid: u64,
+    dirty: u64,
+    /// Set when a prefetch installed the line, cleared by its first use.
+    prefetched: u64,
+}
+
 pub struct Cache {
     sets: usize,
     /// `sets - 1` when `sets` is a power of two (a mask instead of a division on every lookup).
@@ -48,27 +57,49 @@ pub struct Cache {
     ways: usize,
     /// Line index per slot (`set * ways + way`), `INVALID` when empty.
     tags: Vec<u64>,
-    dirty: Vec<bool>,
-    /// Set when a prefetch installed the line, cleared by its first use.
-    prefetched: Vec<bool>,
-    policy: Box<dyn ReplacementPolicy>,
+    /// Valid, dirty and prefetch bits, one entry per set so a lookup touches one host cache line.
+    bits: Vec<SetBits>,
+    policy: Replacement,
     all_ways: u64,
+    /// The slot of the last hit or fill: where `slot_of` looks first. A hint only.
+    last_used: usize,
+}
+
+/// Asks the host CPU to start loading the memory of `items` into its caches. A hint only: nothing
+/// observable changes. Used to overlap the host cache misses of accesses known in advance.
+pub fn host_prefetch<T>(items: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        const HOST_LINE: usize = 64;
+        let first = items.as_ptr() as usize;
+        let last = first + std::mem::size_of_val(items).max(1) - 1;
+        let mut addr = first & !(HOST_LINE - 1);
+        while addr <= last {
+            // SAFETY: a prefetch never faults and has no effect besides the host cache; the
+            // addresses lie within (or on the host line of) `items`.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(addr as *const i8) };
+            addr += HOST_LINE;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = items;
 }
 
 impl Cache {
     /// Builds an empty cache. The geometry must have been validated (policy exists, ways fit).
     pub fn new(geometry: &Geometry) -> Cache {
         let info = replacement::find(geometry.policy).expect("validated replacement policy");
-        let slots = geometry.sets * geometry.ways;
+        assert!(geometry.ways <= 64, "validated: at most 64 ways");
         Cache {
             sets: geometry.sets,
             set_mask: geometry.sets.is_power_of_two().then(|| geometry.sets as u64 - 1),
             ways: geometry.ways,
-            tags: vec![INVALID; slots],
-            dirty: vec![false; slots],
-            prefetched: vec![false; slots],
+            tags: vec![INVALID; geometry.sets * geometry.ways],
+            bits: vec![SetBits::default(); geometry.sets],
             policy: (info.build)(geometry.sets, geometry.ways, geometry.options),
             all_ways: if geometry.ways >= 64 { u64::MAX } else { (1u64 << geometry.ways) - 1 },
+            last_used: 0,
         }
     }
 
@@ -87,13 +118,28 @@ impl Cache {
         }
     }
 
+    #[inline]
     fn slot_of(&self, line: Line) -> Option<(usize, usize)> {
         let set = self.set_of(line);
         let base = set * self.ways;
+        // Way prediction: accesses cluster on a line, so try the slot used last before the
+        // search. A line is stored only in its own set, so a match is the line's slot.
+        if self.tags[self.last_used] == line.0 {
+            return Some((set, self.last_used - base));
+        }
         self.tags[base..base + self.ways]
             .iter()
             .position(|&tag| tag == line.0)
             .map(|way| (set, way))
+    }
+
+    /// Starts loading the host memory a lookup of `line` reads: its set's tags, bits and
+    /// replacement state (see `host_prefetch`).
+    pub fn prefetch_set_of(&self, line: Line) {
+        let set = self.set_of(line);
+        host_prefetch(&self.tags[set * self.ways..(set + 1) * self.ways]);
+        host_prefetch(std::slice::from_ref(&self.bits[set]));
+        self.policy.prefetch_set(set);
     }
 
     pub fn contains(&self, line: Line) -> bool {
@@ -101,20 +147,23 @@ impl Cache {
     }
 
     pub fn is_dirty(&self, line: Line) -> bool {
-        self.slot_of(line).is_some_and(|(set, way)| self.dirty[set * self.ways + way])
+        self.slot_of(line).is_some_and(|(set, way)| self.bits[set].dirty >> way & 1 == 1)
     }
 
     /// Looks the line up as a use: on a hit updates recency (and the dirty bit for a write) and
     /// clears the line's prefetch mark.
+    #[inline]
     pub fn access(&mut self, line: Line, write: bool) -> Lookup {
         match self.slot_of(line) {
             Some((set, way)) => {
+                self.last_used = set * self.ways + way;
                 self.policy.on_hit(set, way, write);
-                let slot = set * self.ways + way;
-                if write {
-                    self.dirty[slot] = true;
-                }
-                Lookup::Hit { prefetched: std::mem::replace(&mut self.prefetched[slot], false) }
+                let bits = &mut self.bits[set];
+                let bit = 1u64 << way;
+                bits.dirty |= if write { bit } else { 0 };
+                let prefetched = bits.prefetched & bit != 0;
+                bits.prefetched &= !bit;
+                Lookup::Hit { prefetched }
             }
             None => Lookup::Miss,
         }
@@ -123,30 +172,36 @@ impl Cache {
     /// Marks a present line as brought in by a prefetch.
     pub fn mark_prefetched(&mut self, line: Line) {
         if let Some((set, way)) = self.slot_of(line) {
-            self.prefetched[set * self.ways + way] = true;
+            self.bits[set].prefetched |= 1 << way;
         }
     }
 
     /// Installs a line that is not present, choosing a victim among the ways in `allowed`
-    /// (invalid allowed ways first). Returns the line evicted, if any.
+    /// (invalid allowed ways first, lowest way first). Returns the line evicted, if any.
     pub fn insert(&mut self, line: Line, dirty: bool, allowed: u64) -> Option<Evicted> {
         debug_assert!(!self.contains(line), "insert of a present line");
         let allowed = allowed & self.all_ways;
         let set = self.set_of(line);
-        let base = set * self.ways;
-        let free = (0..self.ways).find(|&w| allowed >> w & 1 == 1 && self.tags[base + w] == INVALID);
-        let (way, evicted) = match free {
-            Some(way) => (way, None),
-            None => {
-                let way = self.policy.victim(set, allowed);
-                let slot = base + way;
-                let evicted = Evicted { line: Line(self.tags[slot]), dirty: self.dirty[slot], unused_prefetch: self.prefetched[slot] };
-                (way, Some(evicted))
-            }
+        let free = allowed & !self.bits[set].valid;
+        let (way, evicted) = if free != 0 {
+            (free.trailing_zeros() as usize, None)
+        } else {
+            let way = self.policy.victim(set, allowed);
+            let bits = &self.bits[set];
+            let evicted = Evicted {
+                line: Line(self.tags[set * self.ways + way]),
+                dirty: bits.dirty >> way & 1 == 1,
+                unused_prefetch: bits.prefetched >> way & 1 == 1,
+            };
+            (way, Some(evicted))
         };
-        self.tags[base + way] = line.0;
-        self.dirty[base + way] = dirty;
-        self.prefetched[base + way] = false;
+        self.last_used = set * self.ways + way;
+        self.tags[self.last_used] = line.0;
+        let bits = &mut self.bits[set];
+        let bit = 1u64 << way;
+        bits.valid |= bit;
+        bits.dirty = if dirty { bits.dirty | bit } else { bits.dirty & !bit };
+        bits.prefetched &= !bit;
         self.policy.on_fill(set, way);
         evicted
     }
@@ -154,18 +209,22 @@ impl Cache {
     /// Removes the line if present; returns whether it was dirty.
     pub fn remove(&mut self, line: Line) -> Option<bool> {
         let (set, way) = self.slot_of(line)?;
-        let slot = set * self.ways + way;
-        self.tags[slot] = INVALID;
-        self.prefetched[slot] = false;
+        self.tags[set * self.ways + way] = INVALID;
+        let bits = &mut self.bits[set];
+        let bit = 1u64 << way;
+        let dirty = bits.dirty & bit != 0;
+        bits.valid &= !bit;
+        bits.dirty &= !bit;
+        bits.prefetched &= !bit;
         self.policy.on_invalidate(set, way);
-        Some(std::mem::replace(&mut self.dirty[slot], false))
+        Some(dirty)
     }
 
     /// Marks a present line dirty without counting a use; false if absent.
     pub fn mark_dirty(&mut self, line: Line) -> bool {
         match self.slot_of(line) {
             Some((set, way)) => {
-                self.dirty[set * self.ways + way] = true;
+                self.bits[set].dirty |= 1 << way;
                 true
             }
             None => false,
@@ -174,23 +233,27 @@ impl Cache {
 
     /// Number of valid lines.
     pub fn occupancy(&self) -> usize {
-        self.tags.iter().filter(|&&tag| tag != INVALID).count()
+        self.bits.iter().map(|bits| bits.valid.count_ones() as usize).sum()
     }
 
     /// Every valid line with its dirty bit (for invariant checks).
     pub fn lines(&self) -> impl Iterator<Item = (Line, bool)> + '_ {
         self.tags
             .iter()
-            .zip(&self.dirty)
-            .filter(|(&tag, _)| tag != INVALID)
-            .map(|(&tag, &dirty)| (Line(tag), dirty))
+            .enumerate()
+            .filter(|(_, &tag)| tag != INVALID)
+            .map(|(slot, &tag)| (Line(tag), self.bits[slot / self.ways].dirty >> (slot % self.ways) & 1 == 1))
     }
 
-    /// Checks that every line sits in its own set and appears once.
+    /// Checks that every line sits in its own set and appears once, and that the valid bits
+    /// agree with the tags.
     pub fn check_invariants(&self) -> Result<(), String> {
         for set in 0..self.sets {
             let tags = &self.tags[set * self.ways..(set + 1) * self.ways];
             for (way, &tag) in tags.iter().enumerate() {
+                if (tag != INVALID) != (self.bits[set].valid >> way & 1 == 1) {
+                    return Err(format!("set {set} way {way}: valid bit disagrees with tag {tag:#x}"));
+                }
                 if tag == INVALID {
                     continue;
                 }

@@ -1,5 +1,9 @@
 //! Replacement policies. Each is a small module behind `ReplacementPolicy` and registers itself by
-//! name in `POLICIES`, so a cache spec selects one with `replacement = "NAME"`.
+//! name in `POLICIES`, so a cache spec selects one with `replacement = "NAME"`. A cache holds its
+//! policy as a `Replacement`, an enum of the policies, so the calls on every lookup are direct
+//! (and can be inlined) rather than through a trait object.
+
+use super::host_prefetch;
 
 /// The contract between a set-associative cache and its replacement policy.
 ///
@@ -12,6 +16,8 @@ pub trait ReplacementPolicy: Send {
     fn on_fill(&mut self, set: usize, way: usize);
     fn on_invalidate(&mut self, _set: usize, _way: usize) {}
     fn victim(&mut self, set: usize, allowed: u64) -> usize;
+    /// Starts loading the host memory holding `set`'s state (`super::host_prefetch`); a hint.
+    fn prefetch_set(&self, set: usize);
 }
 
 /// Options every policy may read.
@@ -34,15 +40,56 @@ pub struct PolicyInfo {
     pub description: &'static str,
     /// Returns an error message if the policy cannot manage `ways` ways.
     pub check_ways: fn(ways: usize) -> Result<(), String>,
-    pub build: fn(sets: usize, ways: usize, options: PolicyOptions) -> Box<dyn ReplacementPolicy>,
+    pub build: fn(sets: usize, ways: usize, options: PolicyOptions) -> Replacement,
+}
+
+/// One of the registered policies; a new policy adds a variant here and an arm to `dispatch!`.
+pub enum Replacement {
+    Lru(Lru),
+    TreePlru(TreePlru),
+    Rrip(Rrip),
+}
+
+/// Calls a `ReplacementPolicy` method on whichever policy `$self` holds.
+macro_rules! dispatch {
+    ($self:ident.$method:ident($($arg:expr),*)) => {
+        match $self {
+            Replacement::Lru(policy) => policy.$method($($arg),*),
+            Replacement::TreePlru(policy) => policy.$method($($arg),*),
+            Replacement::Rrip(policy) => policy.$method($($arg),*),
+        }
+    };
+}
+
+impl ReplacementPolicy for Replacement {
+    #[inline]
+    fn on_hit(&mut self, set: usize, way: usize, write: bool) {
+        dispatch!(self.on_hit(set, way, write))
+    }
+    #[inline]
+    fn on_fill(&mut self, set: usize, way: usize) {
+        dispatch!(self.on_fill(set, way))
+    }
+    #[inline]
+    fn on_invalidate(&mut self, set: usize, way: usize) {
+        dispatch!(self.on_invalidate(set, way))
+    }
+    #[inline]
+    fn victim(&mut self, set: usize, allowed: u64) -> usize {
+        dispatch!(self.victim(set, allowed))
+    }
+    #[inline]
+    fn prefetch_set(&self, set: usize) {
+        dispatch!(self.prefetch_set(set))
+    }
 }
 
 pub const POLICIES: &[PolicyInfo] = &[
     PolicyInfo {
         name: "lru",
-        description: "true least-recently-used (per-line use stamps)",
+        description: "true least-recently-used (per-line recency ranks)",
         check_ways: |_| Ok(()),
-        build: |sets, ways, options| Box::new(Lru::new(sets, ways, options)),
+        build: |sets, ways, options| Replacement::Lru(Lru::new(sets, ways, options)),
     },
     PolicyInfo {
         name: "tree_plru",
@@ -54,25 +101,25 @@ pub const POLICIES: &[PolicyInfo] = &[
                 Err(format!("tree_plru needs a power-of-two way count up to 64, got {ways}"))
             }
         },
-        build: |sets, ways, options| Box::new(TreePlru::new(sets, ways, options)),
+        build: |sets, ways, options| Replacement::TreePlru(TreePlru::new(sets, ways, options)),
     },
     PolicyInfo {
         name: "srrip",
         description: "static re-reference interval prediction (2-bit), insertion at a long interval",
         check_ways: |_| Ok(()),
-        build: |sets, ways, options| Box::new(Rrip::new(sets, ways, options, RripMode::Static)),
+        build: |sets, ways, options| Replacement::Rrip(Rrip::new(sets, ways, options, RripMode::Static)),
     },
     PolicyInfo {
         name: "brrip",
         description: "bimodal RRIP: most insertions at a distant interval (thrash-resistant)",
         check_ways: |_| Ok(()),
-        build: |sets, ways, options| Box::new(Rrip::new(sets, ways, options, RripMode::Bimodal)),
+        build: |sets, ways, options| Replacement::Rrip(Rrip::new(sets, ways, options, RripMode::Bimodal)),
     },
     PolicyInfo {
         name: "drrip",
         description: "dynamic RRIP: set dueling between srrip and brrip (adaptive, as Intel LLCs)",
         check_ways: |_| Ok(()),
-        build: |sets, ways, options| Box::new(Rrip::new(sets, ways, options, RripMode::Dynamic)),
+        build: |sets, ways, options| Replacement::Rrip(Rrip::new(sets, ways, options, RripMode::Dynamic)),
     },
 ];
 
@@ -84,21 +131,33 @@ pub fn names() -> Vec<&'static str> {
     POLICIES.iter().map(|p| p.name).collect()
 }
 
-/// True LRU: each way carries the stamp of its last use; the victim has the smallest stamp.
+/// True LRU: each way of a set carries its recency rank, 0 for the most recently used, the ranks of
+/// a set being a permutation of `0..ways`; the victim is the allowed way of highest rank. A touch
+/// moves the way to rank 0 and ages the ways that were more recent. Among the ways used since
+/// they were filled (the only candidates: the cache fills invalid ways first), rank order is the
+/// order of last use, so this evicts exactly what per-way use stamps would, in a byte per way.
 pub struct Lru {
     ways: usize,
-    stamps: Vec<u64>,
-    clock: u64,
+    ranks: Vec<u8>,
     options: PolicyOptions,
 }
 
 impl Lru {
     pub fn new(sets: usize, ways: usize, options: PolicyOptions) -> Lru {
-        Lru { ways, stamps: vec![0; sets * ways], clock: 0, options }
+        assert!(ways <= 256, "a rank is one byte");
+        Lru { ways, ranks: (0..sets).flat_map(|_| (0..ways).map(|rank| rank as u8)).collect(), options }
     }
     fn touch(&mut self, set: usize, way: usize) {
-        self.clock += 1;
-        self.stamps[set * self.ways + way] = self.clock;
+        let ranks = &mut self.ranks[set * self.ways..(set + 1) * self.ways];
+        let old = ranks[way];
+        // Already the most recent (a line used again and again): nothing to age.
+        if old == 0 {
+            return;
+        }
+        for rank in ranks.iter_mut() {
+            *rank += (*rank < old) as u8;
+        }
+        ranks[way] = 0;
     }
 }
 
@@ -112,15 +171,25 @@ impl ReplacementPolicy for Lru {
         self.touch(set, way);
     }
     fn victim(&mut self, set: usize, allowed: u64) -> usize {
-        let stamps = &self.stamps[set * self.ways..(set + 1) * self.ways];
-        let (mut victim, mut oldest) = (usize::MAX, u64::MAX);
-        for (way, &stamp) in stamps.iter().enumerate() {
-            if allowed >> way & 1 == 1 && stamp < oldest {
-                (victim, oldest) = (way, stamp);
+        let ranks = &self.ranks[set * self.ways..(set + 1) * self.ways];
+        // The least recent way of the set, if allowed, is the answer without looking further.
+        let least_recent = ranks.iter().position(|&rank| rank as usize == self.ways - 1).expect("a permutation");
+        if allowed >> least_recent & 1 == 1 {
+            return least_recent;
+        }
+        let (mut victim, mut oldest) = (None, 0);
+        let mut candidates = allowed & (u64::MAX >> (64 - self.ways));
+        while candidates != 0 {
+            let way = candidates.trailing_zeros() as usize;
+            candidates &= candidates - 1;
+            if victim.is_none() || ranks[way] > oldest {
+                (victim, oldest) = (Some(way), ranks[way]);
             }
         }
-        assert!(victim != usize::MAX, "allowed mask selects at least one way");
-        victim
+        victim.expect("allowed mask selects at least one way")
+    }
+    fn prefetch_set(&self, set: usize) {
+        host_prefetch(&self.ranks[set * self.ways..(set + 1) * self.ways]);
     }
 }
 
@@ -190,6 +259,9 @@ impl ReplacementPolicy for TreePlru {
             span = half;
         }
         lo
+    }
+    fn prefetch_set(&self, set: usize) {
+        host_prefetch(std::slice::from_ref(&self.bits[set]));
     }
 }
 
@@ -274,6 +346,10 @@ impl ReplacementPolicy for Rrip {
                 self.rrpv[base + way] += 1;
             }
         }
+    }
+
+    fn prefetch_set(&self, set: usize) {
+        host_prefetch(&self.rrpv[set * self.ways..(set + 1) * self.ways]);
     }
 }
 
