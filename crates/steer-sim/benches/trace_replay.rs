@@ -93,9 +93,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for (case, spec) in [("memory, turin-9655 as published", &preset), ("memory, non-inclusive LRU", &like)] {
             let start = Instant::now();
             let mut replayer = Replayer::new(spec, 0)?;
-            for record in &records {
-                replayer.access(record);
-            }
+            replayer.access_all(&records);
             let report = replayer.report(start.elapsed().as_secs_f64());
             rows.push(Row { case, line_ops: report.line_ops, seconds: report.host_seconds });
         }

@@ -36,6 +36,15 @@ const MIN_LINE_BYTES: u64 = 8;
 /// Simulated time between two line accesses of a replay; counts do not depend on it.
 const STEP: Time = Time(1000);
 
+/// How many accesses ahead `Replayer::access_all` prefetches host memory.
+const PREFETCH_DISTANCE: usize = 16;
+
+/// Bytes a binary trace is read by (8192 records).
+const BINARY_BLOCK: usize = 1 << 16;
+
+/// Records `replay` decodes before handing them to `Replayer::access_all`.
+const REPLAY_CHUNK: usize = 4096;
+
 /// What an access does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -112,6 +121,9 @@ pub struct TraceReader<R> {
     /// Din escape (3) and flush (4) records passed over.
     skipped: u64,
     text: Vec<u8>,
+    /// Binary: bytes read ahead (up to `BINARY_BLOCK` at a time) and where the next record starts.
+    block: Vec<u8>,
+    block_pos: usize,
     failed: bool,
 }
 
@@ -150,6 +162,8 @@ impl<R: BufRead> TraceReader<R> {
             position: 0,
             skipped: 0,
             text: Vec::new(),
+            block: Vec::new(),
+            block_pos: 0,
             failed: false,
         })
     }
@@ -182,27 +196,41 @@ impl<R: BufRead> TraceReader<R> {
     }
 
     fn next_binary(&mut self) -> Option<Result<TraceRecord, TraceError>> {
-        let mut bytes = [0u8; 8];
-        let got = match read_up_to(&mut self.input, &mut bytes) {
-            Ok(got) => got,
-            Err(e) => return Some(Err(TraceError::new(&self.origin, None, format!("cannot read: {e}")))),
-        };
-        if got == 0 {
+        if self.block.len() - self.block_pos < 8 {
+            if let Err(e) = self.refill_block() {
+                return Some(Err(TraceError::new(&self.origin, None, format!("cannot read: {e}"))));
+            }
+        }
+        let rest = &self.block[self.block_pos..];
+        if rest.is_empty() {
             return None;
         }
         let index = self.position;
         self.position += 1;
         let offset = BINARY_MAGIC.len() as u64 + index * 8;
-        if got < bytes.len() {
+        let Some(bytes) = rest.first_chunk::<8>() else {
+            let got = rest.len();
             return Some(Err(TraceError::new(
                 &self.origin,
                 None,
                 format!("truncated record {index} at byte {offset}: {got} of 8 bytes (the file was cut short)"),
             )));
-        }
-        Some(decode_binary(u64::from_le_bytes(bytes)).map_err(|message| {
+        };
+        self.block_pos += 8;
+        Some(decode_binary(u64::from_le_bytes(*bytes)).map_err(|message| {
             TraceError::new(&self.origin, None, format!("record {index} at byte {offset}: {message}"))
         }))
+    }
+
+    /// Keeps the unread bytes (less than one record) and reads up to `BINARY_BLOCK` more after them.
+    fn refill_block(&mut self) -> io::Result<()> {
+        self.block.drain(..self.block_pos);
+        self.block_pos = 0;
+        let kept = self.block.len();
+        self.block.resize(kept + BINARY_BLOCK, 0);
+        let read = read_up_to(&mut self.input, &mut self.block[kept..]);
+        self.block.truncate(kept + read.as_ref().map_or(0, |&got| got));
+        read.map(drop)
     }
 }
 
@@ -284,10 +312,14 @@ fn parse_din_line(bytes: &[u8]) -> Result<DinLine, String> {
 /// Hexadecimal with or without `0x`; digits only (`from_str_radix` would also take a sign).
 fn parse_hex(text: &str) -> Option<u64> {
     let digits = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")).unwrap_or(text);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if digits.is_empty() {
         return None;
     }
-    u64::from_str_radix(digits, 16).ok()
+    // One pass over the digits (this runs once per din line).
+    digits.bytes().try_fold(0u64, |value, digit| {
+        let nibble = (digit as char).to_digit(16)? as u64;
+        value.checked_mul(16).map(|shifted| shifted | nibble)
+    })
 }
 
 fn parse_decimal(text: &str) -> Option<u32> {
@@ -440,6 +472,23 @@ impl Replayer {
         }
     }
 
+    /// Replays accesses in order as `access` does, asking the host to start loading the L3 set
+    /// of the access `PREFETCH_DISTANCE` places ahead (once per run of accesses to one line): a
+    /// replay through a large L3 is bound by host cache misses, and this lets them overlap.
+    pub fn access_all(&mut self, records: &[TraceRecord]) {
+        let mut prefetched = None;
+        for (i, record) in records.iter().enumerate() {
+            if let Some(ahead) = records.get(i + PREFETCH_DISTANCE) {
+                let line = Line(ahead.addr >> self.line_bits);
+                if prefetched != Some(line) {
+                    self.hierarchy.prefetch_host(0, line);
+                    prefetched = Some(line);
+                }
+            }
+            self.access(record);
+        }
+    }
+
     /// Counts records skipped before they reached `access` (din escapes and flushes).
     pub fn add_skipped(&mut self, count: u64) {
         self.skipped += count;
@@ -474,8 +523,16 @@ pub fn replay<R: BufRead>(
 ) -> Result<TraceReport, TraceError> {
     let start = Instant::now();
     let mut replayer = Replayer::new(platform, cpu)?;
-    for record in &mut reader {
-        replayer.access(&record?);
+    let mut chunk = Vec::with_capacity(REPLAY_CHUNK);
+    loop {
+        chunk.clear();
+        for record in reader.by_ref().take(REPLAY_CHUNK) {
+            chunk.push(record?);
+        }
+        if chunk.is_empty() {
+            break;
+        }
+        replayer.access_all(&chunk);
     }
     replayer.add_skipped(reader.skipped());
     Ok(replayer.report(start.elapsed().as_secs_f64()))
