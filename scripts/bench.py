@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Host-speed benchmarks of steer, printed as a table.
 
-(a) Trace replay: one generated trace (default 2M accesses) replayed by ``steer.trace`` from din
-    text and from the binary format, and by pycachesim's bulk ``loadstore`` on the same
-    hierarchy (turin-9655's cache geometry, every level non-inclusive LRU, which is where the two
-    count alike); prints accesses per second, the ratio, and whether the counts agree.
+(a) Trace replay: one generated trace (default 2M accesses; ``--pattern`` picks the mixed one or
+    a streaming sweep) replayed by ``steer.trace`` from din text and from the binary format, and
+    by pycachesim's bulk ``loadstore`` on the same hierarchy (turin-9655's cache geometry, every
+    level non-inclusive LRU, which is where the two count alike); prints accesses per second, the
+    ratio, and whether the counts agree.
 (b) A scenario: 10 ms of one 100 Gb/s NIC queue received on turin-9655 (``rx-default``,
     placement in memory); prints the host seconds it takes.
 
-    python scripts/bench.py [--accesses N] [--skip-scenario]
+    python scripts/bench.py [--accesses N] [--pattern mixed|streaming] [--skip-scenario]
 """
 
 from __future__ import annotations
@@ -51,6 +52,19 @@ def generate(count: int, seed: int = 1) -> list[tuple[bool, int]]:
     return accesses
 
 
+def generate_streaming(count: int, seed: int = 1) -> list[tuple[bool, int]]:
+    """(is_write, address) pairs of a sequential 8-byte sweep through 64 MiB (7 of 8 accesses
+    reuse the line before), 30% writes."""
+    rng = random.Random(seed)
+    return [(rng.random() < 0.3, 0x1000_0000 + i * 8 % (64 << 20)) for i in range(count)]
+
+
+PATTERNS = {
+    "mixed": (generate, "50% hot 256 KiB, 30% streaming, 20% random over 1 GiB; 30% writes"),
+    "streaming": (generate_streaming, "8-byte sweep through 64 MiB; 30% writes"),
+}
+
+
 def write_traces(directory: Path, accesses: list[tuple[bool, int]]) -> tuple[Path, Path]:
     din = directory / "bench.din"
     with din.open("w") as out:
@@ -77,8 +91,9 @@ def pycachesim_replay(accesses: list[tuple[bool, int]]):
     return caches, memory, seconds
 
 
-def bench_trace(count: int) -> None:
-    accesses, generate_s = timed(generate, count)
+def bench_trace(count: int, pattern: str) -> None:
+    generator, description = PATTERNS[pattern]
+    accesses, generate_s = timed(generator, count)
     rows = []
     with tempfile.TemporaryDirectory(prefix="steer-bench-") as directory:
         din, binary = write_traces(Path(directory), accesses)
@@ -94,8 +109,8 @@ def bench_trace(count: int) -> None:
         agree = None
         print("pycachesim is not installed: `pip install pycachesim` to compare", file=sys.stderr)
 
-    print(f"\n(a) trace replay: {count:,} accesses, turin-9655 geometry, non-inclusive LRU "
-          f"(trace generated in {generate_s:.1f} s)\n")
+    print(f"\n(a) trace replay: {count:,} accesses ({pattern}: {description}), turin-9655 geometry, "
+          f"non-inclusive LRU (trace generated in {generate_s:.1f} s)\n")
     reference = rows[-1][1] if agree is not None else None
     printed = [
         [name, f"{seconds:.3f}", f"{count / seconds / 1e6:.2f} M", f"{reference / seconds:.2f}x" if reference else "-"]
@@ -117,9 +132,10 @@ def bench_scenario() -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--accesses", type=int, default=2_000_000, help="trace length (default 2,000,000)")
+    parser.add_argument("--pattern", choices=sorted(PATTERNS), default="mixed", help="trace to replay (default mixed)")
     parser.add_argument("--skip-scenario", action="store_true", help="only benchmark trace replay")
     args = parser.parse_args()
-    bench_trace(args.accesses)
+    bench_trace(args.accesses, args.pattern)
     if not args.skip_scenario:
         bench_scenario()
     return 0
