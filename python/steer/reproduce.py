@@ -86,7 +86,9 @@ def leon_rows(runner: Runner) -> list[Row]:
 
 SEED000 = "seed 000 (LPC 2025 talk, 64-core Turin)"
 SEED002 = "seed 002 (SDCI white paper)"
-SDCI = {"off": 'placement="memory"', "on": 'placement="l2"'}
+# SDCI on: the driver enables PCIe TPH in interrupt-vector mode (bnxt_en's flow through the TPH
+# stack) and the I/O die steers tagged writes; off: TPH stays disabled and DMA goes to memory.
+SDCI = {"off": 'tph_mode="off"', "on": 'tph_mode="iv"'}
 
 
 def sdci_pair(runner: Runner, *overrides: str) -> dict[str, dict]:

@@ -243,23 +243,31 @@ fn late_use_of_l2_injected_data_evicts_the_working_set() {
 fn tcp_receive_path_conserves_bytes_and_sdci_moves_payload_core_to_core() {
     let short = ["sim.warmup_us=300", "sim.measure_us=300", "platform=\"turin-9575f\"", "offered_gbps=40.0", "app_offset=1"];
     let mut dram_reads = Vec::new();
-    for placement in ["memory", "l2"] {
-        let r = run_builtin("iperf-rx", &[&short[..], &[&format!("placement=\"{placement}\"")]].concat());
+    // SDCI off and on through the TPH stack (bnxt_en's IV mode), as the reproduce rows run it.
+    let mut on = serde_json::Value::Null;
+    for tph_mode in ["off", "iv"] {
+        let r = run_builtin("iperf-rx", &[&short[..], &[&format!("tph_mode=\"{tph_mode}\"")]].concat());
         let q = &r["devices"]["nic0"]["queues"][0];
         let u = |k: &str| q[k].as_u64().unwrap();
         assert_eq!(u("arrived_bytes") + u("in_flight_bytes_start"), u("dropped_bytes") + u("consumed_bytes") + u("in_flight_bytes_end"));
         assert_eq!(r["cores"]["0"]["role"], "irq");
         assert_eq!(r["cores"]["1"]["role"], "iperf");
         let iperf = &r["cores"]["1"]["dc_fills"];
-        if placement == "memory" {
+        if tph_mode == "off" {
             assert!(f(&iperf["dram"]) > 0.3, "{iperf}");
         } else {
             // Injected into the IRQ core's L2, the payload reaches iperf from the peer core.
             assert!(f(&iperf["peer_l2"]) > 0.3 && f(&iperf["dram"]) < 0.05, "{iperf}");
         }
         dram_reads.push(f(&r["dram"]["read_gbps"]));
+        on = r;
     }
     assert!(dram_reads[1] < 0.2 * dram_reads[0], "SDCI off/on DRAM reads {dram_reads:?}");
+    // Every write tagged with the IRQ CPU's steering tag lands where plain L2 injection puts it.
+    let l2 = run_builtin("iperf-rx", &[&short[..], &["placement=\"l2\""]].concat());
+    for key in ["dram", "cores"] {
+        assert_eq!(on[key], l2[key], "{key}: TPH IV mode vs placement l2");
+    }
     // NAPI and iperf on one CPU take turns and do not stall even when overloaded.
     let shared = run_builtin("iperf-rx", &["sim.warmup_us=300", "sim.measure_us=300", "queues=2", "offered_gbps=94.0"]);
     assert_eq!(shared["cores"]["0"]["role"], "irq+iperf");
