@@ -49,7 +49,13 @@ pub fn collect(simulation: &Simulation, warmup: Time, host_seconds: f64) -> RunR
     let channels: Vec<Value> = hierarchy
         .memory
         .stats()
-        .map(|c| json!({ "read_gbps": c.read_bytes as f64 / window_ns, "write_gbps": c.write_bytes as f64 / window_ns }))
+        .map(|c| {
+            json!({
+                "read_gbps": c.read_bytes as f64 / window_ns,
+                "write_gbps": c.write_bytes as f64 / window_ns,
+                "read_queue_ns": c.mean_read_queue_ns(),
+            })
+        })
         .collect();
     let (read, write) = hierarchy
         .memory
