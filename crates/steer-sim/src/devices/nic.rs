@@ -240,6 +240,11 @@ impl RxQueue {
         self.completions.pop_front().expect("take after a ready poll")
     }
 
+    /// Buffers in the queue's pool (posted or not).
+    pub fn pool_buffers(&self) -> usize {
+        self.buffers.len()
+    }
+
     pub fn buffer_addr(&self, buffer: u32) -> Addr {
         self.buffers[buffer as usize]
     }

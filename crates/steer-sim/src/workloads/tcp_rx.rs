@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 
-use crate::devices::nic::{Completion, Poll};
+use crate::devices::nic::{Allocator, Completion, Poll, RxQueue};
 use crate::engine::System;
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
@@ -26,11 +26,19 @@ params! {
         app_buffer_bytes: u64 = 131072,
         /// Packets NAPI takes per poll (Linux's NAPI weight).
         napi_budget: u32 = 64,
-        /// Lines of sk_buff metadata written per packet: struct sk_buff (~256 B) and
-        /// skb_shared_info (~320 B), about 9 lines.
-        skb_lines: u32 = 9,
-        /// sk_buffs cycling through the IRQ CPU's slab (its footprint is skb_pool x skb_lines lines).
-        skb_pool: u32 = 512,
+        /// Lines of struct sk_buff (~256 B) written per packet.
+        skb_lines: u32 = 4,
+        /// Lines of the packet's head buffer written per packet: headroom and skb_shared_info
+        /// (~320 B), carved from the IRQ CPU's page-fragment cache.
+        head_lines: u32 = 5,
+        /// Bytes the page-fragment cache walks through before reusing its oldest fragment:
+        /// Linux carves head buffers one after another from 32 KiB pages, and a page freed by
+        /// its last fragment is the next one handed back (two pages in use).
+        frag_cache_bytes: u64 = 65536,
+        /// sk_buffs per slab the IRQ CPU's cache allocates at a time. Freed sk_buffs are reused
+        /// last-freed first, as SLUB's freelists hand them out, so the slab's footprint is what is
+        /// in flight; it grows by this many when every sk_buff is.
+        skb_pool: u32 = 64,
         /// Cycles of protocol work per packet in NAPI (IP/TCP receive, GRO), besides memory
         /// accesses. Assumed: ~1000 cycles, the order of published per-packet costs of Linux's stack.
         napi_cycles_per_packet: f64 = 1000.0,
@@ -69,14 +77,56 @@ impl TcpRxSpec {
 struct Skb {
     completion: Completion,
     metadata: Line,
+    head: Line,
 }
 
-/// The socket between NAPI and the application, shared by the two halves.
-#[derive(Debug, Default)]
+/// The socket between NAPI and the application, shared by the two halves, with the queue's page
+/// metadata both touch.
+#[derive(Debug)]
 pub struct Socket {
     queue: VecDeque<Skb>,
+    /// The `struct page` (one line) of each buffer of the queue's page pool, by buffer index:
+    /// NAPI updates it when it attaches the page to an sk_buff, the application when freeing it
+    /// drops the page's reference, so the line moves between their cores.
+    pages: Line,
+    /// Free sk_buffs (their first metadata line), the last freed on top: NAPI allocates from
+    /// here and the application frees here.
+    free_skbs: Vec<Line>,
     /// The application's workload index while it sleeps on an empty socket.
     waiter: Option<usize>,
+}
+
+impl Socket {
+    /// The socket of RX queue `queue`, with the page metadata of its pool.
+    pub fn for_queue(queue: &RxQueue, allocator: &mut Allocator, node: u32, line_bits: u32) -> Socket {
+        let pages = allocator.alloc(node, (queue.pool_buffers() as u64) << line_bits).line(line_bits);
+        Socket { queue: VecDeque::new(), pages, free_skbs: Vec::new(), waiter: None }
+    }
+
+    fn page(&self, buffer: u32) -> Line {
+        Line(self.pages.0 + buffer as u64)
+    }
+}
+
+/// Where NAPI's sk_buffs come from: slabs of `per_slab` objects of `lines` lines on `node`.
+#[derive(Debug, Clone, Copy)]
+struct SkbSlab {
+    node: u32,
+    lines: u64,
+    per_slab: u64,
+    line_bits: u32,
+}
+
+impl SkbSlab {
+    /// A free sk_buff of the socket, the last freed first; a new slab when none is free.
+    fn alloc(&self, socket: &mut Socket, allocator: &mut Allocator) -> Line {
+        if socket.free_skbs.is_empty() {
+            let slab = allocator.alloc(self.node, (self.per_slab * self.lines) << self.line_bits).line(self.line_bits);
+            // Pushed last to first, so the slab hands out its first object first.
+            socket.free_skbs.extend((0..self.per_slab).rev().map(|i| Line(slab.0 + i * self.lines)));
+        }
+        socket.free_skbs.pop().expect("a slab was just added")
+    }
 }
 
 /// One half of the path. `Napi` and `Recv` share a socket by index in `System::sockets`.
@@ -89,8 +139,10 @@ pub struct TcpRx {
     socket: usize,
     timer: CoreTimer,
     line_bits: u32,
-    skb_slab: Line,
-    skb_next: u64,
+    slab: SkbSlab,
+    frag_cache: Line,
+    frag_cache_lines: u64,
+    frag_cursor: u64,
     app_buffer: Line,
     app_lines: u64,
     app_cursor: u64,
@@ -123,9 +175,11 @@ impl TcpRx {
             Role::Recv => irq_cpu + spec.app_offset,
         };
         let node = system.node_of_cpu(cpu);
-        let slab_bytes = spec.skb_pool as u64 * spec.skb_lines.max(1) as u64 * (1 << line_bits);
-        let skb_slab = system.allocator.alloc(node, slab_bytes).line(line_bits);
         let app_buffer = system.allocator.alloc(node, spec.app_buffer_bytes).line(line_bits);
+        // Whole head buffers only, at least one.
+        let head_lines = spec.head_lines.max(1) as u64;
+        let frag_cache_lines = ((spec.frag_cache_bytes >> line_bits) / head_lines).max(1) * head_lines;
+        let frag_cache = system.allocator.alloc(node, frag_cache_lines << line_bits).line(line_bits);
         TcpRx {
             index,
             spec: spec.clone(),
@@ -135,8 +189,10 @@ impl TcpRx {
             socket,
             timer: CoreTimer::on_cpu(cpu, clock, platform),
             line_bits,
-            skb_slab,
-            skb_next: 0,
+            slab: SkbSlab { node, lines: spec.skb_lines.max(1) as u64, per_slab: spec.skb_pool as u64, line_bits },
+            frag_cache,
+            frag_cache_lines,
+            frag_cursor: 0,
             app_buffer,
             app_lines: (spec.app_buffer_bytes >> line_bits).max(1),
             app_cursor: 0,
@@ -146,7 +202,7 @@ impl TcpRx {
 
     /// NAPI: up to a budget of ready completions become sk_buffs on the socket.
     fn napi(&mut self, system: &mut System) -> Option<Time> {
-        let System { hierarchy, nics, sockets, wakes, .. } = system;
+        let System { hierarchy, nics, sockets, wakes, allocator, .. } = system;
         let queue = &mut nics[self.nic].queues[self.queue];
         let timer = &mut self.timer;
         let mut taken = 0;
@@ -164,18 +220,20 @@ impl TcpRx {
             timer.load_dependent(hierarchy, completion.entry_line);
             // Protocol processing reads the headers in the packet's first line.
             timer.load_dependent(hierarchy, queue.buffer_addr(completion.buffer).line(self.line_bits));
-            let metadata = Line(self.skb_slab.0 + (self.skb_next % self.spec.skb_pool as u64) * self.spec.skb_lines as u64);
-            self.skb_next += 1;
-            for i in 0..self.spec.skb_lines as u64 {
-                timer.issue(hierarchy, Line(metadata.0 + i), true);
+            let socket = &mut sockets[self.socket];
+            timer.issue(hierarchy, socket.page(completion.buffer), true);
+            let metadata = self.slab.alloc(socket, allocator);
+            let head = Line(self.frag_cache.0 + self.frag_cursor);
+            self.frag_cursor = (self.frag_cursor + self.spec.head_lines as u64) % self.frag_cache_lines;
+            for line in (metadata.0..metadata.0 + self.spec.skb_lines as u64).chain(head.0..head.0 + self.spec.head_lines as u64) {
+                timer.issue(hierarchy, Line(line), true);
             }
             timer.compute(self.spec.napi_cycles_per_packet);
             queue.finish(&completion);
             // The driver refills the descriptor with a fresh page from the page pool.
             timer.issue(hierarchy, queue.next_descriptor_addr().line(self.line_bits), true);
             queue.refill();
-            let socket = &mut sockets[self.socket];
-            socket.queue.push_back(Skb { completion, metadata });
+            socket.queue.push_back(Skb { completion, metadata, head });
             if let Some(app) = socket.waiter.take() {
                 wakes.push((app, timer.now));
             }
@@ -199,6 +257,7 @@ impl TcpRx {
         let mut copied = 0u64;
         while let Some(skb) = socket.queue.pop_front() {
             timer.load_dependent(hierarchy, skb.metadata);
+            timer.issue(hierarchy, skb.head, false);
             let buffer = queue.buffer_addr(skb.completion.buffer);
             let first = buffer.line(self.line_bits).0;
             let last = buffer.offset(skb.completion.bytes as u64 - 1).line(self.line_bits).0;
@@ -209,8 +268,11 @@ impl TcpRx {
                 timer.issue(hierarchy, destination, true);
             }
             timer.compute(self.spec.recv_cycles_per_packet);
-            // Freeing the skb returns its page to the pool, which refills the ring.
+            // Freeing the skb drops its page's reference and returns the page to the pool,
+            // which refills the ring.
+            timer.issue(hierarchy, socket.page(skb.completion.buffer), true);
             queue.recycle(skb.completion.buffer);
+            socket.free_skbs.push(skb.metadata);
             copied += skb.completion.bytes as u64;
             if copied >= self.spec.app_buffer_bytes {
                 break;
