@@ -175,6 +175,10 @@ def test_reproduce_prints_published_beside_simulated(steer_cli, tmp_path):
     assert abs(reads["leon/prefetch-reads"]["simulated"] - 1.0) < 0.01
     table = steer_cli("reproduce", "--only", "leon/*time", "--plot", str(tmp_path), "--quiet")
     assert table.returncode == 0 and "leon/prefetch-time" in table.stdout and "leon/prefetch-reads" not in table.stdout
+    # Each percentage row is judged against the seeds' 10-point target, and the total is summed up.
+    verdicts = [line.split()[-1] for line in table.stdout.splitlines() if line.startswith("leon/")]
+    assert len(verdicts) == 3 and set(verdicts) <= {"within", "miss"}
+    assert f"{verdicts.count('within')} of 3 rows with a target are within it" in table.stdout
     png = tmp_path / "reproduce.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     none = steer_cli("reproduce", "--only", "nothing-like-this")

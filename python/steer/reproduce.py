@@ -29,8 +29,21 @@ class Row:
     def difference(self) -> float:
         return self.simulated - self.published
 
+    @property
+    def tolerance(self) -> float | None:
+        """How far the simulated value may be from the published one: the seeds' targets are
+        10 points for percentages and 20 ns for latencies; other rows have none."""
+        return TOLERANCE.get(self.unit)
+
+    @property
+    def within_target(self) -> bool | None:
+        return None if self.tolerance is None else abs(self.difference) <= self.tolerance
+
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+TOLERANCE = {"%": 10.0, "ns": 20.0}
 
 
 class Runner:
@@ -249,11 +262,22 @@ def format_difference(row: Row) -> str:
     return f"{row.difference:+.2f} {row.unit}"
 
 
+def verdict(row: Row) -> str:
+    return {None: "", True: "within", False: "miss"}[row.within_target]
+
+
 def table_rows(rows: Iterable[Row]) -> list[list[str]]:
     return [
-        [r.id, r.source, r.metric, format_value(r.published, r.unit), format_value(r.simulated, r.unit), format_difference(r)]
+        [r.id, r.source, r.metric, format_value(r.published, r.unit), format_value(r.simulated, r.unit), format_difference(r), verdict(r)]
         for r in rows
     ]
+
+
+def summary(rows: list[Row]) -> str:
+    """One line: how many rows with a target are within it."""
+    judged = [r for r in rows if r.within_target is not None]
+    within = sum(r.within_target for r in judged)
+    return f"{within} of {len(judged)} rows with a target are within it (percentages ±10 pt, latencies ±20 ns)"
 
 
 def plot(rows: list[Row]) -> bytes:
