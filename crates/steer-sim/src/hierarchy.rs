@@ -172,6 +172,22 @@ pub struct DeviceTraffic {
     pub read_cache_hits: u64,
 }
 
+/// What the first demand use of a prefetched line found: how long its data is still in flight
+/// and, if it is (a late prefetch), where the prefetch reads it from. A demand that waits for a
+/// prefetch is filled from there, as a core's fill counters report it.
+#[derive(Debug, Clone, Copy, Default)]
+struct FirstUse {
+    wait: Time,
+    late_source: Option<Source>,
+}
+
+impl FirstUse {
+    /// The fill's source for an access that found the line at `level`.
+    fn source(self, level: Source) -> Source {
+        self.late_source.unwrap_or(level)
+    }
+}
+
 /// Counters of the whole hierarchy (reset after warm-up).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct HierarchyStats {
@@ -242,8 +258,9 @@ pub struct Hierarchy {
     line_bits: u32,
     /// Hardware prefetchers of each core's L1D and L2, indexed by `Level as usize` (`None`: no prefetcher).
     prefetchers: [Vec<Option<Box<dyn Prefetcher>>>; 2],
-    /// When each prefetched line's data arrives (removed at first use or useless eviction).
-    prefetch_ready: FxHashMap<u64, Time>,
+    /// When each prefetched line's data arrives and where it is read from (removed at first use
+    /// or useless eviction).
+    prefetch_ready: FxHashMap<u64, (Time, Source)>,
     /// Physical core of each logical CPU and CCX of each core, precomputed: they are needed on
     /// every access.
     core_of_cpu: Vec<u32>,
@@ -436,11 +453,11 @@ impl Hierarchy {
         let l1 = self.l1[core as usize].access(line, write);
         self.stats.l1d.request(write, l1.hit());
         let (source, latency) = if l1.hit() {
-            let wait = self.first_use(Level::L1, l1, line, now);
+            let first = self.first_use(Level::L1, l1, line, now);
             if write {
                 self.invalidate_others(core, line);
             }
-            (Source::L1, self.latency[0] + wait)
+            (first.source(Source::L1), self.latency[0] + first.wait)
         } else {
             self.serve_l1_miss(cpu, core, line, write, now)
         };
@@ -454,12 +471,12 @@ impl Hierarchy {
     fn serve_l1_miss(&mut self, cpu: u32, core: u32, line: Line, write: bool, now: Time) -> (Source, Time) {
         let l2 = self.l2[core as usize].access(line, false);
         self.stats.l2.request(false, l2.hit());
-        let wait = self.first_use(Level::L2, l2, line, now);
+        let first = self.first_use(Level::L2, l2, line, now);
         let (source, latency) = if l2.hit() {
             if write {
                 self.invalidate_others(core, line);
             }
-            (Source::L2, self.latency[1])
+            (first.source(Source::L2), self.latency[1])
         } else {
             let (source, dirty, latency) = self.fetch_below_l2(core, line, write, now);
             self.fill_l2(core, line, dirty, now);
@@ -467,7 +484,7 @@ impl Hierarchy {
         };
         self.fill_l1(core, line, write, now);
         self.train(cpu, Level::L2, Trigger { line, hit: l2.hit(), prefetch_hit: l2 == Lookup::Hit { prefetched: true } }, now);
-        (source, latency + wait)
+        (source, latency + first.wait)
     }
 
     fn level_stats(&mut self, level: Level) -> &mut LevelStats {
@@ -478,20 +495,21 @@ impl Hierarchy {
         }
     }
 
-    /// Accounts the first demand use of a prefetched line; returns how long the access waits for
-    /// data still in flight (a late prefetch).
+    /// Accounts the first demand use of a prefetched line: what it waits for a prefetch still in
+    /// flight (a late one) and where that prefetch reads the line from.
     #[inline]
-    fn first_use(&mut self, level: Level, lookup: Lookup, line: Line, now: Time) -> Time {
+    fn first_use(&mut self, level: Level, lookup: Lookup, line: Line, now: Time) -> FirstUse {
         if lookup != (Lookup::Hit { prefetched: true }) {
-            return Time::ZERO;
+            return FirstUse::default();
         }
-        let ready = self.prefetch_ready.remove(&line.0).unwrap_or(Time::ZERO);
+        let Some((ready, source)) = self.prefetch_ready.remove(&line.0) else { return FirstUse::default() };
         let stats = &mut self.level_stats(level).prefetch;
         stats.useful += 1;
-        if ready > now {
-            stats.late += 1;
+        if ready <= now {
+            return FirstUse::default();
         }
-        ready.saturating_sub(now)
+        stats.late += 1;
+        FirstUse { wait: ready - now, late_source: Some(source) }
     }
 
     fn evicted_unused(&mut self, level: Level, victim: &Evicted) {
@@ -530,15 +548,15 @@ impl Hierarchy {
         self.stats.line_ops += 1;
         let in_l1 = self.l1[core as usize].contains(line);
         let in_l2 = self.l2[core as usize].contains(line);
-        let latency = match level {
+        let (latency, source) = match level {
             Level::L1 | Level::L2 if in_l1 || (level == Level::L2 && in_l2) => return None,
             Level::L1 | Level::L2 => {
-                let latency = if in_l2 {
-                    self.latency[1]
+                let (latency, source) = if in_l2 {
+                    (self.latency[1], Source::L2)
                 } else {
-                    let (_, dirty, latency) = self.fetch_below_l2(core, line, false, now);
+                    let (source, dirty, latency) = self.fetch_below_l2(core, line, false, now);
                     self.fill_l2(core, line, dirty, now);
-                    latency
+                    (latency, source)
                 };
                 if level == Level::L1 {
                     self.fill_l1(core, line, false, now);
@@ -546,7 +564,7 @@ impl Hierarchy {
                 } else {
                     self.l2[core as usize].mark_prefetched(line);
                 }
-                latency
+                (latency, source)
             }
             Level::L3 => {
                 if !self.holders(line).is_empty() {
@@ -556,11 +574,11 @@ impl Hierarchy {
                 let latency = self.memory.read(line, now);
                 self.l3_install(ccx, line, false, now);
                 self.l3[ccx as usize].mark_prefetched(line);
-                latency
+                (latency, Source::Dram)
             }
         };
         self.level_stats(level).prefetch.issued += 1;
-        self.prefetch_ready.insert(line.0, now + latency);
+        self.prefetch_ready.insert(line.0, (now + latency, source));
         Some(latency)
     }
 
@@ -574,7 +592,7 @@ impl Hierarchy {
         // changes nothing in it).
         let lookup = self.l3[ccx as usize].access(line, false);
         let in_l3 = lookup.hit();
-        let wait = self.first_use(Level::L3, lookup, line, now);
+        let first = self.first_use(Level::L3, lookup, line, now);
         self.stats.l3.request(false, in_l3);
         let (source, mut dirty, latency) = if in_l3 {
             let dirty = if self.l3_relation == Relation::Exclusive {
@@ -583,7 +601,7 @@ impl Hierarchy {
             } else {
                 false
             };
-            (Source::L3, dirty, self.latency[3])
+            (first.source(Source::L3), dirty, self.latency[3])
         } else {
             let holders = self.other_holders(line, core, true);
             if holders.iter().any(|h| h < self.topology.cores() && self.ccx_of(h) == ccx) {
@@ -601,7 +619,7 @@ impl Hierarchy {
         if write {
             dirty |= self.invalidate_others(core, line);
         }
-        (source, dirty, latency + wait)
+        (source, dirty, latency + first.wait)
     }
 
     /// Invalidates every copy not in `core`'s private caches (keeping its own CCX's L3 copy unless

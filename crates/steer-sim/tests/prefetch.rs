@@ -60,8 +60,9 @@ fn a_prefetch_used_before_its_data_arrives_is_late_and_waits() {
         h.core_access(0, Line(line), false, now);
     }
     // Line 9 was prefetched at `now` from DRAM (100 ns idle); ask for it 10 ns later.
+    // It waits for the prefetch and, like a core's fill counters, reports the prefetch's source.
     let access = h.core_access(0, Line(9), false, now + Time::from_ns(10.0));
-    assert_eq!(access.source, Source::L1);
+    assert_eq!(access.source, Source::Dram);
     assert_eq!(h.stats.l1d.prefetch.late, 1);
     assert!(access.latency >= Time::from_ns(90.0), "waited only {}", access.latency);
     // Without a prefetcher the same line is a plain DRAM miss.

@@ -51,7 +51,7 @@ pub const PREFETCHERS: &[PrefetcherInfo] = &[
     },
     PrefetcherInfo {
         name: "stride",
-        description: "per 4 KiB region, detect a repeating stride and fetch ahead along it",
+        description: "per 4 KiB region, detect a repeating stride and fetch ahead along it, within the region",
         build: |spec| Some(Box::new(Stride::new(spec.degree as i64, spec.distance as i64))),
     },
 ];
@@ -127,9 +127,12 @@ impl Prefetcher for Stride {
         }
         entry.0 = line;
         if entry.2 >= 1 {
+            // Only within the region: the next 4 KiB of addresses is usually another page,
+            // which hardware prefetchers do not cross.
+            let region_lines = region * REGION_LINES..(region + 1) * REGION_LINES;
             for i in 0..self.degree {
                 let target = line as i64 + delta * (self.distance + i);
-                if target >= 0 {
+                if target >= 0 && region_lines.contains(&(target as u64)) {
                     out.push(Line(target as u64));
                 }
             }
@@ -160,6 +163,8 @@ mod tests {
         let spec = PrefetcherSpec { kind: "stride".into(), degree: 1, distance: 2 };
         // Lines 0, 3, 6, 9: stride 3 seen at 3 (first), confirmed at 6 -> 6 + 3*2 = 12; at 9 -> 15.
         assert_eq!(run(spec.build().unwrap().as_mut(), &[0, 3, 6, 9]), vec![12, 15]);
+        // Nothing beyond the 64-line region the stride runs in.
+        assert!(run(spec.build().unwrap().as_mut(), &[54, 57, 60, 63]).is_empty());
         assert!(spec.build().is_some());
         assert!(PrefetcherSpec::default().build().is_none());
         assert!(PrefetcherSpec { kind: "magic".into(), ..Default::default() }.validate("p").is_err());
