@@ -72,6 +72,9 @@ impl TcpRxSpec {
     }
 }
 
+/// Bytes of a memory page (the block each `struct page` is placed in).
+const PAGE_BYTES: u64 = 4096;
+
 /// A received packet waiting on the socket for the application.
 #[derive(Debug, Clone, Copy)]
 struct Skb {
@@ -87,8 +90,11 @@ pub struct Socket {
     queue: VecDeque<Skb>,
     /// The `struct page` (one line) of each buffer of the queue's page pool, by buffer index:
     /// NAPI updates it when it attaches the page to an sk_buff, the application when freeing it
-    /// drops the page's reference, so the line moves between their cores.
+    /// drops the page's reference, so the line moves between their cores. A pool's pages come
+    /// from all over memory, so their `struct page`s are not neighbours: each sits in a 4 KiB
+    /// block of its own (no prefetcher streams through them).
     pages: Line,
+    lines_per_page: u64,
     /// Free sk_buffs (their first metadata line), the last freed on top: NAPI allocates from
     /// here and the application frees here.
     free_skbs: Vec<Line>,
@@ -99,12 +105,12 @@ pub struct Socket {
 impl Socket {
     /// The socket of RX queue `queue`, with the page metadata of its pool.
     pub fn for_queue(queue: &RxQueue, allocator: &mut Allocator, node: u32, line_bits: u32) -> Socket {
-        let pages = allocator.alloc(node, (queue.pool_buffers() as u64) << line_bits).line(line_bits);
-        Socket { queue: VecDeque::new(), pages, free_skbs: Vec::new(), waiter: None }
+        let pages = allocator.alloc(node, queue.pool_buffers() as u64 * PAGE_BYTES).line(line_bits);
+        Socket { queue: VecDeque::new(), pages, lines_per_page: PAGE_BYTES >> line_bits, free_skbs: Vec::new(), waiter: None }
     }
 
     fn page(&self, buffer: u32) -> Line {
-        Line(self.pages.0 + buffer as u64)
+        Line(self.pages.0 + buffer as u64 * self.lines_per_page)
     }
 }
 
