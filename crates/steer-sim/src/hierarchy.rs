@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::cache::prefetch::{Prefetcher, Trigger};
 use crate::cache::{Cache, Evicted, Lookup};
 use crate::memory::Memory;
-use crate::platform::{CacheSpec, MaskAgent, PlatformSpec, Relation, TopologySpec, MAX_TRACKED_CACHES};
+use crate::platform::{CacheSpec, InjectedInsertion, MaskAgent, PlatformSpec, Relation, TopologySpec, MAX_TRACKED_CACHES};
 use crate::units::{Clock, Line, Time};
 
 /// Where a core's demand access was satisfied.
@@ -247,6 +247,8 @@ pub struct Hierarchy {
     l3: Vec<Cache>,
     l2_relation: Relation,
     l3_relation: Relation,
+    /// Where a line injected into an L2 enters its replacement order.
+    l2_injected_insertion: InjectedInsertion,
     latency: [Time; 5],
     pub memory: Memory,
     /// Index of holders per line; `None` when the caches are few enough to be asked directly.
@@ -290,6 +292,7 @@ impl Hierarchy {
             l3: (0..t.ccx_count()).map(|_| Cache::new(&l3)).collect(),
             l2_relation: platform.l2.relation,
             l3_relation: platform.l3.relation,
+            l2_injected_insertion: platform.l2.injected_insertion,
             latency: [
                 clock.cycles(platform.l1d.latency_cycles),
                 clock.cycles(platform.l2.latency_cycles),
@@ -789,6 +792,9 @@ impl Hierarchy {
                 // A write to a present line is a use, as a core's write hit is.
                 if !self.l2[core as usize].access(line, true).hit() {
                     self.fill_l2(core, line, true, now);
+                    if self.l2_injected_insertion == InjectedInsertion::Lru {
+                        self.l2[core as usize].demote(line);
+                    }
                 }
                 self.dir_add(line, core);
                 self.stats.dma_lines_to_cache += 1;

@@ -53,6 +53,18 @@ impl WayMaskSpec {
     }
 }
 
+choice! {
+    /// Where a line a device writes into a cache (cache injection) enters its set's replacement
+    /// order.
+    pub enum InjectedInsertion {
+        /// Where a core's fill goes: most recently used.
+        Mru,
+        /// Where replacement evicts next: the line displaces only lines colder than it, until a
+        /// core uses it.
+        Lru,
+    }
+}
+
 params! {
     /// One cache level.
     pub struct CacheSpec {
@@ -74,6 +86,9 @@ params! {
         way_masks: Vec<WayMaskSpec> = Vec::new(),
         /// Hardware prefetcher training on this level's demand accesses (L1D and L2 only).
         prefetcher: PrefetcherSpec = PrefetcherSpec::default(),
+        /// Where lines a device injects into this level enter replacement, `mru` or `lru`
+        /// (read at L2, SDCI's target).
+        injected_insertion: InjectedInsertion = InjectedInsertion::Mru,
     }
 }
 

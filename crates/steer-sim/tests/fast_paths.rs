@@ -140,6 +140,9 @@ impl ReplacementPolicy for StampLru {
             self.on_fill(set, way);
         }
     }
+    fn demote(&mut self, set: usize, way: usize) {
+        self.stamps[set * self.ways + way] = 0;
+    }
     fn victim(&mut self, set: usize, allowed: u64) -> usize {
         let allowed_ways = (0..self.ways).filter(|way| allowed >> way & 1 == 1);
         allowed_ways.min_by_key(|way| self.stamps[set * self.ways + way]).unwrap()

@@ -169,6 +169,14 @@ impl Cache {
         }
     }
 
+    /// Moves a present line to where replacement evicts next in its set (see
+    /// `ReplacementPolicy::demote`); nothing if absent.
+    pub fn demote(&mut self, line: Line) {
+        if let Some((set, way)) = self.slot_of(line) {
+            self.policy.demote(set, way);
+        }
+    }
+
     /// Marks a present line as brought in by a prefetch.
     pub fn mark_prefetched(&mut self, line: Line) {
         if let Some((set, way)) = self.slot_of(line) {

@@ -11,9 +11,12 @@ use super::host_prefetch;
 /// for every hit, `on_fill` when a line is installed, `on_invalidate` when a line leaves without
 /// being chosen as a victim, and `victim` only when every way allowed by `allowed` is valid
 /// (the cache fills invalid ways first). `victim` must return a way whose bit is set in `allowed`.
+/// `demote` moves a valid way to where the policy evicts next (a fill not expected to be reused
+/// soon, such as an injected line), so that it displaces nothing until it is used.
 pub trait ReplacementPolicy: Send {
     fn on_hit(&mut self, set: usize, way: usize, write: bool);
     fn on_fill(&mut self, set: usize, way: usize);
+    fn demote(&mut self, set: usize, way: usize);
     fn on_invalidate(&mut self, _set: usize, _way: usize) {}
     fn victim(&mut self, set: usize, allowed: u64) -> usize;
     /// Starts loading the host memory holding `set`'s state (`super::host_prefetch`); a hint.
@@ -73,6 +76,9 @@ impl ReplacementPolicy for Replacement {
     #[inline]
     fn on_invalidate(&mut self, set: usize, way: usize) {
         dispatch!(self.on_invalidate(set, way))
+    }
+    fn demote(&mut self, set: usize, way: usize) {
+        dispatch!(self.demote(set, way))
     }
     #[inline]
     fn victim(&mut self, set: usize, allowed: u64) -> usize {
@@ -170,6 +176,14 @@ impl ReplacementPolicy for Lru {
     fn on_fill(&mut self, set: usize, way: usize) {
         self.touch(set, way);
     }
+    fn demote(&mut self, set: usize, way: usize) {
+        let ranks = &mut self.ranks[set * self.ways..(set + 1) * self.ways];
+        let old = ranks[way];
+        for rank in ranks.iter_mut() {
+            *rank -= (*rank > old) as u8;
+        }
+        ranks[way] = (self.ways - 1) as u8;
+    }
     fn victim(&mut self, set: usize, allowed: u64) -> usize {
         let ranks = &self.ranks[set * self.ways..(set + 1) * self.ways];
         // The least recent way of the set, if allowed, is the answer without looking further.
@@ -206,23 +220,30 @@ impl TreePlru {
         TreePlru { ways, bits: vec![0; sets], options }
     }
 
-    /// Points every node on the path to `way` away from it.
-    fn touch(&mut self, set: usize, way: usize) {
+    /// Points every node on the path to `way` away from it (`toward = false`, a use) or at it.
+    fn point(&mut self, set: usize, way: usize, toward: bool) {
         let (mut node, mut lo, mut span) = (0usize, 0usize, self.ways);
         while span > 1 {
             let half = span / 2;
             let went_right = way >= lo + half;
-            // bit = 1 means "the victim is on the right": point away from the used side.
-            if went_right {
+            // bit = 1 means "the victim is on the right".
+            if went_right == toward {
+                self.bits[set] |= 1 << node;
+            } else {
                 self.bits[set] &= !(1 << node);
+            }
+            if went_right {
                 lo += half;
                 node = 2 * node + 2;
             } else {
-                self.bits[set] |= 1 << node;
                 node = 2 * node + 1;
             }
             span = half;
         }
+    }
+
+    fn touch(&mut self, set: usize, way: usize) {
+        self.point(set, way, false);
     }
 }
 
@@ -234,6 +255,9 @@ impl ReplacementPolicy for TreePlru {
     }
     fn on_fill(&mut self, set: usize, way: usize) {
         self.touch(set, way);
+    }
+    fn demote(&mut self, set: usize, way: usize) {
+        self.point(set, way, true);
     }
     fn victim(&mut self, set: usize, allowed: u64) -> usize {
         let any_allowed = |lo: usize, span: usize| {
@@ -335,6 +359,10 @@ impl ReplacementPolicy for Rrip {
         self.rrpv[set * self.ways + way] = if distant { RRPV_MAX } else { RRPV_MAX - 1 };
     }
 
+    fn demote(&mut self, set: usize, way: usize) {
+        self.rrpv[set * self.ways + way] = RRPV_MAX;
+    }
+
     fn victim(&mut self, set: usize, allowed: u64) -> usize {
         let base = set * self.ways;
         loop {
@@ -392,6 +420,34 @@ mod tests {
         assert_eq!(plru.victim(0, 0b1111), 2);
         // Masked to the left half only.
         assert_eq!(plru.victim(0, 0b0011), 1);
+    }
+
+    #[test]
+    fn a_demoted_way_is_the_next_victim_under_every_policy() {
+        let policies: [Replacement; 3] = [
+            Replacement::Lru(Lru::new(1, 4, OPTS)),
+            Replacement::TreePlru(TreePlru::new(1, 4, OPTS)),
+            Replacement::Rrip(Rrip::new(1, 4, OPTS, RripMode::Static)),
+        ];
+        for mut policy in policies {
+            for way in 0..4 {
+                policy.on_fill(0, way);
+                policy.on_hit(0, way, false);
+            }
+            // Way 3, the most recently used, is demoted: it goes next, then a use protects it again.
+            policy.demote(0, 3);
+            assert_eq!(policy.victim(0, 0b1111), 3);
+            policy.on_hit(0, 3, false);
+            assert_ne!(policy.victim(0, 0b1111), 3);
+        }
+        // LRU keeps its ranks a permutation: after demoting way 0, the others keep their order.
+        let mut lru = Lru::new(1, 4, OPTS);
+        for way in 0..4 {
+            lru.on_fill(0, way);
+        }
+        lru.demote(0, 0);
+        assert_eq!(lru.ranks, vec![3, 2, 1, 0]);
+        assert_eq!(lru.victim(0, 0b1110), 1);
     }
 
     /// Hit rate of a cyclic scan over `lines` lines through one 8-way set after warm-up.
