@@ -118,7 +118,7 @@ impl Simulation {
                         // Page metadata lives with the pages, on the NIC's node.
                         let (rx, node) = (&system.nics[nic].queues[queue], system.nics[nic].spec.numa_node);
                         let line_bits = system.platform.line_bits();
-                        system.sockets.push(Socket::for_queue(rx, &mut system.allocator, node, line_bits));
+                        system.sockets.push(Socket::for_queue(tcp, rx, &mut system.allocator, node, line_bits));
                         for role in [Role::Napi, Role::Recv] {
                             let half = TcpRx::new(workloads.len(), tcp, role, (nic, queue), socket, clock, &mut system);
                             workloads.push(Box::new(half));

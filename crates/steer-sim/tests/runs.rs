@@ -290,16 +290,31 @@ fn sdci_shortens_the_ping_pong_by_the_memory_reads_it_saves() {
 }
 
 #[test]
-fn napi_keeps_its_working_set_in_l2_under_sdci_and_page_metadata_moves_between_cores() {
+fn napi_keeps_its_working_set_in_l2_under_sdci_and_socket_state_moves_between_cores() {
     let r = run_builtin(
         "iperf-rx",
         &["sim.warmup_us=300", "sim.measure_us=300", "platform=\"turin-9575f\"", "offered_gbps=70.0", "app_offset=1", "tph_mode=\"iv\""],
     );
     let irq = &r["cores"]["0"]["dc_fills"];
-    // sk_buffs come back last-freed first, so the injected pages do not push NAPI's own lines out.
+    // Injected lines enter the L2 where it evicts next (turin's `injected_insertion = "lru"`), so
+    // the injected pages do not push NAPI's own lines out.
     assert!(f(&irq["l2"]) > 0.7, "{irq}");
-    // Each page's struct page was last written by the application's core when it freed the page.
+    // The socket state the application's core wrote last comes from there.
     assert!(f(&irq["peer_l2"]) + f(&irq["l3"]) > 0.05, "{irq}");
+    // Inserted as most recently used, the injected stream displaces them.
+    let mru = run_builtin(
+        "iperf-rx",
+        &[
+            "sim.warmup_us=300",
+            "sim.measure_us=300",
+            "platform=\"turin-9575f\"",
+            "offered_gbps=70.0",
+            "app_offset=1",
+            "tph_mode=\"iv\"",
+            "platform.l2.injected_insertion=\"mru\"",
+        ],
+    );
+    assert!(f(&mru["cores"]["0"]["dc_fills"]["l2"]) < 0.5, "{}", mru["cores"]["0"]["dc_fills"]);
 }
 
 #[test]

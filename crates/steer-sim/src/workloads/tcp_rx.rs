@@ -1,14 +1,23 @@
 //! The Linux TCP receive path, as iperf exercises it: NAPI on the IRQ CPU takes completions,
 //! reads each packet's header, builds its sk_buff and queues it on the socket; the application
 //! (iperf's `recv`) on its own CPU reads the sk_buff and copies the payload into a reused user
-//! buffer, then frees the page back to the queue's page pool. The two run on one CPU, on SMT
-//! siblings, or on two cores, as in the seeds' placements.
+//! buffer. Since Linux 5.19 recv does not free the sk_buff itself but hands it back to the CPU
+//! that allocated it (`skb_attempt_defer_free`); NAPI frees it at its next poll, recycling the
+//! pages straight into its page pool's cache. The two halves run on one CPU, on SMT siblings, or
+//! on two cores, as in the seeds' placements.
+//!
+//! With hardware GRO (bnxt's TPA, on by default) the NIC merges consecutive segments of a flow:
+//! each queue buffer is one page of an aggregation with its own completion, and the driver builds
+//! one sk_buff per `tpa_pages` pages, reading the headers and doing the protocol work once per
+//! aggregation, and hands it to the socket when its last page is in. (The traffic is one
+//! continuous flow, so aggregations always fill; the NIC's aggregation timeout is not modelled.)
 
 use std::collections::VecDeque;
 
 use crate::devices::nic::{Allocator, Completion, Poll, RxQueue};
 use crate::engine::System;
 use crate::error::{ensure, ConfigResult};
+use crate::hierarchy::Hierarchy;
 use crate::params::params;
 use crate::units::{Clock, Line, Time};
 use crate::workloads::timing::{Activity, CoreTimer};
@@ -39,11 +48,21 @@ params! {
         /// last-freed first, as SLUB's freelists hand them out, so the slab's footprint is what is
         /// in flight; it grows by this many when every sk_buff is.
         skb_pool: u32 = 64,
-        /// Cycles of protocol work per packet in NAPI (IP/TCP receive, GRO), besides memory
+        /// Pages hardware GRO merges into one sk_buff: bnxt aggregates up to 64 KiB of a flow.
+        /// 1: no aggregation (every page is a packet of its own).
+        tpa_pages: u32 = 16,
+        /// Cycles of protocol work per sk_buff in NAPI (IP/TCP receive, GRO), besides memory
         /// accesses. Assumed: ~1000 cycles, the order of published per-packet costs of Linux's stack.
         napi_cycles_per_packet: f64 = 1000.0,
+        /// Cycles per aggregation page in NAPI (its completion, attaching the page to the
+        /// sk_buff). Assumed: ~150 cycles.
+        napi_cycles_per_page: f64 = 150.0,
         /// Cycles of work per packet in recv (syscall, socket bookkeeping), besides the copy. Assumed.
         recv_cycles_per_packet: f64 = 400.0,
+        /// Lines of socket state both halves write for each sk_buff: the receive queue and its
+        /// lock, receive-memory accounting, TCP's receive sequence state, the deferred-free list.
+        /// Assumed: 4.
+        socket_lines: u32 = 4,
     }
 }
 
@@ -56,6 +75,7 @@ impl TcpRxSpec {
         }
         ensure(self.napi_budget >= 1, &format!("{path}.napi_budget"), || "must be at least 1".into())?;
         ensure(self.skb_pool >= 1, &format!("{path}.skb_pool"), || "must be at least 1".into())?;
+        ensure(self.tpa_pages >= 1, &format!("{path}.tpa_pages"), || "must be at least 1".into())?;
         ensure(self.app_buffer_bytes >= 64, &format!("{path}.app_buffer_bytes"), || "must be at least 64".into())
     }
 
@@ -72,6 +92,9 @@ impl TcpRxSpec {
     }
 }
 
+/// Deferred sk_buffs at which the application's CPU kicks NAPI's to free them.
+const DEFER_KICK: u32 = 32;
+
 /// Bytes of a memory page (the block each `struct page` is placed in).
 const PAGE_BYTES: u64 = 4096;
 
@@ -81,36 +104,63 @@ struct Skb {
     completion: Completion,
     metadata: Line,
     head: Line,
+    /// The last page of its sk_buff: consuming it frees the sk_buff.
+    last: bool,
 }
 
 /// The socket between NAPI and the application, shared by the two halves, with the queue's page
-/// metadata both touch.
+/// metadata.
 #[derive(Debug)]
 pub struct Socket {
     queue: VecDeque<Skb>,
-    /// The `struct page` (one line) of each buffer of the queue's page pool, by buffer index:
-    /// NAPI updates it when it attaches the page to an sk_buff, the application when freeing it
-    /// drops the page's reference, so the line moves between their cores. A pool's pages come
-    /// from all over memory, so their `struct page`s are not neighbours: each sits in a 4 KiB
-    /// block of its own (no prefetcher streams through them).
+    /// Pages of sk_buffs the application has consumed, waiting for NAPI to free them, and how
+    /// many sk_buffs they make.
+    deferred: Vec<Skb>,
+    deferred_skbs: u32,
+    /// The socket state both halves write (`socket_lines` lines).
+    shared: Line,
+    shared_lines: u64,
+    /// The `struct page` (one line) of each buffer of the queue's page pool, by buffer index,
+    /// which NAPI updates when it attaches the page to an sk_buff and when it recycles it. A
+    /// pool's pages come from all over memory, so their `struct page`s are not neighbours: each
+    /// sits in a 4 KiB block of its own (no prefetcher streams through them).
     pages: Line,
     lines_per_page: u64,
     /// Free sk_buffs (their first metadata line), the last freed on top: NAPI allocates from
-    /// here and the application frees here.
+    /// here and frees here.
     free_skbs: Vec<Line>,
     /// The application's workload index while it sleeps on an empty socket.
     waiter: Option<usize>,
 }
 
 impl Socket {
-    /// The socket of RX queue `queue`, with the page metadata of its pool.
-    pub fn for_queue(queue: &RxQueue, allocator: &mut Allocator, node: u32, line_bits: u32) -> Socket {
-        let pages = allocator.alloc(node, queue.pool_buffers() as u64 * PAGE_BYTES).line(line_bits);
-        Socket { queue: VecDeque::new(), pages, lines_per_page: PAGE_BYTES >> line_bits, free_skbs: Vec::new(), waiter: None }
+    /// The socket of RX queue `queue` for a path with `spec`, with the page metadata of its pool.
+    pub fn for_queue(spec: &TcpRxSpec, queue: &RxQueue, allocator: &mut Allocator, node: u32, line_bits: u32) -> Socket {
+        let shared_lines = spec.socket_lines as u64;
+        Socket {
+            queue: VecDeque::new(),
+            deferred: Vec::new(),
+            deferred_skbs: 0,
+            shared: allocator.alloc(node, (shared_lines << line_bits).max(1)).line(line_bits),
+            shared_lines,
+            pages: allocator.alloc(node, queue.pool_buffers() as u64 * PAGE_BYTES).line(line_bits),
+            lines_per_page: PAGE_BYTES >> line_bits,
+            free_skbs: Vec::new(),
+            waiter: None,
+        }
+    }
+
+    /// Writes the socket state both halves update.
+    fn update_shared(&self, timer: &mut CoreTimer, hierarchy: &mut Hierarchy) {
+        for line in self.shared.0..self.shared.0 + self.shared_lines {
+            timer.issue(hierarchy, Line(line), true);
+        }
     }
 
     fn page(&self, buffer: u32) -> Line {
-        Line(self.pages.0 + buffer as u64 * self.lines_per_page)
+        // At a scattered line of its block, as pages' frame numbers scatter them over the cache sets.
+        let offset = (buffer as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
+        Line(self.pages.0 + buffer as u64 * self.lines_per_page + offset % self.lines_per_page)
     }
 }
 
@@ -149,6 +199,11 @@ pub struct TcpRx {
     frag_cache: Line,
     frag_cache_lines: u64,
     frag_cursor: u64,
+    /// NAPI's aggregation in progress: its sk_buff (metadata and head), its pages so far, and
+    /// those pages as they will reach the socket.
+    open_skb: Option<(Line, Line)>,
+    open_pages: u32,
+    open_pages_queued: Vec<Skb>,
     app_buffer: Line,
     app_lines: u64,
     app_cursor: u64,
@@ -199,6 +254,9 @@ impl TcpRx {
             frag_cache,
             frag_cache_lines,
             frag_cursor: 0,
+            open_skb: None,
+            open_pages: 0,
+            open_pages_queued: Vec::new(),
             app_buffer,
             app_lines: (spec.app_buffer_bytes >> line_bits).max(1),
             app_cursor: 0,
@@ -211,6 +269,20 @@ impl TcpRx {
         let System { hierarchy, nics, sockets, wakes, allocator, .. } = system;
         let queue = &mut nics[self.nic].queues[self.queue];
         let timer = &mut self.timer;
+        // First the sk_buffs the application handed back: their pages go to the page pool's
+        // cache (last freed, first reused) and refill the ring, the sk_buffs to the slab.
+        let socket = &mut sockets[self.socket];
+        socket.deferred_skbs = 0;
+        for skb in std::mem::take(&mut socket.deferred) {
+            timer.issue(hierarchy, socket.page(skb.completion.buffer), true);
+            queue.recycle(skb.completion.buffer);
+            if skb.last {
+                for line in skb.metadata.0..skb.metadata.0 + self.spec.skb_lines as u64 {
+                    timer.issue(hierarchy, Line(line), true);
+                }
+                socket.free_skbs.push(skb.metadata);
+            }
+        }
         let mut taken = 0;
         while taken < self.spec.napi_budget {
             match queue.poll(timer.now) {
@@ -224,24 +296,43 @@ impl TcpRx {
             }
             let completion = queue.take();
             timer.load_dependent(hierarchy, completion.entry_line);
-            // Protocol processing reads the headers in the packet's first line.
-            timer.load_dependent(hierarchy, queue.buffer_addr(completion.buffer).line(self.line_bits));
             let socket = &mut sockets[self.socket];
+            let (metadata, head) = match self.open_skb {
+                Some(skb) => skb,
+                None => {
+                    // A new aggregation: protocol processing reads the headers in its first
+                    // page's first line and builds the sk_buff.
+                    timer.load_dependent(hierarchy, queue.buffer_addr(completion.buffer).line(self.line_bits));
+                    let metadata = self.slab.alloc(socket, allocator);
+                    let head = Line(self.frag_cache.0 + self.frag_cursor);
+                    self.frag_cursor = (self.frag_cursor + self.spec.head_lines as u64) % self.frag_cache_lines;
+                    let skb_lines = metadata.0..metadata.0 + self.spec.skb_lines as u64;
+                    for line in skb_lines.chain(head.0..head.0 + self.spec.head_lines as u64) {
+                        timer.issue(hierarchy, Line(line), true);
+                    }
+                    timer.compute(self.spec.napi_cycles_per_packet);
+                    (metadata, head)
+                }
+            };
             timer.issue(hierarchy, socket.page(completion.buffer), true);
-            let metadata = self.slab.alloc(socket, allocator);
-            let head = Line(self.frag_cache.0 + self.frag_cursor);
-            self.frag_cursor = (self.frag_cursor + self.spec.head_lines as u64) % self.frag_cache_lines;
-            for line in (metadata.0..metadata.0 + self.spec.skb_lines as u64).chain(head.0..head.0 + self.spec.head_lines as u64) {
-                timer.issue(hierarchy, Line(line), true);
+            timer.compute(self.spec.napi_cycles_per_page);
+            self.open_pages += 1;
+            let last = self.open_pages == self.spec.tpa_pages;
+            self.open_skb = (!last).then_some((metadata, head));
+            if last {
+                self.open_pages = 0;
             }
-            timer.compute(self.spec.napi_cycles_per_packet);
             queue.finish(&completion);
             // The driver refills the descriptor with a fresh page from the page pool.
             timer.issue(hierarchy, queue.next_descriptor_addr().line(self.line_bits), true);
             queue.refill();
-            socket.queue.push_back(Skb { completion, metadata, head });
-            if let Some(app) = socket.waiter.take() {
-                wakes.push((app, timer.now));
+            self.open_pages_queued.push(Skb { completion, metadata, head, last });
+            if last {
+                socket.update_shared(timer, hierarchy);
+                socket.queue.extend(self.open_pages_queued.drain(..));
+                if let Some(app) = socket.waiter.take() {
+                    wakes.push((app, timer.now));
+                }
             }
             taken += 1;
         }
@@ -252,7 +343,7 @@ impl TcpRx {
     /// One recv() call: copies queued packets into the user buffer until it is full (or the
     /// socket is empty), freeing each packet's page.
     fn recv(&mut self, system: &mut System) -> Option<Time> {
-        let System { hierarchy, nics, sockets, .. } = system;
+        let System { hierarchy, nics, sockets, wakes, .. } = system;
         let socket = &mut sockets[self.socket];
         if socket.queue.is_empty() {
             socket.waiter = Some(self.index);
@@ -274,11 +365,20 @@ impl TcpRx {
                 timer.issue(hierarchy, destination, true);
             }
             timer.compute(self.spec.recv_cycles_per_packet);
-            // Freeing the skb drops its page's reference and returns the page to the pool,
-            // which refills the ring.
-            timer.issue(hierarchy, socket.page(skb.completion.buffer), true);
-            queue.recycle(skb.completion.buffer);
-            socket.free_skbs.push(skb.metadata);
+            if skb.last {
+                // Unlinked from the socket, the sk_buff goes on the IRQ CPU's deferred-free
+                // list (its `next` pointer is the first metadata line).
+                socket.update_shared(timer, hierarchy);
+                timer.issue(hierarchy, skb.metadata, true);
+                socket.deferred_skbs += 1;
+                // At half of `net.core.skb_defer_max` (64) Linux kicks the IRQ CPU to free them.
+                if socket.deferred_skbs == DEFER_KICK {
+                    if let Some(napi) = queue.waiter.take() {
+                        wakes.push((napi, timer.now));
+                    }
+                }
+            }
+            socket.deferred.push(skb);
             copied += skb.completion.bytes as u64;
             if copied >= self.spec.app_buffer_bytes {
                 break;
