@@ -98,9 +98,9 @@ const DEFER_KICK: u32 = 32;
 /// Bytes of a memory page (the block each `struct page` is placed in).
 const PAGE_BYTES: u64 = 4096;
 
-/// A received packet waiting on the socket for the application.
+/// One page of a received sk_buff, as the socket queues it for the application.
 #[derive(Debug, Clone, Copy)]
-struct Skb {
+struct SkbPage {
     completion: Completion,
     metadata: Line,
     head: Line,
@@ -112,10 +112,10 @@ struct Skb {
 /// metadata.
 #[derive(Debug)]
 pub struct Socket {
-    queue: VecDeque<Skb>,
+    queue: VecDeque<SkbPage>,
     /// Pages of sk_buffs the application has consumed, waiting for NAPI to free them, and how
     /// many sk_buffs they make.
-    deferred: Vec<Skb>,
+    deferred: Vec<SkbPage>,
     deferred_skbs: u32,
     /// The socket state both halves write (`socket_lines` lines).
     shared: Line,
@@ -203,7 +203,7 @@ pub struct TcpRx {
     /// those pages as they will reach the socket.
     open_skb: Option<(Line, Line)>,
     open_pages: u32,
-    open_pages_queued: Vec<Skb>,
+    open_pages_queued: Vec<SkbPage>,
     app_buffer: Line,
     app_lines: u64,
     app_cursor: u64,
@@ -273,14 +273,14 @@ impl TcpRx {
         // cache (last freed, first reused) and refill the ring, the sk_buffs to the slab.
         let socket = &mut sockets[self.socket];
         socket.deferred_skbs = 0;
-        for skb in std::mem::take(&mut socket.deferred) {
-            timer.issue(hierarchy, socket.page(skb.completion.buffer), true);
-            queue.recycle(skb.completion.buffer);
-            if skb.last {
-                for line in skb.metadata.0..skb.metadata.0 + self.spec.skb_lines as u64 {
+        for page in std::mem::take(&mut socket.deferred) {
+            timer.issue(hierarchy, socket.page(page.completion.buffer), true);
+            queue.recycle(page.completion.buffer);
+            if page.last {
+                for line in page.metadata.0..page.metadata.0 + self.spec.skb_lines as u64 {
                     timer.issue(hierarchy, Line(line), true);
                 }
-                socket.free_skbs.push(skb.metadata);
+                socket.free_skbs.push(page.metadata);
             }
         }
         let mut taken = 0;
@@ -326,7 +326,7 @@ impl TcpRx {
             // The driver refills the descriptor with a fresh page from the page pool.
             timer.issue(hierarchy, queue.next_descriptor_addr().line(self.line_bits), true);
             queue.refill();
-            self.open_pages_queued.push(Skb { completion, metadata, head, last });
+            self.open_pages_queued.push(SkbPage { completion, metadata, head, last });
             if last {
                 socket.update_shared(timer, hierarchy);
                 socket.queue.extend(self.open_pages_queued.drain(..));
@@ -352,12 +352,12 @@ impl TcpRx {
         let timer = &mut self.timer;
         let queue = &mut nics[self.nic].queues[self.queue];
         let mut copied = 0u64;
-        while let Some(skb) = socket.queue.pop_front() {
-            timer.load_dependent(hierarchy, skb.metadata);
-            timer.issue(hierarchy, skb.head, false);
-            let buffer = queue.buffer_addr(skb.completion.buffer);
+        while let Some(page) = socket.queue.pop_front() {
+            timer.load_dependent(hierarchy, page.metadata);
+            timer.issue(hierarchy, page.head, false);
+            let buffer = queue.buffer_addr(page.completion.buffer);
             let first = buffer.line(self.line_bits).0;
-            let last = buffer.offset(skb.completion.bytes as u64 - 1).line(self.line_bits).0;
+            let last = buffer.offset(page.completion.bytes as u64 - 1).line(self.line_bits).0;
             for line in first..=last {
                 timer.issue(hierarchy, Line(line), false);
                 let destination = Line(self.app_buffer.0 + self.app_cursor);
@@ -365,11 +365,11 @@ impl TcpRx {
                 timer.issue(hierarchy, destination, true);
             }
             timer.compute(self.spec.recv_cycles_per_packet);
-            if skb.last {
+            if page.last {
                 // Unlinked from the socket, the sk_buff goes on the IRQ CPU's deferred-free
                 // list (its `next` pointer is the first metadata line).
                 socket.update_shared(timer, hierarchy);
-                timer.issue(hierarchy, skb.metadata, true);
+                timer.issue(hierarchy, page.metadata, true);
                 socket.deferred_skbs += 1;
                 // At half of `net.core.skb_defer_max` (64) Linux kicks the IRQ CPU to free them.
                 if socket.deferred_skbs == DEFER_KICK {
@@ -378,8 +378,8 @@ impl TcpRx {
                     }
                 }
             }
-            socket.deferred.push(skb);
-            copied += skb.completion.bytes as u64;
+            socket.deferred.push(page);
+            copied += page.completion.bytes as u64;
             if copied >= self.spec.app_buffer_bytes {
                 break;
             }
