@@ -1,7 +1,8 @@
 //! Trace replay speed: generates a deterministic trace, replays it through the three cache levels of
 //! turin-9655 and prints line operations per second, from memory and from din and binary files.
 //!
-//! `cargo bench -p steer-sim --bench trace_replay [-- ACCESSES]` (default 2,000,000 accesses).
+//! `cargo bench -p steer-sim --bench trace_replay [-- ACCESSES [mixed|streaming]]` (default
+//! 2,000,000 accesses, both traces).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -78,17 +79,24 @@ struct Row {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // `cargo bench` passes `--bench`; the only positional argument is the access count.
-    let accesses = match std::env::args().skip(1).find(|a| !a.starts_with("--")) {
+    // `cargo bench` passes `--bench`; the positional arguments are the access count and a trace.
+    let positional: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let accesses = match positional.first() {
         Some(n) => n.parse().map_err(|_| format!("`{n}` is not an access count"))?,
         None => 2_000_000,
     };
+    let only = positional.get(1).map(String::as_str);
     let preset = platform::preset("turin-9655")?;
     let like = pycachesim_like();
-    for (trace_name, records) in [
-        ("mixed: 50% hot 256 KiB, 30% streaming, 20% random over 4 GiB; 30% writes", generate(accesses, 1)),
-        ("streaming: 8-byte sweep over 64 MiB; 30% writes", generate_stream(accesses, 1)),
-    ] {
+    let traces: [(&str, &str, fn(usize, u64) -> Vec<TraceRecord>); 2] = [
+        ("mixed", "50% hot 256 KiB, 30% streaming, 20% random over 4 GiB; 30% writes", generate),
+        ("streaming", "8-byte sweep over 64 MiB; 30% writes", generate_stream),
+    ];
+    for (name, description, generator) in traces {
+        if only.is_some_and(|only| only != name) {
+            continue;
+        }
+        let records = generator(accesses, 1);
         let mut rows = Vec::new();
         for (case, spec) in [("memory, turin-9655 as published", &preset), ("memory, non-inclusive LRU", &like)] {
             let start = Instant::now();
@@ -110,7 +118,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             rows.push(Row { case, line_ops: report.line_ops, seconds: report.host_seconds });
         }
 
-        println!("{accesses} accesses, {trace_name}\n");
+        println!("{accesses} accesses, {name}: {description}\n");
         println!("{:<34} {:>12} {:>10} {:>16}", "replay", "line ops", "seconds", "line ops/s");
         for row in rows {
             let rate = row.line_ops as f64 / row.seconds;

@@ -6,10 +6,11 @@
 //! - steer's binary format: the magic `STEERTR1`, then one little-endian u64 per access holding the
 //!   kind in bits 63..62 and the byte address in bits 61..0; every access is one byte wide.
 //!
-//! Readers stream (a trace may be far larger than memory). `replay` feeds reads and writes to
-//! `Hierarchy::core_access` and reports the per-level counters, which are defined like
-//! pycachesim's: with every level non-inclusive, LRU and `write_hit_updates_recency = false`, a
-//! replay counts exactly what a pycachesim chain L1 -> L2 -> L3 -> memory counts.
+//! Readers stream (a trace may be far larger than memory). `replay` feeds reads and writes to one
+//! core's caches (`single_core`, or `Hierarchy::core_access` where the platform needs it) and
+//! reports the per-level counters, which are defined like pycachesim's: with every level
+//! non-inclusive, LRU and `write_hit_updates_recency = false`, a replay counts exactly what a
+//! pycachesim chain L1 -> L2 -> L3 -> memory counts.
 
 use std::fmt;
 use std::fs::File;
@@ -22,6 +23,9 @@ use serde::Serialize;
 use crate::hierarchy::{Hierarchy, LevelStats};
 use crate::platform::{PlatformSpec, TopologySpec};
 use crate::units::{Line, Time};
+
+mod single_core;
+use single_core::SingleCore;
 
 /// The first 8 bytes of a binary trace.
 pub const BINARY_MAGIC: &[u8; 8] = b"STEERTR1";
@@ -62,6 +66,10 @@ impl AccessKind {
             AccessKind::Write => 1,
             AccessKind::InstructionFetch => 2,
         }
+    }
+
+    fn from_code(code: u64) -> Option<AccessKind> {
+        [AccessKind::Read, AccessKind::Write, AccessKind::InstructionFetch].get(code as usize).copied()
     }
 }
 
@@ -175,6 +183,39 @@ impl<R: BufRead> TraceReader<R> {
     /// Din escape and flush records skipped so far.
     pub fn skipped(&self) -> u64 {
         self.skipped
+    }
+
+    /// Appends the next `count` records to `out`, fewer only at the end of the trace. Faster
+    /// than the iterator on a binary trace: the records already read are decoded in one loop.
+    pub fn read_chunk(&mut self, out: &mut Vec<TraceRecord>, count: usize) -> Result<(), TraceError> {
+        let goal = out.len() + count;
+        while out.len() < goal {
+            if self.format == TraceFormat::Binary && !self.failed && self.decode_block(out, goal) > 0 {
+                continue;
+            }
+            // Din text, or a binary block used up, cut short or holding an undefined record: the
+            // iterator reads on, or reports the error.
+            match self.next() {
+                Some(record) => out.push(record?),
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes the well-formed binary records read ahead into `out`, until it holds `goal`;
+    /// returns how many.
+    fn decode_block(&mut self, out: &mut Vec<TraceRecord>, goal: usize) -> usize {
+        let before = out.len();
+        for bytes in self.block[self.block_pos..].chunks_exact(8).take(goal - before) {
+            let word = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+            let Some(kind) = AccessKind::from_code(word >> 62) else { break };
+            out.push(TraceRecord { kind, addr: word & BINARY_MAX_ADDR, size: 1 });
+        }
+        let decoded = out.len() - before;
+        self.block_pos += decoded * 8;
+        self.position += decoded as u64;
+        decoded
     }
 
     fn next_din(&mut self) -> Option<Result<TraceRecord, TraceError>> {
@@ -350,12 +391,9 @@ pub fn encode_binary(record: &TraceRecord) -> Result<u64, String> {
 
 /// Decodes one binary record.
 pub fn decode_binary(word: u64) -> Result<TraceRecord, String> {
-    let kind = match word >> 62 {
-        0 => AccessKind::Read,
-        1 => AccessKind::Write,
-        2 => AccessKind::InstructionFetch,
-        code => return Err(format!("kind {code} is not defined (0 read, 1 write, 2 instruction fetch)")),
-    };
+    let code = word >> 62;
+    let kind = AccessKind::from_code(code)
+        .ok_or_else(|| format!("kind {code} is not defined (0 read, 1 write, 2 instruction fetch)"))?;
     Ok(TraceRecord { kind, addr: word & BINARY_MAX_ADDR, size: 1 })
 }
 
@@ -416,12 +454,59 @@ pub struct TraceReport {
     pub host_seconds: f64,
 }
 
+/// Which caches a `Replayer` runs the trace through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayEngine {
+    /// `single_core::SingleCore`: one core's caches alone, compact and fast.
+    SingleCore,
+    /// The coherent `Hierarchy`, for platforms the single-core engine cannot replay exactly.
+    General,
+}
+
+/// Either engine, behind what replaying needs of it.
+trait LineSink {
+    /// Starts loading the host memory a later access of `line` will read (a hint).
+    fn prefetch_host(&self, line: u64);
+    fn access(&mut self, line: u64, write: bool);
+}
+
+impl LineSink for SingleCore {
+    #[inline(always)]
+    fn prefetch_host(&self, line: u64) {
+        SingleCore::prefetch_host(self, line);
+    }
+    #[inline(always)]
+    fn access(&mut self, line: u64, write: bool) {
+        SingleCore::access(self, line, write);
+    }
+}
+
+/// The general path: the hierarchy of a one-core platform, accessed as its CPU 0.
+struct GeneralPath {
+    hierarchy: Hierarchy,
+    now: Time,
+}
+
+impl LineSink for GeneralPath {
+    fn prefetch_host(&self, line: u64) {
+        self.hierarchy.prefetch_host(0, Line(line));
+    }
+    fn access(&mut self, line: u64, write: bool) {
+        self.now += STEP;
+        self.hierarchy.core_access(0, Line(line), write, self.now);
+    }
+}
+
+enum Caches {
+    SingleCore(Box<SingleCore>),
+    General(Box<GeneralPath>),
+}
+
 /// Replays accesses one by one on one CPU; `replay` drives it from a trace, benchmarks directly.
 pub struct Replayer {
-    hierarchy: Hierarchy,
+    caches: Caches,
     line_bits: u32,
     line_bytes: u64,
-    now: Time,
     accesses: u64,
     skipped: u64,
 }
@@ -430,7 +515,9 @@ impl Replayer {
     /// Validates the platform and the CPU number, and builds the caches of that CPU's core.
     ///
     /// Only one core's caches (and its CCX's L3) are built: a single trace never touches the
-    /// others, so the counts are those of the full platform at a fraction of its memory.
+    /// others, so the counts are those of the full platform at a fraction of its memory. They are
+    /// `SingleCore`'s unless the platform uses what only the general hierarchy models (see
+    /// `single_core::unsupported`); both count alike.
     pub fn new(platform: &PlatformSpec, cpu: u32) -> Result<Replayer, TraceError> {
         platform.validate("platform").map_err(|e| TraceError::new(e.path, None, e.message))?;
         let cpus = platform.topology.cpus();
@@ -441,52 +528,42 @@ impl Replayer {
                 format!("CPU {cpu} does not exist (platform `{}` has CPUs 0..{})", platform.name, cpus - 1),
             ));
         }
-        let mut one_core = platform.clone();
-        one_core.topology = TopologySpec { sockets: 1, ccx_per_socket: 1, cores_per_ccx: 1, threads_per_core: 1 };
+        let caches = if single_core::unsupported(platform).is_none() {
+            Caches::SingleCore(Box::new(SingleCore::new(platform)))
+        } else {
+            let mut one_core = platform.clone();
+            one_core.topology = TopologySpec { sockets: 1, ccx_per_socket: 1, cores_per_ccx: 1, threads_per_core: 1 };
+            Caches::General(Box::new(GeneralPath { hierarchy: Hierarchy::new(&one_core), now: Time::ZERO }))
+        };
         Ok(Replayer {
-            hierarchy: Hierarchy::new(&one_core),
+            caches,
             line_bits: platform.line_bits(),
             line_bytes: platform.line_bytes() as u64,
-            now: Time::ZERO,
             accesses: 0,
             skipped: 0,
         })
     }
 
-    /// Replays one access: every line it touches, in address order. Instruction fetches are not
-    /// modelled (there is no L1I) and only counted as skipped. A size of 0 counts as 1 byte.
-    pub fn access(&mut self, record: &TraceRecord) {
-        let write = match record.kind {
-            AccessKind::Read => false,
-            AccessKind::Write => true,
-            AccessKind::InstructionFetch => {
-                self.skipped += 1;
-                return;
-            }
-        };
-        self.accesses += 1;
-        let last = record.addr.saturating_add(record.size.max(1) as u64 - 1);
-        for line in record.addr >> self.line_bits..=last >> self.line_bits {
-            self.now += STEP;
-            self.hierarchy.core_access(0, Line(line), write, self.now);
+    pub fn engine(&self) -> ReplayEngine {
+        match self.caches {
+            Caches::SingleCore(_) => ReplayEngine::SingleCore,
+            Caches::General(_) => ReplayEngine::General,
         }
     }
 
-    /// Replays accesses in order as `access` does, asking the host to start loading the L3 set
-    /// of the access `PREFETCH_DISTANCE` places ahead (once per run of accesses to one line): a
-    /// replay through a large L3 is bound by host cache misses, and this lets them overlap.
+    /// Replays one access: every line it touches, in address order. Instruction fetches are not
+    /// modelled (there is no L1I) and only counted as skipped. A size of 0 counts as 1 byte.
+    pub fn access(&mut self, record: &TraceRecord) {
+        self.access_all(std::slice::from_ref(record));
+    }
+
+    /// Replays accesses in order as `access` does.
     pub fn access_all(&mut self, records: &[TraceRecord]) {
-        let mut prefetched = None;
-        for (i, record) in records.iter().enumerate() {
-            if let Some(ahead) = records.get(i + PREFETCH_DISTANCE) {
-                let line = Line(ahead.addr >> self.line_bits);
-                if prefetched != Some(line) {
-                    self.hierarchy.prefetch_host(0, line);
-                    prefetched = Some(line);
-                }
-            }
-            self.access(record);
+        match &mut self.caches {
+            Caches::SingleCore(caches) => self.accesses += replay_records(caches.as_mut(), records, self.line_bits),
+            Caches::General(caches) => self.accesses += replay_records(caches.as_mut(), records, self.line_bits),
         }
+        self.skipped += records.iter().filter(|r| r.kind == AccessKind::InstructionFetch).count() as u64;
     }
 
     /// Counts records skipped before they reached `access` (din escapes and flushes).
@@ -496,23 +573,74 @@ impl Replayer {
 
     /// The counters so far; `host_seconds` is the caller's measurement.
     pub fn report(&self, host_seconds: f64) -> TraceReport {
-        let stats = &self.hierarchy.stats;
-        let (read_bytes, write_bytes) = self
-            .hierarchy
-            .memory
-            .stats()
-            .fold((0, 0), |(r, w), channel| (r + channel.read_bytes, w + channel.write_bytes));
+        let (line_ops, [l1d, l2, l3], memory) = match &self.caches {
+            Caches::SingleCore(caches) => (
+                caches.line_ops,
+                caches.stats.each_ref(),
+                MemoryReport { reads: caches.memory_reads, writes: caches.memory_writes },
+            ),
+            Caches::General(general) => {
+                let hierarchy = &general.hierarchy;
+                let (read_bytes, write_bytes) = hierarchy
+                    .memory
+                    .stats()
+                    .fold((0, 0), |(r, w), channel| (r + channel.read_bytes, w + channel.write_bytes));
+                let stats = &hierarchy.stats;
+                (
+                    stats.line_ops,
+                    [&stats.l1d, &stats.l2, &stats.l3],
+                    MemoryReport { reads: read_bytes / self.line_bytes, writes: write_bytes / self.line_bytes },
+                )
+            }
+        };
         TraceReport {
             accesses: self.accesses,
             skipped: self.skipped,
-            line_ops: stats.line_ops,
-            l1d: LevelReport::from(&stats.l1d),
-            l2: LevelReport::from(&stats.l2),
-            l3: LevelReport::from(&stats.l3),
-            memory: MemoryReport { reads: read_bytes / self.line_bytes, writes: write_bytes / self.line_bytes },
+            line_ops,
+            l1d: LevelReport::from(l1d),
+            l2: LevelReport::from(l2),
+            l3: LevelReport::from(l3),
+            memory,
             host_seconds,
         }
     }
+}
+
+/// Replays the reads and writes among `records` into `caches`, each line an access touches in
+/// address order; returns how many were replayed (instruction fetches are not modelled).
+///
+/// It asks the host to start loading the L3 set of the access `PREFETCH_DISTANCE` places ahead
+/// (once per run of accesses to one line): a replay through a large L3 is bound by host cache
+/// misses, and this lets them overlap.
+fn replay_records(caches: &mut impl LineSink, records: &[TraceRecord], line_bits: u32) -> u64 {
+    let mut replayed = 0;
+    let mut prefetched = None;
+    for (i, record) in records.iter().enumerate() {
+        if let Some(ahead) = records.get(i + PREFETCH_DISTANCE) {
+            let line = ahead.addr >> line_bits;
+            if prefetched != Some(line) {
+                caches.prefetch_host(line);
+                prefetched = Some(line);
+            }
+        }
+        let write = match record.kind {
+            AccessKind::Read => false,
+            AccessKind::Write => true,
+            AccessKind::InstructionFetch => continue,
+        };
+        replayed += 1;
+        let last = record.addr.saturating_add(record.size.max(1) as u64 - 1) >> line_bits;
+        let mut line = record.addr >> line_bits;
+        // Not a `..=` range: its iterator costs more than an access that hits.
+        loop {
+            caches.access(line, write);
+            if line == last {
+                break;
+            }
+            line += 1;
+        }
+    }
+    replayed
 }
 
 /// Replays a whole trace on logical CPU `cpu` of `platform`, from empty caches.
@@ -526,9 +654,7 @@ pub fn replay<R: BufRead>(
     let mut chunk = Vec::with_capacity(REPLAY_CHUNK);
     loop {
         chunk.clear();
-        for record in reader.by_ref().take(REPLAY_CHUNK) {
-            chunk.push(record?);
-        }
+        reader.read_chunk(&mut chunk, REPLAY_CHUNK)?;
         if chunk.is_empty() {
             break;
         }

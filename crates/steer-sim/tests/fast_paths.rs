@@ -2,16 +2,20 @@
 //! - a cache tries the way it used last before searching a set, keeps valid, dirty and prefetch
 //!   bits per set, and LRU keeps recency ranks (skipping the update of a line already the most
 //!   recent) rather than use stamps: checked against a plain cache with per-way stamps;
-//! - a trace replay builds one core's caches only, so no other cache is asked for a copy, and
-//!   prefetches host memory ahead of the trace: checked against `core_access` on a platform with
-//!   other cores and CCXs, with and without a directory.
+//! - a trace replay runs through `SingleCore`, one core's caches alone (no other cache to ask for
+//!   a copy), with LRU sets kept in recency order in 32-bit entries until an address needs 64,
+//!   and prefetches host memory ahead of the trace: checked against `core_access` on a platform
+//!   with other cores and CCXs, with and without a directory, on small caches and on
+//!   turin-9655's; platforms it cannot replay exactly keep the general path.
 //! Random operations and traces cover every replacement policy and level relation, with writes.
 
 use steer_sim::cache::replacement::{self, PolicyOptions, ReplacementPolicy};
 use steer_sim::cache::{Cache, Evicted, Geometry, Lookup};
 use steer_sim::hierarchy::{Hierarchy, LevelStats};
 use steer_sim::platform::{CacheSpec, PlatformSpec, Relation, TopologySpec};
-use steer_sim::trace::{AccessKind, Replayer, TraceRecord, TraceReport};
+use steer_sim::cache::prefetch::PrefetcherSpec;
+use steer_sim::platform::WayMaskSpec;
+use steer_sim::trace::{AccessKind, ReplayEngine, Replayer, TraceRecord, TraceReport};
 use steer_sim::units::{Line, Rng, Time};
 
 const POLICIES: [&str; 5] = ["lru", "tree_plru", "srrip", "brrip", "drrip"];
@@ -41,17 +45,31 @@ fn platform(policy: &str, l2: Relation, l3: Relation, write_hit_updates_recency:
     platform
 }
 
-/// Runs of accesses to one line (as a sequential sweep makes), a hot set that fits the L2, and
-/// lines spread over eight times the L3; 35% writes, some accesses spanning two lines.
-fn random_trace(seed: u64, accesses: usize) -> Vec<TraceRecord> {
+/// The lines a random trace draws from: line `to_line(n)` for `n` in `0..hot` (the hot set) or
+/// `0..spread` (the rest).
+struct Footprint {
+    hot: u64,
+    spread: u64,
+    to_line: fn(u64) -> u64,
+}
+
+/// A hot set that fits the L2 of `platform` and lines spread over eight times its L3.
+const SMALL: Footprint = Footprint { hot: 48, spread: 2048, to_line: |n| n };
+
+/// As `SMALL`, a third of the lines far up the address space (64-bit entries in every level).
+const SMALL_AND_HIGH: Footprint = Footprint { hot: 48, spread: 2048, to_line: |n| if n % 3 == 0 { n | 1 << 50 } else { n } };
+
+/// Runs of accesses to one line (as a sequential sweep makes), a hot set and a spread set of
+/// lines; 35% writes, some accesses spanning two lines.
+fn random_trace(seed: u64, accesses: usize, footprint: &Footprint) -> Vec<TraceRecord> {
     let mut rng = Rng::new(seed);
     let mut line = 0;
     (0..accesses)
         .map(|_| {
             line = match rng.next_u64() % 10 {
                 0..=3 => line,
-                4..=6 => rng.next_u64() % 48,
-                _ => rng.next_u64() % 2048,
+                4..=6 => (footprint.to_line)(rng.next_u64() % footprint.hot),
+                _ => (footprint.to_line)(rng.next_u64() % footprint.spread),
             };
             let kind = if rng.next_u64() % 100 < 35 { AccessKind::Write } else { AccessKind::Read };
             let size = if rng.next_u64() % 10 == 0 { 16 } else { 1 };
@@ -84,34 +102,104 @@ fn general_path(platform: &PlatformSpec, directory: bool, trace: &[TraceRecord])
     ([stats.l1d.clone(), stats.l2.clone(), stats.l3.clone()], (reads / LINE_BYTES, writes / LINE_BYTES))
 }
 
+/// Replays `trace` with a `Replayer`, which must pick `engine`, and requires the counts of the
+/// general path (with and without a directory, if `both_holder_modes`).
+fn assert_replay_counts_as_general_path(
+    platform: &PlatformSpec,
+    trace: &[TraceRecord],
+    engine: ReplayEngine,
+    both_holder_modes: bool,
+    case: &str,
+) {
+    let mut replayer = Replayer::new(platform, 0).unwrap();
+    assert_eq!(replayer.engine(), engine, "{case}");
+    replayer.access_all(trace);
+    let fast = replayed(&replayer.report(0.0));
+    assert!(fast.0[2].misses > 0 && fast.0[0].write_hits > 0 && fast.0[2].writebacks > 0, "{case}: the trace exercises little");
+    for directory in [false, true].into_iter().take(1 + both_holder_modes as usize) {
+        assert_eq!(fast, general_path(platform, directory, trace), "{case}, directory: {directory}");
+    }
+}
+
+/// Every replacement policy, L2 and L3 relation and write-hit setting.
+fn every_configuration() -> impl Iterator<Item = (&'static str, Relation, Relation, bool)> {
+    POLICIES.into_iter().flat_map(|policy| {
+        L2_RELATIONS.into_iter().flat_map(move |l2| {
+            L3_RELATIONS.into_iter().flat_map(move |l3| [true, false].map(|write_hit| (policy, l2, l3, write_hit)))
+        })
+    })
+}
+
 #[test]
 fn replay_counts_exactly_as_the_general_coherent_path() {
-    let mut seed = 0;
-    for policy in POLICIES {
-        for l2 in L2_RELATIONS {
-            for l3 in L3_RELATIONS {
-                for write_hit_updates_recency in [true, false] {
-                    seed += 1;
-                    let platform = platform(policy, l2, l3, write_hit_updates_recency);
-                    let trace = random_trace(seed, 4000);
-                    let mut replayer = Replayer::new(&platform, 0).unwrap();
-                    replayer.access_all(&trace);
-                    let fast = replayed(&replayer.report(0.0));
-                    let case = format!("{policy}, L2 {l2:?}, L3 {l3:?}, write hits use: {write_hit_updates_recency}");
-                    assert!(fast.0[2].misses > 0 && fast.0[0].write_hits > 0, "{case}: the trace exercises little");
-                    for directory in [false, true] {
-                        assert_eq!(fast, general_path(&platform, directory, &trace), "{case}, directory: {directory}");
-                    }
-                }
-            }
+    for (seed, (policy, l2, l3, write_hit_updates_recency)) in (1..).zip(every_configuration()) {
+        let platform = platform(policy, l2, l3, write_hit_updates_recency);
+        let case = format!("{policy}, L2 {l2:?}, L3 {l3:?}, write hits use: {write_hit_updates_recency}");
+        for (name, footprint) in [("low addresses", &SMALL), ("high addresses too", &SMALL_AND_HIGH)] {
+            // Low addresses first, so that 32-bit entries are widened halfway through.
+            let mut trace = random_trace(seed, 2000, &SMALL);
+            trace.extend(random_trace(seed + 1000, 2000, footprint));
+            let case = format!("{case}, {name}");
+            assert_replay_counts_as_general_path(&platform, &trace, ReplayEngine::SingleCore, true, &case);
         }
+    }
+}
+
+/// turin-9655's cache geometry (48 KiB 12-way L1D, 1 MiB 16-way L2, 32 MiB 16-way L3) on one CCX
+/// of two cores, under every configuration; the L1D keeps LRU under `tree_plru`, which needs a
+/// power-of-two way count. Traces use 8 sets of every level, so that they fill them quickly.
+#[test]
+fn replay_counts_exactly_as_the_general_path_on_turin_geometry() {
+    let turin = steer_sim::platform::preset("turin-9655").unwrap();
+    let l3_sets = turin.l3.geometry().sets as u64;
+    // Set k of 8: k * 4097 keeps the 8 sets apart in every level (64, 1024 and 32768 sets).
+    let eight_sets = Footprint { hot: 8 * 20, spread: 8 * 400, to_line: |n| n % 8 * 4097 + n / 8 * 32768 };
+    assert_eq!(l3_sets, 32768);
+    for (seed, (policy, l2, l3, write_hit_updates_recency)) in (100..).zip(every_configuration()) {
+        let mut platform = platform(policy, l2, l3, write_hit_updates_recency);
+        platform.topology = TopologySpec { sockets: 1, ccx_per_socket: 1, cores_per_ccx: 2, threads_per_core: 1 };
+        for (level, published) in [(&mut platform.l1d, &turin.l1d), (&mut platform.l2, &turin.l2), (&mut platform.l3, &turin.l3)] {
+            (level.size_kib, level.ways) = (published.size_kib, published.ways);
+        }
+        if policy == "tree_plru" {
+            platform.l1d.replacement = "lru".into();
+        }
+        platform.validate("platform").unwrap();
+        let trace = random_trace(seed, 6000, &eight_sets);
+        let case = format!("turin geometry, {policy}, L2 {l2:?}, L3 {l3:?}, write hits use: {write_hit_updates_recency}");
+        assert_replay_counts_as_general_path(&platform, &trace, ReplayEngine::SingleCore, false, &case);
+    }
+}
+
+/// A hardware prefetcher, or a way mask confining CPU 0 (the replaying core) is replayed by the
+/// general path; a mask for another CPU, or one allowing every way, is not.
+#[test]
+fn platforms_the_single_core_engine_cannot_replay_keep_the_general_path() {
+    let base = platform("lru", Relation::Inclusive, Relation::Exclusive, true);
+    let trace = random_trace(5, 4000, &SMALL);
+    let mask = |agent: &str, mask| vec![WayMaskSpec { agent: agent.into(), mask }];
+
+    let mut prefetching = base.clone();
+    prefetching.l2.prefetcher = PrefetcherSpec { kind: "next_line".into(), ..PrefetcherSpec::default() };
+    let mut confined = base.clone();
+    confined.l3.way_masks = mask("cpu:0", 0b11);
+    for (name, platform) in [("prefetcher", &prefetching), ("cpu:0 way mask", &confined)] {
+        assert_replay_counts_as_general_path(platform, &trace, ReplayEngine::General, false, name);
+    }
+
+    let mut other_cpu = base.clone();
+    other_cpu.l3.way_masks = mask("cpu:1", 0b11);
+    let mut every_way = base.clone();
+    every_way.l2.way_masks = mask("cpu:0", 0xff);
+    for (name, platform) in [("cpu:1 way mask", &other_cpu), ("cpu:0 mask of every way", &every_way)] {
+        assert_replay_counts_as_general_path(platform, &trace, ReplayEngine::SingleCore, false, name);
     }
 }
 
 #[test]
 fn prefetching_host_memory_ahead_changes_no_count() {
     let platform = platform("drrip", Relation::NonInclusive, Relation::Exclusive, false);
-    let trace = random_trace(7, 20_000);
+    let trace = random_trace(7, 20_000, &SMALL);
     let mut one_by_one = Replayer::new(&platform, 0).unwrap();
     for record in &trace {
         one_by_one.access(record);

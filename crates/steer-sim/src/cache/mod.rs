@@ -67,6 +67,7 @@ pub struct Cache {
 
 /// Asks the host CPU to start loading the memory of `items` into its caches. A hint only: nothing
 /// observable changes. Used to overlap the host cache misses of accesses known in advance.
+#[inline]
 pub fn host_prefetch<T>(items: &[T]) {
     #[cfg(target_arch = "x86_64")]
     {

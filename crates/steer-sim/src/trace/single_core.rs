@@ -1,0 +1,563 @@
+//! One core's caches as trace replay needs them: L1D -> L2 -> L3 -> memory, with no other agent.
+//!
+//! Why a second engine next to `Hierarchy`: the coherent hierarchy serves many cores and devices,
+//! so every access pays for what a single trace never exercises (holders of a line in other
+//! caches, way masks per agent, prefetch bookkeeping, time, memory channels). `SingleCore` keeps
+//! only what one core's reads and writes can change, in compact arrays, and does per access what
+//! `Hierarchy::core_access` does for one core with no other cache: the same lookups, fills,
+//! victims and counters, in the same order. `tests/fast_paths.rs` checks that the two count
+//! identically for every replacement policy, level relation and write-hit setting.
+//!
+//! An LRU level keeps each set's lines in recency order (`LruSets`): entries of a tag and a dirty
+//! bit, 32 bits wide while the trace's addresses allow (so a 16-way set is one host cache line and
+//! a 32 MiB L3 stays within a few MiB of host cache), 64 bits after. Other policies keep per-way
+//! state, so their levels are the general `Cache`.
+
+use crate::cache::Cache;
+use crate::hierarchy::LevelStats;
+use crate::platform::{CacheSpec, MaskAgent, PlatformSpec, Relation};
+use crate::units::Line;
+
+/// Why `SingleCore` cannot stand for the general path on a platform (which then replays through it).
+pub fn unsupported(platform: &PlatformSpec) -> Option<String> {
+    for (name, spec) in [("l1d", &platform.l1d), ("l2", &platform.l2), ("l3", &platform.l3)] {
+        // Prefetches need the general path's in-flight bookkeeping.
+        if spec.prefetcher.kind != "none" {
+            return Some(format!("{name} has a hardware prefetcher"));
+        }
+        // A replay runs as CPU 0 of a one-core platform, so a mask for `cpu:0` confines its fills.
+        let geometry = spec.geometry();
+        let all_ways = u64::MAX >> (64 - geometry.ways);
+        let mask = spec.way_masks.iter().rev().find(|m| m.parsed_agent() == Ok(MaskAgent::Cpu(0)));
+        if mask.is_some_and(|m| m.mask & all_ways != all_ways) {
+            return Some(format!("{name} has a way mask for cpu:0"));
+        }
+    }
+    None
+}
+
+/// A line pushed out of a level, and whether it was dirty.
+#[derive(Debug, Clone, Copy)]
+struct Victim {
+    line: u64,
+    dirty: bool,
+}
+
+/// Most ways an LRU level keeps in `LruSets`.
+const SET_WAYS: usize = 16;
+
+/// A set entry: a line's tag shifted left by one, with its dirty bit in bit 0; all ones is empty.
+trait Entry: Copy + Eq + Into<u64> {
+    const EMPTY: Self;
+    /// Largest tag an entry holds (the empty pattern is no tag).
+    const MAX_TAG: u64;
+    /// The entry of a tag, dirty bit set: what an entry matches once its own dirty bit is set.
+    fn key(tag: u64) -> Self;
+    fn matches(self, key: Self) -> bool;
+    fn clean(self) -> Self;
+    fn dirty(self) -> Self;
+
+    /// Bit `i` set where `entries[i]` matches `key`.
+    #[inline(always)]
+    fn matching(entries: &[Self; SET_WAYS], key: Self) -> u32 {
+        entries.iter().enumerate().fold(0, |found, (i, entry)| found | (entry.matches(key) as u32) << i)
+    }
+}
+
+macro_rules! entry {
+    ($t:ty $(, $matching:item)?) => {
+        impl Entry for $t {
+            const EMPTY: $t = <$t>::MAX;
+            const MAX_TAG: u64 = (<$t>::MAX >> 1) as u64 - 1;
+            #[inline(always)]
+            fn key(tag: u64) -> $t {
+                (tag << 1 | 1) as $t
+            }
+            #[inline(always)]
+            fn matches(self, key: $t) -> bool {
+                self | 1 == key
+            }
+            #[inline(always)]
+            fn clean(self) -> $t {
+                self & !1
+            }
+            #[inline(always)]
+            fn dirty(self) -> $t {
+                self | 1
+            }
+            $($matching)?
+        }
+    };
+}
+
+entry!(u64);
+#[cfg(not(target_arch = "x86_64"))]
+entry!(u32);
+// Four SSE2 comparisons of four entries each: the search of most lookups (the compiler does not
+// vectorise the bit mask by itself). SSE2 is part of every x86-64 CPU.
+#[cfg(target_arch = "x86_64")]
+entry!(
+    u32,
+    #[inline(always)]
+    fn matching(entries: &[u32; SET_WAYS], key: u32) -> u32 {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is always available on x86-64; the loads read 16 entries of the array.
+        unsafe {
+            let (key, dirty_bit) = (_mm_set1_epi32(key as i32), _mm_set1_epi32(1));
+            let mut found = 0;
+            for (i, four) in entries.chunks_exact(4).enumerate() {
+                let four = _mm_or_si128(_mm_loadu_si128(four.as_ptr().cast()), dirty_bit);
+                let equal = _mm_castsi128_ps(_mm_cmpeq_epi32(four, key));
+                found |= (_mm_movemask_ps(equal) as u32) << (4 * i);
+            }
+            found
+        }
+    }
+);
+
+/// Where a level's lines go: set and tag of a line, and back (the set count a power of two).
+#[derive(Debug, Clone, Copy)]
+struct Indexing {
+    set_bits: u32,
+}
+
+impl Indexing {
+    #[inline(always)]
+    fn split(self, line: u64) -> (usize, u64) {
+        ((line & ((1 << self.set_bits) - 1)) as usize, line >> self.set_bits)
+    }
+
+    fn join(self, set: usize, tag: u64) -> u64 {
+        tag << self.set_bits | set as u64
+    }
+}
+
+/// One set of an LRU level: its entries most recently used first, then empty ones (a fixed length
+/// lets the loops over a set become vector operations; entries past the way count stay empty).
+/// Aligned to the host's cache lines, so a set of 32-bit entries is one host line.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Set<E>([E; SET_WAYS]);
+
+const W: usize = SET_WAYS;
+
+impl<E: Entry> Set<E> {
+    const EMPTY: Set<E> = Set([E::EMPTY; W]);
+
+    /// Where the key sits; the most recent entry is tried first (a run of accesses to one line
+    /// finds it there).
+    #[inline(always)]
+    fn find(&self, key: E) -> Option<usize> {
+        if self.0[0].matches(key) {
+            return Some(0);
+        }
+        let found = E::matching(&self.0, key);
+        (found != 0).then(|| found.trailing_zeros() as usize)
+    }
+
+    /// Puts `entry` first, the entries before `way` one place back, over the one at `way`.
+    #[inline(always)]
+    fn move_to_front(&mut self, way: usize, entry: E) {
+        // Every entry is written, so that the loop becomes vector selects rather than branches.
+        let old = self.0;
+        for i in 1..W {
+            self.0[i] = if i <= way { old[i - 1] } else { old[i] };
+        }
+        self.0[0] = entry;
+    }
+
+    /// Puts `entry` first and every other entry one place back; returns the entry pushed past
+    /// `ways` (empty while the set has room).
+    #[inline(always)]
+    fn push_front(&mut self, ways: usize, entry: E) -> E {
+        let pushed_out = self.0[ways - 1];
+        let old = self.0;
+        self.0[1..].copy_from_slice(&old[..W - 1]);
+        self.0[0] = entry;
+        if ways < W {
+            self.0[ways] = E::EMPTY;
+        }
+        pushed_out
+    }
+
+    /// Takes out the entry at `way`, moving the later ones one place forward.
+    #[inline(always)]
+    fn take(&mut self, way: usize) -> E {
+        let old = self.0;
+        for i in 0..W - 1 {
+            self.0[i] = if i >= way { old[i + 1] } else { old[i] };
+        }
+        self.0[W - 1] = E::EMPTY;
+        old[way]
+    }
+}
+
+/// True LRU over sets kept in recency order. Recency order among the valid lines is all that true
+/// LRU's victim choice depends on, and the cache fills empty ways before evicting, so this evicts
+/// exactly what `cache::replacement::Lru` evicts, without per-way ranks.
+struct LruSets<E> {
+    indexing: Indexing,
+    ways: usize,
+    sets: Vec<Set<E>>,
+    write_hit_updates_recency: bool,
+}
+
+impl<E: Entry> LruSets<E> {
+    fn new(spec: &CacheSpec) -> LruSets<E> {
+        let geometry = spec.geometry();
+        assert!(geometry.ways <= W && geometry.sets.is_power_of_two(), "see `Level::new`");
+        LruSets {
+            indexing: Indexing { set_bits: geometry.sets.trailing_zeros() },
+            ways: geometry.ways,
+            sets: vec![Set::EMPTY; geometry.sets],
+            write_hit_updates_recency: spec.write_hit_updates_recency,
+        }
+    }
+
+    /// Largest line every set can tag.
+    fn max_line(&self) -> u64 {
+        self.indexing.join(self.sets.len() - 1, E::MAX_TAG)
+    }
+
+    /// The line's set and its key (see `Entry::key`).
+    #[inline(always)]
+    fn locate(&mut self, line: u64) -> (&mut Set<E>, E) {
+        let (set, tag) = self.indexing.split(line);
+        (&mut self.sets[set], E::key(tag))
+    }
+
+    /// A lookup as a use: refreshes recency (unless a write hit is no use) and marks a write dirty.
+    #[inline(always)]
+    fn access(&mut self, line: u64, write: bool) -> bool {
+        let use_on_write = self.write_hit_updates_recency;
+        let (set, key) = self.locate(line);
+        let Some(way) = set.find(key) else { return false };
+        let entry = if write { set.0[way].dirty() } else { set.0[way] };
+        if way != 0 && (!write || use_on_write) {
+            set.move_to_front(way, entry);
+        } else {
+            set.0[way] = entry;
+        }
+        true
+    }
+
+    /// Installs an absent line as the most recent; returns the least recent one if the set was full.
+    fn insert(&mut self, line: u64, dirty: bool) -> Option<Victim> {
+        let (index, _) = self.indexing.split(line);
+        let ways = self.ways;
+        let (set, key) = self.locate(line);
+        let pushed_out = set.push_front(ways, if dirty { key } else { key.clean() });
+        (pushed_out != E::EMPTY).then(|| {
+            let entry: u64 = pushed_out.into();
+            Victim { line: self.indexing.join(index, entry >> 1), dirty: entry & 1 == 1 }
+        })
+    }
+
+    /// Removes the line if present; returns whether it was dirty.
+    fn remove(&mut self, line: u64) -> Option<bool> {
+        let (set, key) = self.locate(line);
+        let way = set.find(key)?;
+        Some(set.take(way) == key)
+    }
+
+    /// Marks a present line dirty without a use; false if absent.
+    fn mark_dirty(&mut self, line: u64) -> bool {
+        let (set, key) = self.locate(line);
+        set.find(key).map(|way| set.0[way] = key).is_some()
+    }
+
+    fn contains(&mut self, line: u64) -> bool {
+        let (set, key) = self.locate(line);
+        set.find(key).is_some()
+    }
+
+    /// The line a fill into `line`'s set would evict now, if the set is full.
+    #[inline(always)]
+    fn next_victim(&self, line: u64) -> Option<u64> {
+        let (index, _) = self.indexing.split(line);
+        let last = self.sets[index].0[self.ways - 1];
+        (last != E::EMPTY).then(|| self.indexing.join(index, last.into() >> 1))
+    }
+
+    #[inline(always)]
+    fn prefetch_set_of(&self, line: u64) {
+        let (set, _) = self.indexing.split(line);
+        crate::cache::host_prefetch(std::slice::from_ref(&self.sets[set]));
+    }
+
+    /// The same sets with 64-bit entries.
+    fn widened(&self) -> LruSets<u64> {
+        let widen = |&entry: &E| if entry == E::EMPTY { u64::EMPTY } else { entry.into() };
+        LruSets {
+            indexing: self.indexing,
+            ways: self.ways,
+            sets: self.sets.iter().map(|set| Set(set.0.each_ref().map(widen))).collect(),
+            write_hit_updates_recency: self.write_hit_updates_recency,
+        }
+    }
+}
+
+/// One level's array.
+enum Level {
+    /// LRU in 32-bit entries.
+    Lru(LruSets<u32>),
+    /// An LRU level whose tags outgrew 32-bit entries.
+    WideLru(LruSets<u64>),
+    /// Any other policy, or LRU with more ways or sets not a power of two: the general array.
+    General(Cache),
+}
+
+/// Calls the same method on whichever array `$level` holds.
+macro_rules! on_array {
+    ($level:expr, $sets:ident => $call:expr, $cache:ident => $cache_call:expr) => {
+        match $level {
+            Level::Lru($sets) => $call,
+            Level::WideLru($sets) => $call,
+            Level::General($cache) => $cache_call,
+        }
+    };
+}
+
+impl Level {
+    fn new(spec: &CacheSpec) -> Level {
+        let geometry = spec.geometry();
+        if geometry.policy == "lru" && geometry.ways <= SET_WAYS && geometry.sets.is_power_of_two() {
+            Level::Lru(LruSets::new(spec))
+        } else {
+            Level::General(Cache::new(&geometry))
+        }
+    }
+
+    /// Largest line the array can hold as it is.
+    fn max_line(&self) -> u64 {
+        match self {
+            Level::Lru(sets) => sets.max_line(),
+            Level::WideLru(_) | Level::General(_) => u64::MAX,
+        }
+    }
+
+    fn widen(&mut self) {
+        if let Level::Lru(sets) = self {
+            *self = Level::WideLru(sets.widened());
+        }
+    }
+
+    #[inline(always)]
+    fn access(&mut self, line: u64, write: bool) -> bool {
+        on_array!(self, sets => sets.access(line, write), cache => cache.access(Line(line), write).hit())
+    }
+
+    fn insert(&mut self, line: u64, dirty: bool) -> Option<Victim> {
+        on_array!(self, sets => sets.insert(line, dirty), cache => cache
+            .insert(Line(line), dirty, u64::MAX)
+            .map(|evicted| Victim { line: evicted.line.0, dirty: evicted.dirty }))
+    }
+
+    fn remove(&mut self, line: u64) -> Option<bool> {
+        on_array!(self, sets => sets.remove(line), cache => cache.remove(Line(line)))
+    }
+
+    fn mark_dirty(&mut self, line: u64) -> bool {
+        on_array!(self, sets => sets.mark_dirty(line), cache => cache.mark_dirty(Line(line)))
+    }
+
+    fn contains(&mut self, line: u64) -> bool {
+        on_array!(self, sets => sets.contains(line), cache => cache.contains(Line(line)))
+    }
+
+    /// The line a fill of `line` would evict now, if known cheaply (a hint: see `prefetch_host`).
+    #[inline(always)]
+    fn next_victim(&self, line: u64) -> Option<u64> {
+        on_array!(self, sets => sets.next_victim(line), _cache => None)
+    }
+
+    #[inline(always)]
+    fn prefetch_set_of(&self, line: u64) {
+        on_array!(self, sets => sets.prefetch_set_of(line), cache => cache.prefetch_set_of(Line(line)))
+    }
+}
+
+/// Counts a request as `Hierarchy` does (`LevelStats` has pycachesim's definitions).
+#[inline(always)]
+fn count(stats: &mut LevelStats, write: bool, hit: bool) {
+    // Without branches: reads and writes interleave unpredictably.
+    stats.writes += write as u64;
+    stats.reads += !write as u64;
+    stats.write_hits += (write & hit) as u64;
+    stats.read_hits += (!write & hit) as u64;
+    stats.misses += !hit as u64;
+}
+
+/// One core's L1D, L2 and L3 over memory, and the counters a replay reports.
+pub struct SingleCore {
+    l1: Level,
+    l2: Level,
+    l3: Level,
+    l2_relation: Relation,
+    l3_relation: Relation,
+    /// Largest line every level can hold without widening its entries.
+    narrow_limit: u64,
+    pub line_ops: u64,
+    pub stats: [LevelStats; 3],
+    /// Lines read from and written to memory.
+    pub memory_reads: u64,
+    pub memory_writes: u64,
+}
+
+impl SingleCore {
+    /// Empty caches of a validated platform that `unsupported` accepts.
+    pub fn new(platform: &PlatformSpec) -> SingleCore {
+        let (l1, l2, l3) = (Level::new(&platform.l1d), Level::new(&platform.l2), Level::new(&platform.l3));
+        SingleCore {
+            narrow_limit: l1.max_line().min(l2.max_line()).min(l3.max_line()),
+            l1,
+            l2,
+            l3,
+            l2_relation: platform.l2.relation,
+            l3_relation: platform.l3.relation,
+            line_ops: 0,
+            stats: Default::default(),
+            memory_reads: 0,
+            memory_writes: 0,
+        }
+    }
+
+    /// Starts loading the host memory that an access of `line` soon is likely to read but the host
+    /// is unlikely to have cached (see `Hierarchy::prefetch_host`): the line's L3 set, and the L3
+    /// set of the line its L2 set would evict now, where a miss sends that victim.
+    #[inline(always)]
+    pub fn prefetch_host(&self, line: u64) {
+        self.l3.prefetch_set_of(line);
+        if let Some(victim) = self.l2.next_victim(line) {
+            self.l3.prefetch_set_of(victim);
+        }
+    }
+
+    /// A demand load or store, as `Hierarchy::core_access` carries it out for one core.
+    #[inline(always)]
+    pub fn access(&mut self, line: u64, write: bool) {
+        if line > self.narrow_limit {
+            self.widen();
+        }
+        self.line_ops += 1;
+        let hit = self.l1.access(line, write);
+        count(&mut self.stats[0], write, hit);
+        if !hit {
+            self.serve_l1_miss(line, write);
+        } else if write {
+            self.invalidate_l3_victim_copy(line);
+        }
+    }
+
+    #[cold]
+    fn widen(&mut self) {
+        for level in [&mut self.l1, &mut self.l2, &mut self.l3] {
+            level.widen();
+        }
+        self.narrow_limit = u64::MAX;
+    }
+
+    /// A store makes the only valid copy its own: a victim L3's copy is dropped (an inclusive or
+    /// non-inclusive L3 keeps its copy, there being no other core to invalidate).
+    fn invalidate_l3_victim_copy(&mut self, line: u64) {
+        if self.l3_relation == Relation::Exclusive {
+            self.l3.remove(line);
+        }
+    }
+
+    #[inline(never)]
+    fn serve_l1_miss(&mut self, line: u64, write: bool) {
+        let hit = self.l2.access(line, false);
+        count(&mut self.stats[1], false, hit);
+        if hit {
+            if write {
+                self.invalidate_l3_victim_copy(line);
+            }
+        } else {
+            let dirty = self.fetch_below_l2(line);
+            self.fill_l2(line, dirty);
+        }
+        self.fill_l1(line, write);
+    }
+
+    /// Reads a line missing from L1 and L2 from the L3 or memory; returns whether the copy moved
+    /// up dirty (out of a victim L3).
+    fn fetch_below_l2(&mut self, line: u64) -> bool {
+        let hit = self.l3.access(line, false);
+        count(&mut self.stats[2], false, hit);
+        let exclusive = self.l3_relation == Relation::Exclusive;
+        if hit {
+            exclusive && self.l3.remove(line).unwrap_or(false)
+        } else {
+            self.memory_reads += 1;
+            if !exclusive {
+                self.install_l3(line, false);
+            }
+            false
+        }
+    }
+
+    fn fill_l1(&mut self, line: u64, dirty: bool) {
+        let Some(victim) = self.l1.insert(line, dirty) else { return };
+        if victim.dirty {
+            self.stats[0].writebacks += 1;
+            let hit = self.l2.access(victim.line, true);
+            count(&mut self.stats[1], true, hit);
+            if !hit {
+                // Only a non-inclusive L2 misses here: write-allocate fetches the line first.
+                self.fetch_below_l2(victim.line);
+                self.fill_l2(victim.line, true);
+            }
+        }
+    }
+
+    fn fill_l2(&mut self, line: u64, dirty: bool) {
+        let Some(victim) = self.l2.insert(line, dirty) else { return };
+        let mut dirty = victim.dirty;
+        if self.l2_relation == Relation::Inclusive {
+            dirty |= self.l1.remove(victim.line).unwrap_or(false);
+        }
+        if victim.dirty {
+            self.stats[1].writebacks += 1;
+        }
+        match self.l3_relation {
+            Relation::Exclusive => {
+                let present = if dirty { self.l3.mark_dirty(victim.line) } else { self.l3.contains(victim.line) };
+                if !present {
+                    self.install_l3(victim.line, dirty);
+                }
+            }
+            Relation::Inclusive => {
+                if dirty && !self.l3.mark_dirty(victim.line) {
+                    self.install_l3(victim.line, true);
+                }
+            }
+            Relation::NonInclusive => {
+                if dirty {
+                    let hit = self.l3.access(victim.line, true);
+                    count(&mut self.stats[2], true, hit);
+                    if !hit {
+                        // Write-allocate: fetch from memory, then install dirty.
+                        self.memory_reads += 1;
+                        self.install_l3(victim.line, true);
+                    }
+                }
+            }
+        }
+    }
+
+    fn install_l3(&mut self, line: u64, dirty: bool) {
+        let Some(victim) = self.l3.insert(line, dirty) else { return };
+        let mut dirty = victim.dirty;
+        if self.l3_relation == Relation::Inclusive {
+            // Back-invalidation: the core's copies go too, and their data with the victim.
+            let l1 = self.l1.remove(victim.line).unwrap_or(false);
+            let l2 = self.l2.remove(victim.line).unwrap_or(false);
+            dirty |= l1 || l2;
+        }
+        if dirty {
+            self.stats[2].writebacks += 1;
+            self.memory_writes += 1;
+        }
+    }
+}
