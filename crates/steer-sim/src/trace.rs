@@ -574,11 +574,10 @@ impl Replayer {
     /// The counters so far; `host_seconds` is the caller's measurement.
     pub fn report(&self, host_seconds: f64) -> TraceReport {
         let (line_ops, [l1d, l2, l3], memory) = match &self.caches {
-            Caches::SingleCore(caches) => (
-                caches.line_ops,
-                caches.stats.each_ref(),
-                MemoryReport { reads: caches.memory_reads, writes: caches.memory_writes },
-            ),
+            Caches::SingleCore(caches) => {
+                let (reads, writes) = caches.memory_lines();
+                (caches.line_ops(), caches.level_stats(), MemoryReport { reads, writes })
+            }
             Caches::General(general) => {
                 let hierarchy = &general.hierarchy;
                 let (read_bytes, write_bytes) = hierarchy
@@ -588,7 +587,7 @@ impl Replayer {
                 let stats = &hierarchy.stats;
                 (
                     stats.line_ops,
-                    [&stats.l1d, &stats.l2, &stats.l3],
+                    [stats.l1d.clone(), stats.l2.clone(), stats.l3.clone()],
                     MemoryReport { reads: read_bytes / self.line_bytes, writes: write_bytes / self.line_bytes },
                 )
             }
@@ -597,9 +596,9 @@ impl Replayer {
             accesses: self.accesses,
             skipped: self.skipped,
             line_ops,
-            l1d: LevelReport::from(l1d),
-            l2: LevelReport::from(l2),
-            l3: LevelReport::from(l3),
+            l1d: LevelReport::from(&l1d),
+            l2: LevelReport::from(&l2),
+            l3: LevelReport::from(&l3),
             memory,
             host_seconds,
         }

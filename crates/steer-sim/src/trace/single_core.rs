@@ -377,15 +377,33 @@ impl Level {
     }
 }
 
-/// Counts a request as `Hierarchy` does (`LevelStats` has pycachesim's definitions).
-#[inline(always)]
-fn count(stats: &mut LevelStats, write: bool, hit: bool) {
-    // Without branches: reads and writes interleave unpredictably.
-    stats.writes += write as u64;
-    stats.reads += !write as u64;
-    stats.write_hits += (write & hit) as u64;
-    stats.read_hits += (!write & hit) as u64;
-    stats.misses += !hit as u64;
+/// What one level counted: requests by kind and outcome (`[write][hit]`, one addition per
+/// request) and dirty lines evicted.
+#[derive(Debug, Clone, Default)]
+struct Counts {
+    requests: [[u64; 2]; 2],
+    writebacks: u64,
+}
+
+impl Counts {
+    #[inline(always)]
+    fn request(&mut self, write: bool, hit: bool) {
+        self.requests[write as usize][hit as usize] += 1;
+    }
+
+    /// As `Hierarchy` keeps them (`LevelStats` has pycachesim's definitions).
+    fn stats(&self) -> LevelStats {
+        let [[read_misses, read_hits], [write_misses, write_hits]] = self.requests;
+        LevelStats {
+            reads: read_misses + read_hits,
+            writes: write_misses + write_hits,
+            read_hits,
+            write_hits,
+            misses: read_misses + write_misses,
+            writebacks: self.writebacks,
+            prefetch: Default::default(),
+        }
+    }
 }
 
 /// One core's L1D, L2 and L3 over memory, and the counters a replay reports.
@@ -397,11 +415,10 @@ pub struct SingleCore {
     l3_relation: Relation,
     /// Largest line every level can hold without widening its entries.
     narrow_limit: u64,
-    pub line_ops: u64,
-    pub stats: [LevelStats; 3],
-    /// Lines read from and written to memory.
-    pub memory_reads: u64,
-    pub memory_writes: u64,
+    /// L1D, L2 and L3.
+    counts: [Counts; 3],
+    /// Lines read from memory (lines written to it are the L3's writebacks).
+    memory_reads: u64,
 }
 
 impl SingleCore {
@@ -415,11 +432,24 @@ impl SingleCore {
             l3,
             l2_relation: platform.l2.relation,
             l3_relation: platform.l3.relation,
-            line_ops: 0,
-            stats: Default::default(),
+            counts: Default::default(),
             memory_reads: 0,
-            memory_writes: 0,
         }
+    }
+
+    /// Line accesses replayed.
+    pub fn line_ops(&self) -> u64 {
+        self.counts[0].requests.iter().flatten().sum()
+    }
+
+    /// The counters of L1D, L2 and L3.
+    pub fn level_stats(&self) -> [LevelStats; 3] {
+        self.counts.each_ref().map(Counts::stats)
+    }
+
+    /// Lines read from and written to memory.
+    pub fn memory_lines(&self) -> (u64, u64) {
+        (self.memory_reads, self.counts[2].writebacks)
     }
 
     /// Starts loading the host memory that an access of `line` soon is likely to read but the host
@@ -439,9 +469,8 @@ impl SingleCore {
         if line > self.narrow_limit {
             self.widen();
         }
-        self.line_ops += 1;
         let hit = self.l1.access(line, write);
-        count(&mut self.stats[0], write, hit);
+        self.counts[0].request(write, hit);
         if !hit {
             self.serve_l1_miss(line, write);
         } else if write {
@@ -468,7 +497,7 @@ impl SingleCore {
     #[inline(never)]
     fn serve_l1_miss(&mut self, line: u64, write: bool) {
         let hit = self.l2.access(line, false);
-        count(&mut self.stats[1], false, hit);
+        self.counts[1].request(false, hit);
         if hit {
             if write {
                 self.invalidate_l3_victim_copy(line);
@@ -484,7 +513,7 @@ impl SingleCore {
     /// up dirty (out of a victim L3).
     fn fetch_below_l2(&mut self, line: u64) -> bool {
         let hit = self.l3.access(line, false);
-        count(&mut self.stats[2], false, hit);
+        self.counts[2].request(false, hit);
         let exclusive = self.l3_relation == Relation::Exclusive;
         if hit {
             exclusive && self.l3.remove(line).unwrap_or(false)
@@ -500,9 +529,9 @@ impl SingleCore {
     fn fill_l1(&mut self, line: u64, dirty: bool) {
         let Some(victim) = self.l1.insert(line, dirty) else { return };
         if victim.dirty {
-            self.stats[0].writebacks += 1;
+            self.counts[0].writebacks += 1;
             let hit = self.l2.access(victim.line, true);
-            count(&mut self.stats[1], true, hit);
+            self.counts[1].request(true, hit);
             if !hit {
                 // Only a non-inclusive L2 misses here: write-allocate fetches the line first.
                 self.fetch_below_l2(victim.line);
@@ -518,7 +547,7 @@ impl SingleCore {
             dirty |= self.l1.remove(victim.line).unwrap_or(false);
         }
         if victim.dirty {
-            self.stats[1].writebacks += 1;
+            self.counts[1].writebacks += 1;
         }
         match self.l3_relation {
             Relation::Exclusive => {
@@ -535,7 +564,7 @@ impl SingleCore {
             Relation::NonInclusive => {
                 if dirty {
                     let hit = self.l3.access(victim.line, true);
-                    count(&mut self.stats[2], true, hit);
+                    self.counts[2].request(true, hit);
                     if !hit {
                         // Write-allocate: fetch from memory, then install dirty.
                         self.memory_reads += 1;
@@ -556,8 +585,7 @@ impl SingleCore {
             dirty |= l1 || l2;
         }
         if dirty {
-            self.stats[2].writebacks += 1;
-            self.memory_writes += 1;
+            self.counts[2].writebacks += 1;
         }
     }
 }
