@@ -271,14 +271,6 @@ impl<E: Entry> LruSets<E> {
         set.find(key).is_some()
     }
 
-    /// The line a fill into `line`'s set would evict now, if the set is full.
-    #[inline(always)]
-    fn next_victim(&self, line: u64) -> Option<u64> {
-        let (index, _) = self.indexing.split(line);
-        let last = self.sets[index].0[self.ways - 1];
-        (last != E::EMPTY).then(|| self.indexing.join(index, last.into() >> 1))
-    }
-
     #[inline(always)]
     fn prefetch_set_of(&self, line: u64) {
         let (set, _) = self.indexing.split(line);
@@ -365,12 +357,6 @@ impl Level {
         on_array!(self, sets => sets.contains(line), cache => cache.contains(Line(line)))
     }
 
-    /// The line a fill of `line` would evict now, if known cheaply (a hint: see `prefetch_host`).
-    #[inline(always)]
-    fn next_victim(&self, line: u64) -> Option<u64> {
-        on_array!(self, sets => sets.next_victim(line), _cache => None)
-    }
-
     #[inline(always)]
     fn prefetch_set_of(&self, line: u64) {
         on_array!(self, sets => sets.prefetch_set_of(line), cache => cache.prefetch_set_of(Line(line)))
@@ -452,15 +438,10 @@ impl SingleCore {
         (self.memory_reads, self.counts[2].writebacks)
     }
 
-    /// Starts loading the host memory that an access of `line` soon is likely to read but the host
-    /// is unlikely to have cached (see `Hierarchy::prefetch_host`): the line's L3 set, and the L3
-    /// set of the line its L2 set would evict now, where a miss sends that victim.
+    /// Starts loading the host memory of the line's L3 set (see `Hierarchy::prefetch_host`).
     #[inline(always)]
     pub fn prefetch_host(&self, line: u64) {
         self.l3.prefetch_set_of(line);
-        if let Some(victim) = self.l2.next_victim(line) {
-            self.l3.prefetch_set_of(victim);
-        }
     }
 
     /// A demand load or store, as `Hierarchy::core_access` carries it out for one core.
