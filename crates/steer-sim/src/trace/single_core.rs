@@ -8,10 +8,10 @@
 //! victims and counters, in the same order. `tests/fast_paths.rs` checks that the two count
 //! identically for every replacement policy, level relation and write-hit setting.
 //!
-//! An LRU level keeps each set's lines in recency order (`LruSets`): entries of a tag and a dirty
-//! bit, 32 bits wide while the trace's addresses allow (so a 16-way set is one host cache line and
-//! a 32 MiB L3 stays within a few MiB of host cache), 64 bits after. Other policies keep per-way
-//! state, so their levels are the general `Cache`.
+//! An LRU level of up to 16 ways and a power-of-two number of sets keeps each set's lines in
+//! recency order (`LruSets`): entries of a tag and a dirty bit, 32 bits wide while the trace's
+//! addresses allow (so a set is one host cache line and a 32 MiB L3 stays within a few MiB of host
+//! cache), 64 bits after. Other levels are the general `Cache`, whose policies keep per-way state.
 
 use crate::cache::Cache;
 use crate::hierarchy::LevelStats;
@@ -139,10 +139,8 @@ impl Indexing {
 #[repr(C, align(64))]
 struct Set<E>([E; SET_WAYS]);
 
-const W: usize = SET_WAYS;
-
 impl<E: Entry> Set<E> {
-    const EMPTY: Set<E> = Set([E::EMPTY; W]);
+    const EMPTY: Set<E> = Set([E::EMPTY; SET_WAYS]);
 
     /// Where the key sits; the most recent entry is tried first (a run of accesses to one line
     /// finds it there).
@@ -160,7 +158,7 @@ impl<E: Entry> Set<E> {
     fn move_to_front(&mut self, way: usize, entry: E) {
         // Every entry is written, so that the loop becomes vector selects rather than branches.
         let old = self.0;
-        for i in 1..W {
+        for i in 1..SET_WAYS {
             self.0[i] = if i <= way { old[i - 1] } else { old[i] };
         }
         self.0[0] = entry;
@@ -172,9 +170,9 @@ impl<E: Entry> Set<E> {
     fn push_front(&mut self, ways: usize, entry: E) -> E {
         let pushed_out = self.0[ways - 1];
         let old = self.0;
-        self.0[1..].copy_from_slice(&old[..W - 1]);
+        self.0[1..].copy_from_slice(&old[..SET_WAYS - 1]);
         self.0[0] = entry;
-        if ways < W {
+        if ways < SET_WAYS {
             self.0[ways] = E::EMPTY;
         }
         pushed_out
@@ -184,10 +182,10 @@ impl<E: Entry> Set<E> {
     #[inline(always)]
     fn take(&mut self, way: usize) -> E {
         let old = self.0;
-        for i in 0..W - 1 {
+        for i in 0..SET_WAYS - 1 {
             self.0[i] = if i >= way { old[i + 1] } else { old[i] };
         }
-        self.0[W - 1] = E::EMPTY;
+        self.0[SET_WAYS - 1] = E::EMPTY;
         old[way]
     }
 }
@@ -205,7 +203,7 @@ struct LruSets<E> {
 impl<E: Entry> LruSets<E> {
     fn new(spec: &CacheSpec) -> LruSets<E> {
         let geometry = spec.geometry();
-        assert!(geometry.ways <= W && geometry.sets.is_power_of_two(), "see `Level::new`");
+        assert!(geometry.ways <= SET_WAYS && geometry.sets.is_power_of_two(), "see `Level::new`");
         LruSets {
             indexing: Indexing { set_bits: geometry.sets.trailing_zeros() },
             ways: geometry.ways,
