@@ -9,12 +9,11 @@
 //!   turin-9655's; platforms it cannot replay exactly keep the general path.
 //! Random operations and traces cover every replacement policy and level relation, with writes.
 
+use steer_sim::cache::prefetch::PrefetcherSpec;
 use steer_sim::cache::replacement::{self, PolicyOptions, ReplacementPolicy};
 use steer_sim::cache::{Cache, Evicted, Geometry, Lookup};
 use steer_sim::hierarchy::{Hierarchy, LevelStats};
-use steer_sim::platform::{CacheSpec, PlatformSpec, Relation, TopologySpec};
-use steer_sim::cache::prefetch::PrefetcherSpec;
-use steer_sim::platform::WayMaskSpec;
+use steer_sim::platform::{CacheSpec, PlatformSpec, Relation, TopologySpec, WayMaskSpec};
 use steer_sim::trace::{AccessKind, ReplayEngine, Replayer, TraceRecord, TraceReport};
 use steer_sim::units::{Line, Rng, Time};
 
@@ -57,7 +56,8 @@ struct Footprint {
 const SMALL: Footprint = Footprint { hot: 48, spread: 2048, to_line: |n| n };
 
 /// As `SMALL`, a third of the lines far up the address space (64-bit entries in every level).
-const SMALL_AND_HIGH: Footprint = Footprint { hot: 48, spread: 2048, to_line: |n| if n % 3 == 0 { n | 1 << 50 } else { n } };
+const SMALL_AND_HIGH: Footprint =
+    Footprint { hot: 48, spread: 2048, to_line: |n| if n % 3 == 0 { n | 1 << 50 } else { n } };
 
 /// Runs of accesses to one line (as a sequential sweep makes), a hot set and a spread set of
 /// lines; 35% writes, some accesses spanning two lines.
@@ -115,7 +115,8 @@ fn assert_replay_counts_as_general_path(
     assert_eq!(replayer.engine(), engine, "{case}");
     replayer.access_all(trace);
     let fast = replayed(&replayer.report(0.0));
-    assert!(fast.0[2].misses > 0 && fast.0[0].write_hits > 0 && fast.0[2].writebacks > 0, "{case}: the trace exercises little");
+    let exercised = fast.0[2].misses > 0 && fast.0[0].write_hits > 0 && fast.0[2].writebacks > 0;
+    assert!(exercised, "{case}: the trace exercises little");
     for directory in [false, true].into_iter().take(1 + both_holder_modes as usize) {
         assert_eq!(fast, general_path(platform, directory, trace), "{case}, directory: {directory}");
     }
@@ -151,14 +152,15 @@ fn replay_counts_exactly_as_the_general_coherent_path() {
 #[test]
 fn replay_counts_exactly_as_the_general_path_on_turin_geometry() {
     let turin = steer_sim::platform::preset("turin-9655").unwrap();
-    let l3_sets = turin.l3.geometry().sets as u64;
-    // Set k of 8: k * 4097 keeps the 8 sets apart in every level (64, 1024 and 32768 sets).
+    let sets = [&turin.l1d, &turin.l2, &turin.l3].map(|level| level.geometry().sets);
+    assert_eq!(sets, [64, 1024, 32768]);
+    // Set k of 8: k * 4097 keeps the 8 sets apart in every level.
     let eight_sets = Footprint { hot: 8 * 20, spread: 8 * 400, to_line: |n| n % 8 * 4097 + n / 8 * 32768 };
-    assert_eq!(l3_sets, 32768);
     for (seed, (policy, l2, l3, write_hit_updates_recency)) in (100..).zip(every_configuration()) {
         let mut platform = platform(policy, l2, l3, write_hit_updates_recency);
         platform.topology = TopologySpec { sockets: 1, ccx_per_socket: 1, cores_per_ccx: 2, threads_per_core: 1 };
-        for (level, published) in [(&mut platform.l1d, &turin.l1d), (&mut platform.l2, &turin.l2), (&mut platform.l3, &turin.l3)] {
+        let levels = [(&mut platform.l1d, &turin.l1d), (&mut platform.l2, &turin.l2), (&mut platform.l3, &turin.l3)];
+        for (level, published) in levels {
             (level.size_kib, level.ways) = (published.size_kib, published.ways);
         }
         if policy == "tree_plru" {
@@ -166,7 +168,8 @@ fn replay_counts_exactly_as_the_general_path_on_turin_geometry() {
         }
         platform.validate("platform").unwrap();
         let trace = random_trace(seed, 6000, &eight_sets);
-        let case = format!("turin geometry, {policy}, L2 {l2:?}, L3 {l3:?}, write hits use: {write_hit_updates_recency}");
+        let case =
+            format!("turin geometry, {policy}, L2 {l2:?}, L3 {l3:?}, write hits use: {write_hit_updates_recency}");
         assert_replay_counts_as_general_path(&platform, &trace, ReplayEngine::SingleCore, false, &case);
     }
 }
