@@ -436,9 +436,11 @@ impl SingleCore {
         (self.memory_reads, self.counts[2].writebacks)
     }
 
-    /// Starts loading the host memory of the line's L3 set (see `Hierarchy::prefetch_host`).
+    /// Starts loading the host memory of the line's L2 and L3 sets (see `Hierarchy::prefetch_host`;
+    /// an L2 of 1 MiB has 64 KiB of sets, more than a host's L1 holds).
     #[inline(always)]
     pub fn prefetch_host(&self, line: u64) {
+        self.l2.prefetch_set_of(line);
         self.l3.prefetch_set_of(line);
     }
 
