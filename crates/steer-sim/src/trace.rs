@@ -622,11 +622,13 @@ impl Replayer {
 
     /// Replays accesses in order as `access` does.
     pub fn access_all(&mut self, records: &[TraceRecord]) {
-        match &mut self.caches {
-            Caches::SingleCore(caches) => self.accesses += replay_records(caches.as_mut(), records, self.line_bits),
-            Caches::General(caches) => self.accesses += replay_records(caches.as_mut(), records, self.line_bits),
-        }
-        self.skipped += records.iter().filter(|r| r.kind == AccessKind::InstructionFetch).count() as u64;
+        let replayed = match &mut self.caches {
+            Caches::SingleCore(caches) => replay_records(caches.as_mut(), records, self.line_bits),
+            Caches::General(caches) => replay_records(caches.as_mut(), records, self.line_bits),
+        };
+        self.accesses += replayed;
+        // The others are instruction fetches.
+        self.skipped += records.len() as u64 - replayed;
     }
 
     /// Counts records skipped before they reached `access` (din escapes and flushes).
