@@ -403,6 +403,13 @@ pub struct SingleCore {
     counts: [Counts; 3],
     /// Lines read from memory (lines written to it are the L3's writebacks).
     memory_reads: u64,
+    /// A line known to be the most recent of its L1 set (an LRU one), shifted left by one, or all
+    /// ones: a read of it is a hit that changes only the L1 counters, and so is a write if bit 0
+    /// is set. That bit is set by a write hit, which dropped any copy in a victim L3, and only
+    /// accesses to the line follow until it is cleared, so none can have made another.
+    l1_first: u64,
+    /// Whether L1 keeps its sets in recency order, so that a read hit leaves the line first.
+    l1_ordered: bool,
 }
 
 impl SingleCore {
@@ -410,6 +417,7 @@ impl SingleCore {
     pub fn new(platform: &PlatformSpec) -> SingleCore {
         let (l1, l2, l3) = (Level::new(&platform.l1d), Level::new(&platform.l2), Level::new(&platform.l3));
         SingleCore {
+            l1_ordered: !matches!(l1, Level::General(_)),
             narrow_limit: l1.max_line().min(l2.max_line()).min(l3.max_line()),
             l1,
             l2,
@@ -418,6 +426,8 @@ impl SingleCore {
             l3_relation: platform.l3.relation,
             counts: Default::default(),
             memory_reads: 0,
+            // Not a line: lines are addresses shifted right by at least 3 bits.
+            l1_first: u64::MAX,
         }
     }
 
@@ -447,6 +457,11 @@ impl SingleCore {
     /// A demand load or store, as `Hierarchy::core_access` carries it out for one core.
     #[inline(always)]
     pub fn access(&mut self, line: u64, write: bool) {
+        // Before the width check: the known line has passed it.
+        if self.l1_first | !write as u64 == line << 1 | 1 {
+            self.counts[0].request(write, true);
+            return;
+        }
         if line > self.narrow_limit {
             self.widen();
         }
@@ -455,7 +470,12 @@ impl SingleCore {
         if !hit {
             self.serve_l1_miss(line, write);
         } else if write {
+            // A write hit that moves its line first moves the known one back; one that does not
+            // leaves every line in place, and the known one dirty if it is that line.
+            self.l1_first = if line == self.l1_first >> 1 { line << 1 | 1 } else { u64::MAX };
             self.invalidate_l3_victim_copy(line);
+        } else if self.l1_ordered {
+            self.l1_first = line << 1;
         }
     }
 
@@ -477,6 +497,7 @@ impl SingleCore {
 
     #[inline(never)]
     fn serve_l1_miss(&mut self, line: u64, write: bool) {
+        self.l1_first = u64::MAX;
         let hit = self.l2.access(line, false);
         self.counts[1].request(false, hit);
         if hit {
