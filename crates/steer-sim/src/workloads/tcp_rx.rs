@@ -199,11 +199,9 @@ pub struct TcpRx {
     frag_cache: Line,
     frag_cache_lines: u64,
     frag_cursor: u64,
-    /// NAPI's aggregation in progress: its sk_buff (metadata and head), its pages so far, and
-    /// those pages as they will reach the socket.
-    open_skb: Option<(Line, Line)>,
-    open_pages: u32,
-    open_pages_queued: Vec<SkbPage>,
+    /// NAPI's aggregation in progress: its pages so far, which share one sk_buff and reach the
+    /// socket together when the last one is in.
+    open_aggregation: Vec<SkbPage>,
     app_buffer: Line,
     app_lines: u64,
     app_cursor: u64,
@@ -254,9 +252,7 @@ impl TcpRx {
             frag_cache,
             frag_cache_lines,
             frag_cursor: 0,
-            open_skb: None,
-            open_pages: 0,
-            open_pages_queued: Vec::new(),
+            open_aggregation: Vec::new(),
             app_buffer,
             app_lines: (spec.app_buffer_bytes >> line_bits).max(1),
             app_cursor: 0,
@@ -297,8 +293,8 @@ impl TcpRx {
             let completion = queue.take();
             timer.load_dependent(hierarchy, completion.entry_line);
             let socket = &mut sockets[self.socket];
-            let (metadata, head) = match self.open_skb {
-                Some(skb) => skb,
+            let (metadata, head) = match self.open_aggregation.first() {
+                Some(page) => (page.metadata, page.head),
                 None => {
                     // A new aggregation: protocol processing reads the headers in its first
                     // page's first line and builds the sk_buff.
@@ -316,20 +312,15 @@ impl TcpRx {
             };
             timer.issue(hierarchy, socket.page(completion.buffer), true);
             timer.compute(self.spec.napi_cycles_per_page);
-            self.open_pages += 1;
-            let last = self.open_pages == self.spec.tpa_pages;
-            self.open_skb = (!last).then_some((metadata, head));
-            if last {
-                self.open_pages = 0;
-            }
+            let last = self.open_aggregation.len() + 1 == self.spec.tpa_pages as usize;
             queue.finish(&completion);
             // The driver refills the descriptor with a fresh page from the page pool.
             timer.issue(hierarchy, queue.next_descriptor_addr().line(self.line_bits), true);
             queue.refill();
-            self.open_pages_queued.push(SkbPage { completion, metadata, head, last });
+            self.open_aggregation.push(SkbPage { completion, metadata, head, last });
             if last {
                 socket.update_shared(timer, hierarchy);
-                socket.queue.extend(self.open_pages_queued.drain(..));
+                socket.queue.extend(self.open_aggregation.drain(..));
                 if let Some(app) = socket.waiter.take() {
                     wakes.push((app, timer.now));
                 }
