@@ -25,7 +25,7 @@ use crate::platform::{PlatformSpec, TopologySpec};
 use crate::units::{Line, Time};
 
 mod single_core;
-use single_core::SingleCore;
+use single_core::SetGroups;
 
 /// The first 8 bytes of a binary trace.
 pub const BINARY_MAGIC: &[u8; 8] = b"STEERTR1";
@@ -46,7 +46,8 @@ const PREFETCH_DISTANCE: usize = 16;
 /// Bytes a binary trace is read by (8192 records).
 const BINARY_BLOCK: usize = 1 << 16;
 
-/// Records `replay` decodes before handing them to `Replayer::access_all`.
+/// Records `replay` decodes before handing them to `Replayer::access_all` (few enough to stay in
+/// the host's caches until they are replayed).
 const REPLAY_CHUNK: usize = 4096;
 
 /// What an access does.
@@ -520,7 +521,8 @@ pub struct TraceReport {
 /// Which caches a `Replayer` runs the trace through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplayEngine {
-    /// `single_core::SingleCore`: one core's caches alone, compact and fast.
+    /// `single_core::SetGroups`: one core's caches alone, compact and fast, as independent groups
+    /// of sets.
     SingleCore,
     /// The coherent `Hierarchy`, for platforms the single-core engine cannot replay exactly.
     General,
@@ -528,20 +530,10 @@ pub enum ReplayEngine {
 
 /// Either engine, behind what replaying needs of it.
 trait LineSink {
-    /// Starts loading the host memory a later access of `line` will read (a hint).
-    fn prefetch_host(&self, line: u64);
+    /// Starts loading the host memory a later access of `line` will read (a hint; sorting
+    /// accesses by group of sets reads none).
+    fn prefetch_host(&self, _line: u64) {}
     fn access(&mut self, line: u64, write: bool);
-}
-
-impl LineSink for SingleCore {
-    #[inline(always)]
-    fn prefetch_host(&self, line: u64) {
-        SingleCore::prefetch_host(self, line);
-    }
-    #[inline(always)]
-    fn access(&mut self, line: u64, write: bool) {
-        SingleCore::access(self, line, write);
-    }
 }
 
 /// The general path: the hierarchy of a one-core platform, accessed as its CPU 0.
@@ -561,7 +553,7 @@ impl LineSink for GeneralPath {
 }
 
 enum Caches {
-    SingleCore(Box<SingleCore>),
+    SingleCore(Box<SetGroups>),
     General(Box<GeneralPath>),
 }
 
@@ -592,7 +584,7 @@ impl Replayer {
             ));
         }
         let caches = if single_core::unsupported(platform).is_none() {
-            Caches::SingleCore(Box::new(SingleCore::new(platform)))
+            Caches::SingleCore(Box::new(SetGroups::new(platform)))
         } else {
             let mut one_core = platform.clone();
             one_core.topology = TopologySpec { sockets: 1, ccx_per_socket: 1, cores_per_ccx: 1, threads_per_core: 1 };
@@ -623,7 +615,7 @@ impl Replayer {
     /// Replays accesses in order as `access` does.
     pub fn access_all(&mut self, records: &[TraceRecord]) {
         let replayed = match &mut self.caches {
-            Caches::SingleCore(caches) => replay_records(caches.as_mut(), records, self.line_bits),
+            Caches::SingleCore(caches) => caches.replay(records, self.line_bits),
             Caches::General(caches) => replay_records(caches.as_mut(), records, self.line_bits),
         };
         self.accesses += replayed;
@@ -636,8 +628,16 @@ impl Replayer {
         self.skipped += count;
     }
 
-    /// The counters so far; `host_seconds` is the caller's measurement.
-    pub fn report(&self, host_seconds: f64) -> TraceReport {
+    /// Carries out every access the engine still holds (`SetGroups` runs them a batch at a time).
+    pub fn finish(&mut self) {
+        if let Caches::SingleCore(caches) = &mut self.caches {
+            caches.run_queued();
+        }
+    }
+
+    /// The counters so far (after `finish`); `host_seconds` is the caller's measurement.
+    pub fn report(&mut self, host_seconds: f64) -> TraceReport {
+        self.finish();
         let (line_ops, [l1d, l2, l3], memory) = match &self.caches {
             Caches::SingleCore(caches) => {
                 let (reads, writes) = caches.memory_lines();
@@ -687,11 +687,11 @@ fn replay_records(caches: &mut impl LineSink, records: &[TraceRecord], line_bits
                 prefetched = Some(line);
             }
         }
-        let write = match record.kind {
-            AccessKind::Read => false,
-            AccessKind::Write => true,
-            AccessKind::InstructionFetch => continue,
-        };
+        // A comparison, not a match: reads and writes mix unpredictably in most traces.
+        if record.kind == AccessKind::InstructionFetch {
+            continue;
+        }
+        let write = record.kind == AccessKind::Write;
         replayed += 1;
         let last = record.addr.saturating_add(record.size.max(1) as u64 - 1) >> line_bits;
         let mut line = record.addr >> line_bits;
@@ -725,7 +725,9 @@ pub fn replay<R: BufRead>(
         replayer.access_all(&chunk);
     }
     replayer.add_skipped(reader.skipped());
-    Ok(replayer.report(start.elapsed().as_secs_f64()))
+    replayer.finish();
+    let host_seconds = start.elapsed().as_secs_f64();
+    Ok(replayer.report(host_seconds))
 }
 
 /// Opens a trace file (either format) and replays it; errors name the file.

@@ -44,6 +44,9 @@ pub struct PolicyInfo {
     /// Returns an error message if the policy cannot manage `ways` ways.
     pub check_ways: fn(ways: usize) -> Result<(), String>,
     pub build: fn(sets: usize, ways: usize, options: PolicyOptions) -> Replacement,
+    /// Whether a set's choices depend on its own accesses alone (no state shared between sets), so
+    /// that groups of sets can be simulated apart (see `trace::single_core::set_groups`).
+    pub per_set: bool,
 }
 
 /// One of the registered policies; a new policy adds a variant here and an arm to `dispatch!`.
@@ -96,6 +99,7 @@ pub const POLICIES: &[PolicyInfo] = &[
         description: "true least-recently-used (per-line recency ranks)",
         check_ways: |_| Ok(()),
         build: |sets, ways, options| Replacement::Lru(Lru::new(sets, ways, options)),
+        per_set: true,
     },
     PolicyInfo {
         name: "tree_plru",
@@ -108,24 +112,28 @@ pub const POLICIES: &[PolicyInfo] = &[
             }
         },
         build: |sets, ways, options| Replacement::TreePlru(TreePlru::new(sets, ways, options)),
+        per_set: true,
     },
     PolicyInfo {
         name: "srrip",
         description: "static re-reference interval prediction (2-bit), insertion at a long interval",
         check_ways: |_| Ok(()),
         build: |sets, ways, options| Replacement::Rrip(Rrip::new(sets, ways, options, RripMode::Static)),
+        per_set: true,
     },
     PolicyInfo {
         name: "brrip",
         description: "bimodal RRIP: most insertions at a distant interval (thrash-resistant)",
         check_ways: |_| Ok(()),
         build: |sets, ways, options| Replacement::Rrip(Rrip::new(sets, ways, options, RripMode::Bimodal)),
+        per_set: false,
     },
     PolicyInfo {
         name: "drrip",
         description: "dynamic RRIP: set dueling between srrip and brrip (adaptive, as Intel LLCs)",
         check_ways: |_| Ok(()),
         build: |sets, ways, options| Replacement::Rrip(Rrip::new(sets, ways, options, RripMode::Dynamic)),
+        per_set: false,
     },
 ];
 

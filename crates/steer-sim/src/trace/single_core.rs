@@ -13,9 +13,10 @@
 //! addresses allow (so a set is one host cache line and a 32 MiB L3 stays within a few MiB of host
 //! cache), 64 bits after. Other levels are the general `Cache`, whose policies keep per-way state.
 
-use crate::cache::Cache;
+use crate::cache::{replacement, Cache, Geometry};
 use crate::hierarchy::LevelStats;
 use crate::platform::{CacheSpec, MaskAgent, PlatformSpec, Relation};
+use super::{replay_records, LineSink, TraceRecord};
 use crate::units::Line;
 
 /// Why `SingleCore` cannot stand for the general path on a platform (which then replays through it).
@@ -34,6 +35,142 @@ pub fn unsupported(platform: &PlatformSpec) -> Option<String> {
         }
     }
     None
+}
+
+/// Most groups `set_groups` splits a core's caches into: 64 groups of turin-9655's 32 MiB L3 are
+/// 32 KiB of sets each, which stay in a host core's L1 and L2 while the group runs.
+const MAX_GROUPS: usize = 64;
+
+/// Accesses `SetGroups` sorts before running them (8 MiB of queues; see `SetGroups`).
+const RUN_BATCH: usize = 1 << 16;
+
+/// Fewest accesses worth sharing between host threads.
+const THREAD_MIN_BATCH: usize = 1 << 12;
+
+/// How many accesses ahead a replay starts loading the host memory of a line's L2 and L3 sets.
+const PREFETCH_DISTANCE: usize = 16;
+
+/// Into how many independent groups of sets the platform's caches split: the largest power of two,
+/// up to `MAX_GROUPS`, that divides every level's set count, if every level's replacement policy
+/// keeps its state per set; else 1.
+///
+/// Why a group can run apart from the others: a line's set at each level is the line number modulo
+/// the level's set count, so when `groups` divides every set count, the lines of one residue modulo
+/// `groups` share sets, at every level, only with each other. Everything an access does (lookups,
+/// fills, victims, back-invalidations, writebacks) concerns its own line or lines of the same set,
+/// so each group's lines meet the same cache contents whether other groups' accesses come between
+/// them or not; and the counters are sums.
+pub fn set_groups(platform: &PlatformSpec) -> usize {
+    let levels = [&platform.l1d, &platform.l2, &platform.l3];
+    if levels.iter().any(|spec| !replacement::find(&spec.replacement).is_some_and(|policy| policy.per_set)) {
+        return 1;
+    }
+    let common_twos = levels.iter().map(|spec| spec.geometry().sets.trailing_zeros()).min().unwrap_or(0);
+    (1 << common_twos).min(MAX_GROUPS)
+}
+
+/// One core's caches as `set_groups` independent groups of sets. Accesses are sorted by group as
+/// they come and run a batch at a time, each group its own in order, the groups shared between
+/// host threads (so a replay uses every host core and still counts exactly as one core in trace
+/// order). A group's sets are small enough to stay in the host core's caches while it runs.
+pub struct SetGroups {
+    /// Group `g` holds the sets of the lines `g` modulo the group count, and sees those lines
+    /// divided by it.
+    groups: Vec<SingleCore>,
+    /// Accesses sorted and not run yet, per group: the group's line shifted left by one, the
+    /// write bit in bit 0 (the queues keep their capacity between batches).
+    queues: Vec<Vec<u64>>,
+    group_bits: u32,
+    queued: usize,
+    threads: usize,
+}
+
+impl LineSink for SetGroups {
+    #[inline(always)]
+    fn access(&mut self, line: u64, write: bool) {
+        let group = (line & ((1 << self.group_bits) - 1)) as usize;
+        self.queues[group].push(line >> self.group_bits << 1 | write as u64);
+    }
+}
+
+impl SetGroups {
+    /// Empty caches of a validated platform that `unsupported` accepts.
+    pub fn new(platform: &PlatformSpec) -> SetGroups {
+        let count = set_groups(platform);
+        SetGroups {
+            groups: (0..count).map(|_| SingleCore::new(platform, count)).collect(),
+            queues: vec![Vec::new(); count],
+            group_bits: count.trailing_zeros(),
+            queued: 0,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()).min(count),
+        }
+    }
+
+    /// Replays the reads and writes among `records` (see `replay_records`); returns how many.
+    /// Some may wait in the queues until a batch is full or `run_queued`.
+    pub fn replay(&mut self, records: &[TraceRecord], line_bits: u32) -> u64 {
+        let replayed = replay_records(self, records, line_bits);
+        self.queued += replayed as usize;
+        if self.queued >= RUN_BATCH {
+            self.run_queued();
+        }
+        replayed
+    }
+
+    /// Runs every queued access: each group its own in order, the groups shared between host
+    /// threads.
+    pub fn run_queued(&mut self) {
+        let threads = if self.queued < THREAD_MIN_BATCH { 1 } else { self.threads };
+        let per_thread = self.groups.len().div_ceil(threads);
+        let runs = self.groups.chunks_mut(per_thread).zip(self.queues.chunks_mut(per_thread)).map(|(groups, queues)| {
+            move || {
+                for (group, queue) in groups.iter_mut().zip(queues) {
+                    group.replay(queue);
+                    queue.clear();
+                }
+            }
+        });
+        on_threads(runs.collect());
+        self.queued = 0;
+    }
+
+    /// Line accesses run.
+    pub fn line_ops(&self) -> u64 {
+        self.groups.iter().map(SingleCore::line_ops).sum()
+    }
+
+    /// The counters of L1D, L2 and L3 (of the accesses run).
+    pub fn level_stats(&self) -> [LevelStats; 3] {
+        self.total().each_ref().map(Counts::stats)
+    }
+
+    /// Lines read from and written to memory (by the accesses run).
+    pub fn memory_lines(&self) -> (u64, u64) {
+        let reads = self.groups.iter().map(|group| group.memory_reads).sum();
+        (reads, self.total()[2].writebacks)
+    }
+
+    fn total(&self) -> [Counts; 3] {
+        let mut total: [Counts; 3] = Default::default();
+        for group in &self.groups {
+            for (sum, counts) in total.iter_mut().zip(&group.counts) {
+                sum.add(counts);
+            }
+        }
+        total
+    }
+}
+
+/// Runs each job on a host thread of its own, the first on the calling thread.
+fn on_threads(jobs: Vec<impl FnOnce() + Send>) {
+    let mut jobs = jobs.into_iter();
+    let Some(first) = jobs.next() else { return };
+    std::thread::scope(|scope| {
+        for job in jobs {
+            scope.spawn(job);
+        }
+        first();
+    });
 }
 
 /// A line pushed out of a level, and whether it was dirty.
@@ -119,12 +256,18 @@ entry!(
 #[derive(Debug, Clone, Copy)]
 struct Indexing {
     set_bits: u32,
+    /// The set count less one (kept rather than worked out on every access).
+    set_mask: u64,
 }
 
 impl Indexing {
+    fn new(sets: usize) -> Indexing {
+        Indexing { set_bits: sets.trailing_zeros(), set_mask: sets as u64 - 1 }
+    }
+
     #[inline(always)]
     fn split(self, line: u64) -> (usize, u64) {
-        ((line & ((1 << self.set_bits) - 1)) as usize, line >> self.set_bits)
+        ((line & self.set_mask) as usize, line >> self.set_bits)
     }
 
     fn join(self, set: usize, tag: u64) -> u64 {
@@ -201,14 +344,13 @@ struct LruSets<E> {
 }
 
 impl<E: Entry> LruSets<E> {
-    fn new(spec: &CacheSpec) -> LruSets<E> {
-        let geometry = spec.geometry();
+    fn new(geometry: &Geometry) -> LruSets<E> {
         assert!(geometry.ways <= SET_WAYS && geometry.sets.is_power_of_two(), "see `Level::new`");
         LruSets {
-            indexing: Indexing { set_bits: geometry.sets.trailing_zeros() },
+            indexing: Indexing::new(geometry.sets),
             ways: geometry.ways,
             sets: vec![Set::EMPTY; geometry.sets],
-            write_hit_updates_recency: spec.write_hit_updates_recency,
+            write_hit_updates_recency: geometry.options.write_hit_updates_recency,
         }
     }
 
@@ -309,10 +451,12 @@ macro_rules! on_array {
 }
 
 impl Level {
-    fn new(spec: &CacheSpec) -> Level {
-        let geometry = spec.geometry();
+    /// The level's array for one of `groups` groups of its sets (see `set_groups`).
+    fn new(spec: &CacheSpec, groups: usize) -> Level {
+        let mut geometry = spec.geometry();
+        geometry.sets /= groups;
         if geometry.policy == "lru" && geometry.ways <= SET_WAYS && geometry.sets.is_power_of_two() {
-            Level::Lru(LruSets::new(spec))
+            Level::Lru(LruSets::new(&geometry))
         } else {
             Level::General(Cache::new(&geometry))
         }
@@ -375,6 +519,13 @@ impl Counts {
         self.requests[write as usize][hit as usize] += 1;
     }
 
+    fn add(&mut self, other: &Counts) {
+        for (sum, count) in self.requests.iter_mut().flatten().zip(other.requests.iter().flatten()) {
+            *sum += count;
+        }
+        self.writebacks += other.writebacks;
+    }
+
     /// As `Hierarchy` keeps them (`LevelStats` has pycachesim's definitions).
     fn stats(&self) -> LevelStats {
         let [[read_misses, read_hits], [write_misses, write_hits]] = self.requests;
@@ -390,7 +541,8 @@ impl Counts {
     }
 }
 
-/// One core's L1D, L2 and L3 over memory, and the counters a replay reports.
+/// One core's L1D, L2 and L3 over memory, or one group of their sets, and the counters a replay
+/// reports.
 pub struct SingleCore {
     l1: Level,
     l2: Level,
@@ -413,9 +565,11 @@ pub struct SingleCore {
 }
 
 impl SingleCore {
-    /// Empty caches of a validated platform that `unsupported` accepts.
-    pub fn new(platform: &PlatformSpec) -> SingleCore {
-        let (l1, l2, l3) = (Level::new(&platform.l1d), Level::new(&platform.l2), Level::new(&platform.l3));
+    /// Empty caches of a validated platform that `unsupported` accepts, or one of `groups` groups
+    /// of their sets (`groups` divides every level's set count), which sees lines divided by `groups`.
+    fn new(platform: &PlatformSpec, groups: usize) -> SingleCore {
+        let level = |spec| Level::new(spec, groups);
+        let (l1, l2, l3) = (level(&platform.l1d), level(&platform.l2), level(&platform.l3));
         SingleCore {
             l1_ordered: !matches!(l1, Level::General(_)),
             narrow_limit: l1.max_line().min(l2.max_line()).min(l3.max_line()),
@@ -431,32 +585,26 @@ impl SingleCore {
         }
     }
 
-    /// Line accesses replayed.
-    pub fn line_ops(&self) -> u64 {
+    fn line_ops(&self) -> u64 {
         self.counts[0].requests.iter().flatten().sum()
     }
 
-    /// The counters of L1D, L2 and L3.
-    pub fn level_stats(&self) -> [LevelStats; 3] {
-        self.counts.each_ref().map(Counts::stats)
-    }
-
-    /// Lines read from and written to memory.
-    pub fn memory_lines(&self) -> (u64, u64) {
-        (self.memory_reads, self.counts[2].writebacks)
-    }
-
-    /// Starts loading the host memory of the line's L2 and L3 sets (see `Hierarchy::prefetch_host`;
-    /// an L2 of 1 MiB has 64 KiB of sets, more than a host's L1 holds).
-    #[inline(always)]
-    pub fn prefetch_host(&self, line: u64) {
-        self.l2.prefetch_set_of(line);
-        self.l3.prefetch_set_of(line);
+    /// Carries out accesses queued by `SetGroups`, in order, starting to load the host memory of
+    /// the L2 and L3 sets of the one `PREFETCH_DISTANCE` places ahead (a large group's sets do not
+    /// all stay in the host's caches).
+    fn replay(&mut self, accesses: &[u64]) {
+        for (i, &access) in accesses.iter().enumerate() {
+            if let Some(&ahead) = accesses.get(i + PREFETCH_DISTANCE) {
+                self.l2.prefetch_set_of(ahead >> 1);
+                self.l3.prefetch_set_of(ahead >> 1);
+            }
+            self.access(access >> 1, access & 1 == 1);
+        }
     }
 
     /// A demand load or store, as `Hierarchy::core_access` carries it out for one core.
     #[inline(always)]
-    pub fn access(&mut self, line: u64, write: bool) {
+    fn access(&mut self, line: u64, write: bool) {
         // Before the width check: the known line has passed it.
         if self.l1_first | !write as u64 == line << 1 | 1 {
             self.counts[0].request(write, true);
