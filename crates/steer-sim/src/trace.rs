@@ -46,9 +46,9 @@ const PREFETCH_DISTANCE: usize = 16;
 /// Bytes a binary trace is read by (8192 records).
 const BINARY_BLOCK: usize = 1 << 16;
 
-/// Records `replay` decodes before handing them to `Replayer::access_all` (few enough to stay in
-/// the host's caches until they are replayed).
-const REPLAY_CHUNK: usize = 4096;
+/// Records `replay` decodes before handing them to `Replayer::access_all` (a batch of
+/// `SetGroups`, within a host core's L2).
+const REPLAY_CHUNK: usize = 1 << 16;
 
 /// What an access does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -628,16 +628,8 @@ impl Replayer {
         self.skipped += count;
     }
 
-    /// Carries out every access the engine still holds (`SetGroups` runs them a batch at a time).
-    pub fn finish(&mut self) {
-        if let Caches::SingleCore(caches) = &mut self.caches {
-            caches.run_queued();
-        }
-    }
-
-    /// The counters so far (after `finish`); `host_seconds` is the caller's measurement.
-    pub fn report(&mut self, host_seconds: f64) -> TraceReport {
-        self.finish();
+    /// The counters so far; `host_seconds` is the caller's measurement.
+    pub fn report(&self, host_seconds: f64) -> TraceReport {
         let (line_ops, [l1d, l2, l3], memory) = match &self.caches {
             Caches::SingleCore(caches) => {
                 let (reads, writes) = caches.memory_lines();
@@ -725,9 +717,7 @@ pub fn replay<R: BufRead>(
         replayer.access_all(&chunk);
     }
     replayer.add_skipped(reader.skipped());
-    replayer.finish();
-    let host_seconds = start.elapsed().as_secs_f64();
-    Ok(replayer.report(host_seconds))
+    Ok(replayer.report(start.elapsed().as_secs_f64()))
 }
 
 /// Opens a trace file (either format) and replays it; errors name the file.

@@ -41,10 +41,11 @@ pub fn unsupported(platform: &PlatformSpec) -> Option<String> {
 /// 32 KiB of sets each, which stay in a host core's L1 and L2 while the group runs.
 const MAX_GROUPS: usize = 64;
 
-/// Accesses `SetGroups` sorts before running them (8 MiB of queues; see `SetGroups`).
-const RUN_BATCH: usize = 1 << 16;
+/// Records `SetGroups` replays as one batch: sorted by group, then run (64K records take 1 MiB,
+/// their sorted accesses 512 KiB, both within a host core's L2).
+const BATCH: usize = 1 << 16;
 
-/// Fewest accesses worth sharing between host threads.
+/// Fewest records worth sharing between host threads.
 const THREAD_MIN_BATCH: usize = 1 << 12;
 
 /// How many accesses ahead a replay starts loading the host memory of a line's L2 and L3 sets.
@@ -69,27 +70,57 @@ pub fn set_groups(platform: &PlatformSpec) -> usize {
     (1 << common_twos).min(MAX_GROUPS)
 }
 
-/// One core's caches as `set_groups` independent groups of sets. Accesses are sorted by group as
-/// they come and run a batch at a time, each group its own in order, the groups shared between
-/// host threads (so a replay uses every host core and still counts exactly as one core in trace
-/// order). A group's sets are small enough to stay in the host core's caches while it runs.
+/// One core's caches as `set_groups` independent groups of sets, replayed a batch of records at
+/// a time in two steps that each use every host core: the records are sorted by group (each
+/// host thread its consecutive part of the batch), then each group runs its accesses in order
+/// (each host thread its share of the groups, taking a group's accesses from every part in
+/// turn). So a replay counts exactly as one core in trace order, and a group's sets are small
+/// enough to stay in the host core's caches while it runs.
 pub struct SetGroups {
-    /// Group `g` holds the sets of the lines `g` modulo the group count, and sees those lines
-    /// divided by it.
-    groups: Vec<SingleCore>,
-    /// Accesses sorted and not run yet, per group: the group's line shifted left by one, the
-    /// write bit in bit 0 (the queues keep their capacity between batches).
-    queues: Vec<Vec<u64>>,
+    groups: Groups,
     group_bits: u32,
-    queued: usize,
-    threads: usize,
+    /// Largest line (of a group) every array holds as it is; a batch with a larger one first
+    /// widens them (see `LruSets::widened`).
+    narrow_limit: u64,
+    /// Per host thread, then per group, the accesses sorted from that thread's part of a batch:
+    /// the group's line shifted left by one, the write bit in bit 0 (kept for their capacity).
+    queues: Vec<Vec<Vec<u64>>>,
 }
 
-impl LineSink for SetGroups {
+/// The groups' caches: group `g` holds the sets of the lines `g` modulo the group count, and sees
+/// those lines divided by it.
+enum Groups {
+    /// Every level LRU in 32-bit entries, called without a `Level` to dispatch on (the common
+    /// case, some 15% faster).
+    Lru(Vec<SingleCore<LruSets<u32>>>),
+    /// Any other arrays.
+    Mixed(Vec<SingleCore<Level>>),
+}
+
+/// Calls `$call` with `$cores` bound to the groups' caches, whichever arrays they have.
+macro_rules! on_groups {
+    ($groups:expr, $cores:ident => $call:expr) => {
+        match $groups {
+            Groups::Lru($cores) => $call,
+            Groups::Mixed($cores) => $call,
+        }
+    };
+}
+
+/// Sorts one host thread's part of a batch by group (see `SetGroups`).
+struct Sorter<'a> {
+    queues: &'a mut [Vec<u64>],
+    group_bits: u32,
+    /// The largest line sorted.
+    max_line: u64,
+}
+
+impl LineSink for Sorter<'_> {
     #[inline(always)]
     fn access(&mut self, line: u64, write: bool) {
         let group = (line & ((1 << self.group_bits) - 1)) as usize;
         self.queues[group].push(line >> self.group_bits << 1 | write as u64);
+        self.max_line = self.max_line.max(line);
     }
 }
 
@@ -97,63 +128,77 @@ impl SetGroups {
     /// Empty caches of a validated platform that `unsupported` accepts.
     pub fn new(platform: &PlatformSpec) -> SetGroups {
         let count = set_groups(platform);
-        SetGroups {
-            groups: (0..count).map(|_| SingleCore::new(platform, count)).collect(),
-            queues: vec![Vec::new(); count],
-            group_bits: count.trailing_zeros(),
-            queued: 0,
-            threads: std::thread::available_parallelism().map_or(1, |n| n.get()).min(count),
-        }
+        let levels = [&platform.l1d, &platform.l2, &platform.l3];
+        let groups = if levels.iter().all(|spec| LruSets::<u32>::fitting(spec, count).is_some()) {
+            let sets = |spec: &CacheSpec| LruSets::fitting(spec, count).expect("checked");
+            Groups::Lru((0..count).map(|_| SingleCore::new(platform, sets)).collect())
+        } else {
+            Groups::Mixed((0..count).map(|_| SingleCore::new(platform, |spec| Level::new(spec, count))).collect())
+        };
+        let narrow_limit = on_groups!(&groups, cores => cores[0].max_line());
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(count);
+        SetGroups { groups, group_bits: count.trailing_zeros(), narrow_limit, queues: vec![vec![Vec::new(); count]; threads] }
     }
 
     /// Replays the reads and writes among `records` (see `replay_records`); returns how many.
-    /// Some may wait in the queues until a batch is full or `run_queued`.
     pub fn replay(&mut self, records: &[TraceRecord], line_bits: u32) -> u64 {
-        let replayed = replay_records(self, records, line_bits);
-        self.queued += replayed as usize;
-        if self.queued >= RUN_BATCH {
-            self.run_queued();
+        records.chunks(BATCH).map(|batch| self.replay_batch(batch, line_bits)).sum()
+    }
+
+    fn replay_batch(&mut self, records: &[TraceRecord], line_bits: u32) -> u64 {
+        let threads = if records.len() < THREAD_MIN_BATCH { 1 } else { self.queues.len() };
+        let group_bits = self.group_bits;
+        let part = records.len().div_ceil(threads).max(1);
+        let sorts = records.chunks(part).zip(&mut self.queues).map(|(records, queues)| {
+            move || {
+                let mut sorter = Sorter { queues, group_bits, max_line: 0 };
+                (replay_records(&mut sorter, records, line_bits), sorter.max_line)
+            }
+        });
+        let (replayed, max_line) =
+            on_threads(sorts.collect()).into_iter().fold((0, 0), |(sum, max), (n, line)| (sum + n, line.max(max)));
+        if max_line >> group_bits > self.narrow_limit {
+            self.widen();
         }
+        on_groups!(&mut self.groups, cores => run_groups(cores, &mut self.queues[..threads]));
         replayed
     }
 
-    /// Runs every queued access: each group its own in order, the groups shared between host
-    /// threads.
-    pub fn run_queued(&mut self) {
-        let threads = if self.queued < THREAD_MIN_BATCH { 1 } else { self.threads };
-        let per_thread = self.groups.len().div_ceil(threads);
-        let runs = self.groups.chunks_mut(per_thread).zip(self.queues.chunks_mut(per_thread)).map(|(groups, queues)| {
-            move || {
-                for (group, queue) in groups.iter_mut().zip(queues) {
-                    group.replay(queue);
-                    queue.clear();
-                }
-            }
+    /// Moves every array to 64-bit entries.
+    #[cold]
+    fn widen(&mut self) {
+        let groups = std::mem::replace(&mut self.groups, Groups::Mixed(Vec::new()));
+        self.groups = Groups::Mixed(match groups {
+            Groups::Lru(cores) => cores.into_iter().map(|core| core.with_arrays(|sets| Level::Lru(sets).widened())).collect(),
+            Groups::Mixed(cores) => cores.into_iter().map(|core| core.with_arrays(Level::widened)).collect(),
         });
-        on_threads(runs.collect());
-        self.queued = 0;
+        self.narrow_limit = u64::MAX;
     }
 
-    /// Line accesses run.
+    /// Line accesses replayed.
     pub fn line_ops(&self) -> u64 {
-        self.groups.iter().map(SingleCore::line_ops).sum()
+        self.tallies().map(|(counts, _)| counts[0].requests.iter().flatten().sum::<u64>()).sum()
     }
 
-    /// The counters of L1D, L2 and L3 (of the accesses run).
+    /// The counters of L1D, L2 and L3.
     pub fn level_stats(&self) -> [LevelStats; 3] {
         self.total().each_ref().map(Counts::stats)
     }
 
-    /// Lines read from and written to memory (by the accesses run).
+    /// Lines read from and written to memory.
     pub fn memory_lines(&self) -> (u64, u64) {
-        let reads = self.groups.iter().map(|group| group.memory_reads).sum();
-        (reads, self.total()[2].writebacks)
+        (self.tallies().map(|(_, memory_reads)| memory_reads).sum(), self.total()[2].writebacks)
+    }
+
+    /// Each group's counters and lines read from memory.
+    fn tallies(&self) -> Box<dyn Iterator<Item = (&[Counts; 3], u64)> + '_> {
+        on_groups!(&self.groups, cores => Box::new(cores.iter().map(|core| (&core.counts, core.memory_reads))))
     }
 
     fn total(&self) -> [Counts; 3] {
         let mut total: [Counts; 3] = Default::default();
-        for group in &self.groups {
-            for (sum, counts) in total.iter_mut().zip(&group.counts) {
+        for (counts, _) in self.tallies() {
+            for (sum, counts) in total.iter_mut().zip(counts) {
                 sum.add(counts);
             }
         }
@@ -161,16 +206,41 @@ impl SetGroups {
     }
 }
 
-/// Runs each job on a host thread of its own, the first on the calling thread.
-fn on_threads(jobs: Vec<impl FnOnce() + Send>) {
-    let mut jobs = jobs.into_iter();
-    let Some(first) = jobs.next() else { return };
-    std::thread::scope(|scope| {
-        for job in jobs {
-            scope.spawn(job);
+/// Runs the sorted accesses of a batch, `parts` holding one host thread's sorting each: every
+/// group takes its accesses from the parts in order, and the groups are shared between as many
+/// host threads as there are parts.
+fn run_groups<A: Array + Send>(cores: &mut [SingleCore<A>], parts: &mut [Vec<Vec<u64>>]) {
+    let share = cores.len().div_ceil(parts.len());
+    let mut shares: Vec<Vec<&mut [Vec<u64>]>> = (0..parts.len()).map(|_| Vec::new()).collect();
+    for queues in parts.iter_mut() {
+        for (share_parts, queues) in shares.iter_mut().zip(queues.chunks_mut(share)) {
+            share_parts.push(queues);
         }
-        first();
+    }
+    let runs = cores.chunks_mut(share).zip(shares).map(|(cores, mut share_parts)| {
+        move || {
+            for (g, core) in cores.iter_mut().enumerate() {
+                for queues in &mut share_parts {
+                    core.replay(&queues[g]);
+                    queues[g].clear();
+                }
+            }
+        }
     });
+    on_threads(runs.collect());
+}
+
+/// Runs each job on a host thread of its own, the first on the calling thread; returns their
+/// results in order.
+fn on_threads<T: Send>(jobs: Vec<impl FnOnce() -> T + Send>) -> Vec<T> {
+    let mut jobs = jobs.into_iter();
+    let Some(first) = jobs.next() else { return Vec::new() };
+    std::thread::scope(|scope| {
+        let others: Vec<_> = jobs.map(|job| scope.spawn(job)).collect();
+        let mut results = vec![first()];
+        results.extend(others.into_iter().map(|other| other.join().expect("a replay thread panicked")));
+        results
+    })
 }
 
 /// A line pushed out of a level, and whether it was dirty.
@@ -344,8 +414,16 @@ struct LruSets<E> {
 }
 
 impl<E: Entry> LruSets<E> {
+    /// The sets of one of `groups` groups of the level's sets (see `set_groups`), if the level is
+    /// LRU with at most `SET_WAYS` ways and a power-of-two number of sets.
+    fn fitting(spec: &CacheSpec, groups: usize) -> Option<LruSets<E>> {
+        let mut geometry = spec.geometry();
+        geometry.sets /= groups;
+        let fits = geometry.policy == "lru" && geometry.ways <= SET_WAYS && geometry.sets.is_power_of_two();
+        fits.then(|| LruSets::new(&geometry))
+    }
+
     fn new(geometry: &Geometry) -> LruSets<E> {
-        assert!(geometry.ways <= SET_WAYS && geometry.sets.is_power_of_two(), "see `Level::new`");
         LruSets {
             indexing: Indexing::new(geometry.sets),
             ways: geometry.ways,
@@ -357,6 +435,10 @@ impl<E: Entry> LruSets<E> {
     /// Largest line every set can tag.
     fn max_line(&self) -> u64 {
         self.indexing.join(self.sets.len() - 1, E::MAX_TAG)
+    }
+
+    fn ordered(&self) -> bool {
+        true
     }
 
     /// The line's set and its key (see `Entry::key`).
@@ -429,7 +511,69 @@ impl<E: Entry> LruSets<E> {
     }
 }
 
-/// One level's array.
+/// What `SingleCore` asks of a level's array (lines are a group's lines, see `SetGroups`).
+trait Array {
+    /// A lookup as a use: refreshes recency (unless a write hit is no use) and marks a write
+    /// dirty; whether the line was present.
+    fn access(&mut self, line: u64, write: bool) -> bool;
+    /// Installs an absent line; returns the line evicted for it, if any.
+    fn insert(&mut self, line: u64, dirty: bool) -> Option<Victim>;
+    /// Removes the line if present; returns whether it was dirty.
+    fn remove(&mut self, line: u64) -> Option<bool>;
+    /// Marks a present line dirty without a use; false if absent.
+    fn mark_dirty(&mut self, line: u64) -> bool;
+    fn contains(&mut self, line: u64) -> bool;
+    /// Starts loading the host memory of the line's set.
+    fn prefetch_set_of(&self, line: u64);
+    /// Whether a read hit leaves the line the most recent of its set, known without a lookup.
+    fn ordered(&self) -> bool;
+    /// Largest line the array holds as it is.
+    fn max_line(&self) -> u64;
+}
+
+/// Implements `Array` by calling the inherent methods of the same names.
+macro_rules! array {
+    ($t:ty) => {
+        impl Array for $t {
+            #[inline(always)]
+            fn access(&mut self, line: u64, write: bool) -> bool {
+                <$t>::access(self, line, write)
+            }
+            #[inline(always)]
+            fn insert(&mut self, line: u64, dirty: bool) -> Option<Victim> {
+                <$t>::insert(self, line, dirty)
+            }
+            #[inline(always)]
+            fn remove(&mut self, line: u64) -> Option<bool> {
+                <$t>::remove(self, line)
+            }
+            #[inline(always)]
+            fn mark_dirty(&mut self, line: u64) -> bool {
+                <$t>::mark_dirty(self, line)
+            }
+            #[inline(always)]
+            fn contains(&mut self, line: u64) -> bool {
+                <$t>::contains(self, line)
+            }
+            #[inline(always)]
+            fn prefetch_set_of(&self, line: u64) {
+                <$t>::prefetch_set_of(self, line)
+            }
+            #[inline(always)]
+            fn ordered(&self) -> bool {
+                <$t>::ordered(self)
+            }
+            fn max_line(&self) -> u64 {
+                <$t>::max_line(self)
+            }
+        }
+    };
+}
+
+array!(LruSets<u32>);
+array!(Level);
+
+/// One level's array, of whichever kind it needs.
 enum Level {
     /// LRU in 32-bit entries.
     Lru(LruSets<u32>),
@@ -453,13 +597,18 @@ macro_rules! on_array {
 impl Level {
     /// The level's array for one of `groups` groups of its sets (see `set_groups`).
     fn new(spec: &CacheSpec, groups: usize) -> Level {
-        let mut geometry = spec.geometry();
-        geometry.sets /= groups;
-        if geometry.policy == "lru" && geometry.ways <= SET_WAYS && geometry.sets.is_power_of_two() {
-            Level::Lru(LruSets::new(&geometry))
-        } else {
-            Level::General(Cache::new(&geometry))
+        match LruSets::fitting(spec, groups) {
+            Some(sets) => Level::Lru(sets),
+            None => {
+                let mut geometry = spec.geometry();
+                geometry.sets /= groups;
+                Level::General(Cache::new(&geometry))
+            }
         }
+    }
+
+    fn ordered(&self) -> bool {
+        !matches!(self, Level::General(_))
     }
 
     /// Largest line the array can hold as it is.
@@ -470,9 +619,11 @@ impl Level {
         }
     }
 
-    fn widen(&mut self) {
-        if let Level::Lru(sets) = self {
-            *self = Level::WideLru(sets.widened());
+    /// The same array, in 64-bit entries if it had 32-bit ones.
+    fn widened(self) -> Level {
+        match self {
+            Level::Lru(sets) => Level::WideLru(sets.widened()),
+            other => other,
         }
     }
 
@@ -543,14 +694,12 @@ impl Counts {
 
 /// One core's L1D, L2 and L3 over memory, or one group of their sets, and the counters a replay
 /// reports.
-pub struct SingleCore {
-    l1: Level,
-    l2: Level,
-    l3: Level,
+struct SingleCore<A> {
+    l1: A,
+    l2: A,
+    l3: A,
     l2_relation: Relation,
     l3_relation: Relation,
-    /// Largest line every level can hold without widening its entries.
-    narrow_limit: u64,
     /// L1D, L2 and L3.
     counts: [Counts; 3],
     /// Lines read from memory (lines written to it are the L3's writebacks).
@@ -564,15 +713,13 @@ pub struct SingleCore {
     l1_ordered: bool,
 }
 
-impl SingleCore {
-    /// Empty caches of a validated platform that `unsupported` accepts, or one of `groups` groups
-    /// of their sets (`groups` divides every level's set count), which sees lines divided by `groups`.
-    fn new(platform: &PlatformSpec, groups: usize) -> SingleCore {
-        let level = |spec| Level::new(spec, groups);
-        let (l1, l2, l3) = (level(&platform.l1d), level(&platform.l2), level(&platform.l3));
+impl<A: Array> SingleCore<A> {
+    /// Empty caches of a validated platform that `unsupported` accepts, each level's array built
+    /// by `array` (one of `SetGroups`'s groups of sets).
+    fn new(platform: &PlatformSpec, array: impl Fn(&CacheSpec) -> A) -> SingleCore<A> {
+        let (l1, l2, l3) = (array(&platform.l1d), array(&platform.l2), array(&platform.l3));
         SingleCore {
-            l1_ordered: !matches!(l1, Level::General(_)),
-            narrow_limit: l1.max_line().min(l2.max_line()).min(l3.max_line()),
+            l1_ordered: l1.ordered(),
             l1,
             l2,
             l3,
@@ -585,8 +732,24 @@ impl SingleCore {
         }
     }
 
-    fn line_ops(&self) -> u64 {
-        self.counts[0].requests.iter().flatten().sum()
+    /// The same caches with other arrays.
+    fn with_arrays<B>(self, mut convert: impl FnMut(A) -> B) -> SingleCore<B> {
+        SingleCore {
+            l1: convert(self.l1),
+            l2: convert(self.l2),
+            l3: convert(self.l3),
+            l2_relation: self.l2_relation,
+            l3_relation: self.l3_relation,
+            counts: self.counts,
+            memory_reads: self.memory_reads,
+            l1_first: self.l1_first,
+            l1_ordered: self.l1_ordered,
+        }
+    }
+
+    /// Largest line every level holds as it is.
+    fn max_line(&self) -> u64 {
+        self.l1.max_line().min(self.l2.max_line()).min(self.l3.max_line())
     }
 
     /// Carries out accesses queued by `SetGroups`, in order, starting to load the host memory of
@@ -605,13 +768,9 @@ impl SingleCore {
     /// A demand load or store, as `Hierarchy::core_access` carries it out for one core.
     #[inline(always)]
     fn access(&mut self, line: u64, write: bool) {
-        // Before the width check: the known line has passed it.
         if self.l1_first | !write as u64 == line << 1 | 1 {
             self.counts[0].request(write, true);
             return;
-        }
-        if line > self.narrow_limit {
-            self.widen();
         }
         let hit = self.l1.access(line, write);
         self.counts[0].request(write, hit);
@@ -625,14 +784,6 @@ impl SingleCore {
         } else if self.l1_ordered {
             self.l1_first = line << 1;
         }
-    }
-
-    #[cold]
-    fn widen(&mut self) {
-        for level in [&mut self.l1, &mut self.l2, &mut self.l3] {
-            level.widen();
-        }
-        self.narrow_limit = u64::MAX;
     }
 
     /// A store makes the only valid copy its own: a victim L3's copy is dropped (an inclusive or
