@@ -43,12 +43,12 @@ const STEP: Time = Time(1000);
 /// How many accesses ahead `Replayer::access_all` prefetches host memory.
 const PREFETCH_DISTANCE: usize = 16;
 
-/// Bytes a binary trace is read by (8192 records).
-const BINARY_BLOCK: usize = 1 << 16;
+/// Bytes a binary trace is read by: a batch of `SetGroups`, replayed from the reader's buffer.
+const BINARY_BLOCK: usize = single_core::BATCH * 8;
 
-/// Records `replay` decodes before handing them to `Replayer::access_all` (a batch of
-/// `SetGroups`, within a host core's L2).
-const REPLAY_CHUNK: usize = 1 << 16;
+/// Din records `replay` decodes before handing them to `Replayer::access_all`: a batch of
+/// `SetGroups`.
+const REPLAY_CHUNK: usize = single_core::BATCH;
 
 /// What an access does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -80,6 +80,46 @@ pub struct TraceRecord {
     pub kind: AccessKind,
     pub addr: u64,
     pub size: u32,
+}
+
+/// A record as `replay_records` reads it: a `TraceRecord`, or a binary record as read.
+trait Record: Copy + Sync {
+    /// The kind's din label and binary code (see `AccessKind::code`).
+    fn code(self) -> u64;
+    fn addr(self) -> u64;
+    /// Bytes accessed from `addr` (0 counts as 1).
+    fn size(self) -> u32;
+}
+
+impl Record for TraceRecord {
+    #[inline(always)]
+    fn code(self) -> u64 {
+        self.kind.code()
+    }
+    #[inline(always)]
+    fn addr(self) -> u64 {
+        self.addr
+    }
+    #[inline(always)]
+    fn size(self) -> u32 {
+        self.size
+    }
+}
+
+/// A binary record checked by `TraceReader::binary_records` (its kind code is defined).
+impl Record for [u8; 8] {
+    #[inline(always)]
+    fn code(self) -> u64 {
+        u64::from_le_bytes(self) >> 62
+    }
+    #[inline(always)]
+    fn addr(self) -> u64 {
+        u64::from_le_bytes(self) & BINARY_MAX_ADDR
+    }
+    #[inline(always)]
+    fn size(self) -> u32 {
+        1
+    }
 }
 
 /// How a trace is encoded.
@@ -210,6 +250,35 @@ impl<R: BufRead> TraceReader<R> {
             }
         }
         Ok(())
+    }
+
+    /// The next well-formed records of a binary trace, as read (up to a block of them), or the
+    /// error of the record after the last well-formed one; `None` at the end. Replaying them from
+    /// the reader's buffer saves decoding them into `TraceRecord`s.
+    pub fn binary_records(&mut self) -> Result<Option<&[[u8; 8]]>, TraceError> {
+        debug_assert_eq!(self.format, TraceFormat::Binary);
+        if self.failed {
+            return Ok(None);
+        }
+        if self.block.len() - self.block_pos < 8 {
+            self.refill_block().map_err(|e| TraceError::new(&self.origin, None, format!("cannot read: {e}")))?;
+        }
+        let start = self.block_pos;
+        let (records, _) = self.block[start..].as_chunks::<8>();
+        // Kind code 3 is undefined: checked for all at once (the check vectorises), then found.
+        let undefined = |record: &[u8; 8]| record.code() == 3;
+        let valid = if records.iter().fold(false, |any, record| any | undefined(record)) {
+            records.iter().position(undefined).unwrap_or(records.len())
+        } else {
+            records.len()
+        };
+        if valid == 0 {
+            // The end, a record cut short or an undefined one: the iterator says which.
+            return self.next().transpose().map(|_| None);
+        }
+        self.block_pos += valid * 8;
+        self.position += valid as u64;
+        Ok(Some(&self.block[start..].as_chunks::<8>().0[..valid]))
     }
 
     /// Decodes the well-formed binary records read ahead into `out`, until it holds `goal`;
@@ -530,8 +599,9 @@ pub enum ReplayEngine {
 
 /// Either engine, behind what replaying needs of it.
 trait LineSink {
-    /// Starts loading the host memory a later access of `line` will read (a hint; sorting
-    /// accesses by group of sets reads none).
+    /// Whether `prefetch_host` does anything (sorting accesses by group of sets reads no set).
+    const PREFETCHES: bool = false;
+    /// Starts loading the host memory a later access of `line` will read (a hint).
     fn prefetch_host(&self, _line: u64) {}
     fn access(&mut self, line: u64, write: bool);
 }
@@ -543,6 +613,7 @@ struct GeneralPath {
 }
 
 impl LineSink for GeneralPath {
+    const PREFETCHES: bool = true;
     fn prefetch_host(&self, line: u64) {
         self.hierarchy.prefetch_host(0, Line(line));
     }
@@ -614,6 +685,10 @@ impl Replayer {
 
     /// Replays accesses in order as `access` does.
     pub fn access_all(&mut self, records: &[TraceRecord]) {
+        self.replay_all(records);
+    }
+
+    fn replay_all(&mut self, records: &[impl Record]) {
         let replayed = match &mut self.caches {
             Caches::SingleCore(caches) => caches.replay(records, self.line_bits),
             Caches::General(caches) => replay_records(caches.as_mut(), records, self.line_bits),
@@ -668,25 +743,26 @@ impl Replayer {
 /// It asks the host to start loading the L3 set of the access `PREFETCH_DISTANCE` places ahead
 /// (once per run of accesses to one line): a replay through a large L3 is bound by host cache
 /// misses, and this lets them overlap.
-fn replay_records(caches: &mut impl LineSink, records: &[TraceRecord], line_bits: u32) -> u64 {
+fn replay_records<S: LineSink>(caches: &mut S, records: &[impl Record], line_bits: u32) -> u64 {
     let mut replayed = 0;
     let mut prefetched = None;
-    for (i, record) in records.iter().enumerate() {
-        if let Some(ahead) = records.get(i + PREFETCH_DISTANCE) {
-            let line = ahead.addr >> line_bits;
+    for (i, &record) in records.iter().enumerate() {
+        if let Some(ahead) = records.get(i + PREFETCH_DISTANCE).filter(|_| S::PREFETCHES) {
+            let line = ahead.addr() >> line_bits;
             if prefetched != Some(line) {
                 caches.prefetch_host(line);
                 prefetched = Some(line);
             }
         }
-        // A comparison, not a match: reads and writes mix unpredictably in most traces.
-        if record.kind == AccessKind::InstructionFetch {
+        // Comparisons, not a match: reads and writes mix unpredictably in most traces.
+        let code = record.code();
+        if code == AccessKind::InstructionFetch.code() {
             continue;
         }
-        let write = record.kind == AccessKind::Write;
+        let write = code == AccessKind::Write.code();
         replayed += 1;
-        let last = record.addr.saturating_add(record.size.max(1) as u64 - 1) >> line_bits;
-        let mut line = record.addr >> line_bits;
+        let last = record.addr().saturating_add(record.size().max(1) as u64 - 1) >> line_bits;
+        let mut line = record.addr() >> line_bits;
         // Not a `..=` range: its iterator costs more than an access that hits.
         loop {
             caches.access(line, write);
@@ -707,14 +783,20 @@ pub fn replay<R: BufRead>(
 ) -> Result<TraceReport, TraceError> {
     let start = Instant::now();
     let mut replayer = Replayer::new(platform, cpu)?;
-    let mut chunk = Vec::with_capacity(REPLAY_CHUNK);
-    loop {
-        chunk.clear();
-        reader.read_chunk(&mut chunk, REPLAY_CHUNK)?;
-        if chunk.is_empty() {
-            break;
+    if reader.format() == TraceFormat::Binary {
+        while let Some(records) = reader.binary_records()? {
+            replayer.replay_all(records);
         }
-        replayer.access_all(&chunk);
+    } else {
+        let mut chunk = Vec::with_capacity(REPLAY_CHUNK);
+        loop {
+            chunk.clear();
+            reader.read_chunk(&mut chunk, REPLAY_CHUNK)?;
+            if chunk.is_empty() {
+                break;
+            }
+            replayer.access_all(&chunk);
+        }
     }
     replayer.add_skipped(reader.skipped());
     Ok(replayer.report(start.elapsed().as_secs_f64()))
@@ -892,6 +974,14 @@ mod tests {
         bytes.extend_from_slice(&(3u64 << 62).to_le_bytes());
         let error = read_all(&bytes).unwrap_err();
         assert!(error.message.starts_with("record 0 at byte 8: kind 3 is not defined"), "{error}");
+
+        // A replay reads whole blocks of records; errors name the same record.
+        let mut bytes = Vec::new();
+        write_binary(&mut bytes, (0..10_000).map(|i| record(AccessKind::Read, i * 8, 1))).unwrap();
+        bytes.extend_from_slice(&(3u64 << 62).to_le_bytes());
+        let platform = tiny((1, 1), (1, 1), (1, 1));
+        let error = replay(TraceReader::new(Cursor::new(bytes), "t.bin").unwrap(), &platform, 0).unwrap_err();
+        assert!(error.to_string().starts_with("t.bin: record 10000 at byte 80008: kind 3 is not defined"), "{error}");
         // Shorter than the magic: read as text.
         assert_eq!(read_all(b"1 8").unwrap(), [record(AccessKind::Write, 8, 1)]);
     }

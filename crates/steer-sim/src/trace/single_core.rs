@@ -16,7 +16,7 @@
 use crate::cache::{replacement, Cache, Geometry};
 use crate::hierarchy::LevelStats;
 use crate::platform::{CacheSpec, MaskAgent, PlatformSpec, Relation};
-use super::{replay_records, LineSink, TraceRecord};
+use super::{replay_records, LineSink, Record};
 use crate::units::Line;
 
 /// Why `SingleCore` cannot stand for the general path on a platform (which then replays through it).
@@ -41,9 +41,10 @@ pub fn unsupported(platform: &PlatformSpec) -> Option<String> {
 /// 32 KiB of sets each, which stay in a host core's L1 and L2 while the group runs.
 const MAX_GROUPS: usize = 64;
 
-/// Records `SetGroups` replays as one batch: sorted by group, then run (64K records take 1 MiB,
-/// their sorted accesses 512 KiB, both within a host core's L2).
-const BATCH: usize = 1 << 16;
+/// Records `SetGroups` replays as one batch: sorted by group, then run. Each batch starts host
+/// threads twice (some 50 µs on a virtual machine), and 256K records keep that to a few percent
+/// while the batch (2 MiB of binary records, 2 MiB sorted) stays within the host's caches.
+pub(super) const BATCH: usize = 1 << 18;
 
 /// Fewest records worth sharing between host threads.
 const THREAD_MIN_BATCH: usize = 1 << 12;
@@ -141,11 +142,11 @@ impl SetGroups {
     }
 
     /// Replays the reads and writes among `records` (see `replay_records`); returns how many.
-    pub fn replay(&mut self, records: &[TraceRecord], line_bits: u32) -> u64 {
+    pub(super) fn replay(&mut self, records: &[impl Record], line_bits: u32) -> u64 {
         records.chunks(BATCH).map(|batch| self.replay_batch(batch, line_bits)).sum()
     }
 
-    fn replay_batch(&mut self, records: &[TraceRecord], line_bits: u32) -> u64 {
+    fn replay_batch(&mut self, records: &[impl Record], line_bits: u32) -> u64 {
         let threads = if records.len() < THREAD_MIN_BATCH { 1 } else { self.queues.len() };
         let group_bits = self.group_bits;
         let part = records.len().div_ceil(threads).max(1);
@@ -752,13 +753,12 @@ impl<A: Array> SingleCore<A> {
         self.l1.max_line().min(self.l2.max_line()).min(self.l3.max_line())
     }
 
-    /// Carries out accesses queued by `SetGroups`, in order, starting to load the host memory of
-    /// the L2 and L3 sets of the one `PREFETCH_DISTANCE` places ahead (a large group's sets do not
-    /// all stay in the host's caches).
+    /// Carries out accesses sorted by `SetGroups`, in order, starting to load the host memory of
+    /// the L3 set of the one `PREFETCH_DISTANCE` places ahead: a group's L3 sets need not stay in
+    /// the host's caches between batches (its L1 and L2 sets are a few KiB).
     fn replay(&mut self, accesses: &[u64]) {
         for (i, &access) in accesses.iter().enumerate() {
             if let Some(&ahead) = accesses.get(i + PREFETCH_DISTANCE) {
-                self.l2.prefetch_set_of(ahead >> 1);
                 self.l3.prefetch_set_of(ahead >> 1);
             }
             self.access(access >> 1, access & 1 == 1);
