@@ -4,8 +4,10 @@
 (a) Trace replay: one generated trace (default 2M accesses; ``--pattern`` picks the mixed one or
     a streaming sweep) replayed by ``steer.trace`` from din text and from the binary format, and
     by pycachesim's bulk ``loadstore`` on the same hierarchy (turin-9655's cache geometry, every
-    level non-inclusive LRU, which is where the two count alike); prints accesses per second, the
-    ratio, and whether the counts agree.
+    level non-inclusive LRU, which is where the two count alike); then the same addresses as
+    loads only, by steer and by pycachesim's bulk ``load()`` (its fastest path, which takes no
+    stores). Prints accesses per second, the ratios, and whether the counts agree. steer's time
+    includes reading the trace file; pycachesim's excludes building its input list.
 (b) A scenario: 10 ms of one 100 Gb/s NIC queue received on turin-9655 (``rx-default``,
     placement in memory); prints the host seconds it takes.
 
@@ -83,42 +85,53 @@ def timed(function, *args, **kwargs):
 
 
 def pycachesim_replay(accesses: list[tuple[bool, int]]):
-    """Replays through pycachesim; returns (caches, memory, seconds of the replay itself,
-    excluding building the request list)."""
+    """Replays through pycachesim, by bulk ``load()`` if every access is a read, else by
+    ``loadstore``; returns (caches, memory, seconds of the replay itself, excluding building the
+    input list)."""
     simulator, caches, memory = build_chain(GEOMETRY)
-    steps = requests(accesses)
-    _, seconds = timed(simulator.loadstore, steps, length=1)
+    if any(write for write, _ in accesses):
+        _, seconds = timed(simulator.loadstore, requests(accesses), length=1)
+    else:
+        _, seconds = timed(simulator.load, [addr for _, addr in accesses], length=1)
     return caches, memory, seconds
 
 
-def bench_trace(count: int, pattern: str) -> None:
-    generator, description = PATTERNS[pattern]
-    accesses, generate_s = timed(generator, count)
-    rows = []
+def compare(accesses: list[tuple[bool, int]], steer_files: list[str], pycachesim_name: str) -> None:
+    """Replays the accesses by steer from each of its trace files (din text, binary) and by
+    pycachesim; prints the table and whether the counts agree."""
+    rows, reports = [], []
     with tempfile.TemporaryDirectory(prefix="steer-bench-") as directory:
         din, binary = write_traces(Path(directory), accesses)
-        reports = {}
         for name, path in (("steer.trace, din text", din), ("steer.trace, binary", binary)):
-            reports[name], seconds = timed(steer.trace, str(path), platform="turin-9655", cpu=0, overrides=PYCACHESIM_LIKE)
-            rows.append([name, seconds])
+            if name.rsplit(" ", 1)[-1] in steer_files:
+                report, seconds = timed(steer.trace, str(path), platform="turin-9655", cpu=0, overrides=PYCACHESIM_LIKE)
+                reports.append(report)
+                rows.append([name, seconds])
     try:
         caches, memory, seconds = pycachesim_replay(accesses)
-        rows.append(["pycachesim loadstore (in memory)", seconds])
-        agree = all(counts_agree(report, caches, memory) for report in reports.values())
+        rows.append([f"pycachesim {pycachesim_name} (in memory)", seconds])
+        agree = all(counts_agree(report, caches, memory) for report in reports)
     except ImportError:
         agree = None
         print("pycachesim is not installed: `pip install pycachesim` to compare", file=sys.stderr)
-
-    print(f"\n(a) trace replay: {count:,} accesses ({pattern}: {description}), turin-9655 geometry, "
-          f"non-inclusive LRU (trace generated in {generate_s:.1f} s)\n")
     reference = rows[-1][1] if agree is not None else None
     printed = [
-        [name, f"{seconds:.3f}", f"{count / seconds / 1e6:.2f} M", f"{reference / seconds:.2f}x" if reference else "-"]
+        [name, f"{seconds:.3f}", f"{len(accesses) / seconds / 1e6:.2f} M", f"{reference / seconds:.2f}x" if reference else "-"]
         for name, seconds in rows
     ]
     print(table(["replay", "seconds", "accesses/s", "speed vs pycachesim"], printed))
     if agree is not None:
         print(f"\ncounts agree with pycachesim at every level and in memory: {'yes' if agree else 'NO'}")
+
+
+def bench_trace(count: int, pattern: str) -> None:
+    generator, description = PATTERNS[pattern]
+    accesses, generate_s = timed(generator, count)
+    print(f"\n(a) trace replay: {count:,} accesses ({pattern}: {description}), turin-9655 geometry, "
+          f"non-inclusive LRU (trace generated in {generate_s:.1f} s)\n")
+    compare(accesses, ["text", "binary"], "loadstore")
+    print("\nthe same addresses, every access a load:\n")
+    compare([(False, addr) for _, addr in accesses], ["binary"], "bulk load()")
 
 
 def bench_scenario() -> None:

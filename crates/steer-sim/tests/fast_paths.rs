@@ -2,8 +2,9 @@
 //! - a cache tries the way it used last before searching a set, keeps valid, dirty and prefetch
 //!   bits per set, and LRU keeps recency ranks (skipping the update of a line already the most
 //!   recent) rather than use stamps: checked against a plain cache with per-way stamps;
-//! - a trace replay runs through `SingleCore`, one core's caches alone (no other cache to ask for
-//!   a copy), with LRU sets kept in recency order in 32-bit entries until an address needs 64,
+//! - a trace replay runs through `SetGroups`, one core's caches alone (no other cache to ask for
+//!   a copy) split into independent groups of sets, sorted and run on every host core a batch at
+//!   a time, with LRU sets kept in recency order in 32-bit entries until an address needs 64,
 //!   and prefetches host memory ahead of the trace: checked against `core_access` on a platform
 //!   with other cores and CCXs, with and without a directory, on small caches and on
 //!   turin-9655's; platforms it cannot replay exactly keep the general path.
@@ -102,8 +103,10 @@ fn general_path(platform: &PlatformSpec, directory: bool, trace: &[TraceRecord])
     ([stats.l1d.clone(), stats.l2.clone(), stats.l3.clone()], (reads / LINE_BYTES, writes / LINE_BYTES))
 }
 
-/// Replays `trace` with a `Replayer`, which must pick `engine`, and requires the counts of the
-/// general path (with and without a directory, if `both_holder_modes`).
+/// Replays `trace` with a `Replayer`, which must pick `engine`, in two calls (so that a batch
+/// widening 32-bit entries may follow one that filled them), and requires the counts of the
+/// general path (with and without a directory, if `both_holder_modes`). Calls of 4096 records
+/// or more share their batch between host threads on a host with more than one core.
 fn assert_replay_counts_as_general_path(
     platform: &PlatformSpec,
     trace: &[TraceRecord],
@@ -113,7 +116,9 @@ fn assert_replay_counts_as_general_path(
 ) {
     let mut replayer = Replayer::new(platform, 0).unwrap();
     assert_eq!(replayer.engine(), engine, "{case}");
-    replayer.access_all(trace);
+    let (first, second) = trace.split_at(trace.len() / 2);
+    replayer.access_all(first);
+    replayer.access_all(second);
     let fast = replayed(&replayer.report(0.0));
     let exercised = fast.0[2].misses > 0 && fast.0[0].write_hits > 0 && fast.0[2].writebacks > 0;
     assert!(exercised, "{case}: the trace exercises little");
@@ -138,8 +143,8 @@ fn replay_counts_exactly_as_the_general_coherent_path() {
         let case = format!("{policy}, L2 {l2:?}, L3 {l3:?}, write hits use: {write_hit_updates_recency}");
         for (name, footprint) in [("low addresses", &SMALL), ("high addresses too", &SMALL_AND_HIGH)] {
             // Low addresses first, so that 32-bit entries are widened halfway through.
-            let mut trace = random_trace(seed, 2000, &SMALL);
-            trace.extend(random_trace(seed + 1000, 2000, footprint));
+            let mut trace = random_trace(seed, 4500, &SMALL);
+            trace.extend(random_trace(seed + 1000, 4500, footprint));
             let case = format!("{case}, {name}");
             assert_replay_counts_as_general_path(&platform, &trace, ReplayEngine::SingleCore, true, &case);
         }
@@ -167,7 +172,7 @@ fn replay_counts_exactly_as_the_general_path_on_turin_geometry() {
             platform.l1d.replacement = "lru".into();
         }
         platform.validate("platform").unwrap();
-        let trace = random_trace(seed, 6000, &eight_sets);
+        let trace = random_trace(seed, 9000, &eight_sets);
         let case =
             format!("turin geometry, {policy}, L2 {l2:?}, L3 {l3:?}, write hits use: {write_hit_updates_recency}");
         assert_replay_counts_as_general_path(&platform, &trace, ReplayEngine::SingleCore, false, &case);

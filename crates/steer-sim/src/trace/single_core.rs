@@ -8,6 +8,10 @@
 //! victims and counters, in the same order. `tests/fast_paths.rs` checks that the two count
 //! identically for every replacement policy, level relation and write-hit setting.
 //!
+//! `SetGroups` splits the caches into independent groups of sets (see `set_groups`), each a
+//! `SingleCore` of its own, and replays a batch of records at a time on every host core: sorted
+//! by group, then run group by group.
+//!
 //! An LRU level of up to 16 ways and a power-of-two number of sets keeps each set's lines in
 //! recency order (`LruSets`): entries of a tag and a dirty bit, 32 bits wide while the trace's
 //! addresses allow (so a set is one host cache line and a 32 MiB L3 stays within a few MiB of host
@@ -887,6 +891,37 @@ impl<A: Array> SingleCore<A> {
         }
         if dirty {
             self.counts[2].writebacks += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::platform::preset;
+
+    /// The groups are the largest power of two dividing every level's set count, up to 64, and
+    /// one when a level's policy shares state between sets.
+    #[test]
+    fn set_groups_divide_every_level_and_need_per_set_policies() {
+        let turin = preset("turin-9655").unwrap();
+        assert_eq!(set_groups(&turin), MAX_GROUPS, "64, 1024 and 32768 sets");
+        let mut few_sets = turin.clone();
+        few_sets.l1d.size_kib = 12;
+        assert_eq!(set_groups(&few_sets), 16, "12 KiB of 12 ways: 16 sets");
+        let mut odd_sets = turin.clone();
+        odd_sets.l1d.ways = 16;
+        assert_eq!(odd_sets.l1d.geometry().sets, 48);
+        assert_eq!(set_groups(&odd_sets), 16, "48 sets: 3 x 16");
+        for policy in ["tree_plru", "srrip"] {
+            let mut per_set = turin.clone();
+            per_set.l3.replacement = policy.into();
+            assert_eq!(set_groups(&per_set), MAX_GROUPS, "{policy}");
+        }
+        for policy in ["brrip", "drrip"] {
+            let mut shared = turin.clone();
+            shared.l2.replacement = policy.into();
+            assert_eq!(set_groups(&shared), 1, "{policy}");
         }
     }
 }
