@@ -43,12 +43,12 @@ const STEP: Time = Time(1000);
 /// How many accesses ahead `Replayer::access_all` prefetches host memory.
 const PREFETCH_DISTANCE: usize = 16;
 
-/// Bytes a binary trace is read by: a batch of `SetGroups`, replayed from the reader's buffer.
-const BINARY_BLOCK: usize = single_core::BATCH * 8;
+/// Bytes a trace is read by, and replayed from the reader's buffer: a batch of `SetGroups` in
+/// binary records (din lines take some twice as many bytes).
+const READ_BLOCK: usize = single_core::BATCH * 8;
 
-/// Din records `replay` decodes before handing them to `Replayer::access_all`: a batch of
-/// `SetGroups`.
-const REPLAY_CHUNK: usize = single_core::BATCH;
+/// Bytes of a typical din line (`0 7ffd5a3c1e08 8`), to judge how many lines a text holds.
+const DIN_LINE_BYTES: usize = 16;
 
 /// What an access does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -170,7 +170,7 @@ pub struct TraceReader<R> {
     /// Din escape (3) and flush (4) records passed over.
     skipped: u64,
     text: Vec<u8>,
-    /// Binary: bytes read ahead (up to `BINARY_BLOCK` at a time) and where the next record starts.
+    /// Bytes read ahead (up to `READ_BLOCK` at a time) and where the next record or line starts.
     block: Vec<u8>,
     block_pos: usize,
     failed: bool,
@@ -226,32 +226,6 @@ impl<R: BufRead> TraceReader<R> {
         self.skipped
     }
 
-    /// Appends the next `count` records to `out`, fewer only at the end of the trace. Faster
-    /// than the iterator: binary records already read are decoded in one loop, and so are din
-    /// lines of the plain form `LABEL ADDRESS [SIZE]` (see `parse_plain_din_line`).
-    pub fn read_chunk(&mut self, out: &mut Vec<TraceRecord>, count: usize) -> Result<(), TraceError> {
-        let goal = out.len() + count;
-        while out.len() < goal {
-            let decoded = match self.format {
-                _ if self.failed => 0,
-                TraceFormat::Binary => self.decode_block(out, goal),
-                TraceFormat::Din => self
-                    .decode_plain_lines(out, goal)
-                    .map_err(|e| TraceError::new(&self.origin, None, format!("cannot read: {e}")))?,
-            };
-            if decoded > 0 {
-                continue;
-            }
-            // A binary block used up, cut short or holding an undefined record, or a din line that
-            // is not plain or not read yet: the iterator reads on, or reports the error.
-            match self.next() {
-                Some(record) => out.push(record?),
-                None => break,
-            }
-        }
-        Ok(())
-    }
-
     /// The next well-formed records of a binary trace, as read (up to a block of them), or the
     /// error of the record after the last well-formed one; `None` at the end. Replaying them from
     /// the reader's buffer saves decoding them into `TraceRecord`s.
@@ -261,7 +235,7 @@ impl<R: BufRead> TraceReader<R> {
             return Ok(None);
         }
         if self.block.len() - self.block_pos < 8 {
-            self.refill_block().map_err(|e| TraceError::new(&self.origin, None, format!("cannot read: {e}")))?;
+            self.refill_block().map_err(|e| self.read_error(e))?;
         }
         let start = self.block_pos;
         let (records, _) = self.block[start..].as_chunks::<8>();
@@ -281,38 +255,22 @@ impl<R: BufRead> TraceReader<R> {
         Ok(Some(&self.block[start..].as_chunks::<8>().0[..valid]))
     }
 
-    /// Decodes the well-formed binary records read ahead into `out`, until it holds `goal`;
-    /// returns how many.
-    fn decode_block(&mut self, out: &mut Vec<TraceRecord>, goal: usize) -> usize {
-        let before = out.len();
-        for bytes in self.block[self.block_pos..].chunks_exact(8).take(goal - before) {
-            let word = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
-            let Some(kind) = AccessKind::from_code(word >> 62) else { break };
-            out.push(TraceRecord { kind, addr: word & BINARY_MAX_ADDR, size: 1 });
-        }
-        let decoded = out.len() - before;
-        self.block_pos += decoded * 8;
-        self.position += decoded as u64;
-        decoded
-    }
-
-    /// Decodes the plain din lines already read (up to the first other line) into `out`, until it
-    /// holds `goal`; returns how many.
-    fn decode_plain_lines(&mut self, out: &mut Vec<TraceRecord>, goal: usize) -> io::Result<usize> {
-        let before = out.len();
-        let text = self.input.fill_buf()?;
-        let mut used = 0;
-        while out.len() < goal {
-            let rest = &text[used..];
-            let Some(end) = rest.iter().position(|&b| b == b'\n') else { break };
-            let Some(record) = parse_plain_din_line(&rest[..end]) else { break };
-            out.push(record);
-            used += end + 1;
-        }
-        self.input.consume(used);
-        let decoded = out.len() - before;
-        self.position += decoded as u64;
-        Ok(decoded)
+    /// The next complete lines of a din trace, read ahead (some `READ_BLOCK` bytes of them, more
+    /// if one line is longer); `None` at the end. `parse_din_text` reads them; replaying from the
+    /// reader's buffer lets every host core parse a part.
+    pub fn din_text(&mut self) -> Result<Option<&[u8]>, TraceError> {
+        debug_assert_eq!(self.format, TraceFormat::Din);
+        let end = loop {
+            let read = self.refill_block().map_err(|e| self.read_error(e))?;
+            if read < READ_BLOCK {
+                break self.block.len();
+            }
+            if let Some(last) = self.block.iter().rposition(|&byte| byte == b'\n') {
+                break last + 1;
+            }
+        };
+        self.block_pos = end;
+        Ok((end > 0).then(|| &self.block[..end]))
     }
 
     fn next_din(&mut self) -> Option<Result<TraceRecord, TraceError>> {
@@ -336,7 +294,7 @@ impl<R: BufRead> TraceReader<R> {
     fn next_binary(&mut self) -> Option<Result<TraceRecord, TraceError>> {
         if self.block.len() - self.block_pos < 8 {
             if let Err(e) = self.refill_block() {
-                return Some(Err(TraceError::new(&self.origin, None, format!("cannot read: {e}"))));
+                return Some(Err(self.read_error(e)));
             }
         }
         let rest = &self.block[self.block_pos..];
@@ -360,15 +318,17 @@ impl<R: BufRead> TraceReader<R> {
         }))
     }
 
-    /// Keeps the unread bytes (less than one record) and reads up to `BINARY_BLOCK` more after them.
-    fn refill_block(&mut self) -> io::Result<()> {
+    /// Keeps the unread bytes and reads up to `READ_BLOCK` more after them; returns how many
+    /// were read (fewer only at the end of the trace).
+    fn refill_block(&mut self) -> io::Result<usize> {
         self.block.drain(..self.block_pos);
         self.block_pos = 0;
-        let kept = self.block.len();
-        self.block.resize(kept + BINARY_BLOCK, 0);
-        let read = read_up_to(&mut self.input, &mut self.block[kept..]);
-        self.block.truncate(kept + read.as_ref().map_or(0, |&got| got));
-        read.map(drop)
+        // `take(..).read_to_end` reads through short reads, and fills no more than it reads.
+        (&mut self.input).take(READ_BLOCK as u64).read_to_end(&mut self.block)
+    }
+
+    fn read_error(&self, error: io::Error) -> TraceError {
+        TraceError::new(&self.origin, None, format!("cannot read: {error}"))
     }
 }
 
@@ -386,20 +346,6 @@ impl<R: BufRead> Iterator for TraceReader<R> {
         self.failed = matches!(item, Some(Err(_)));
         item
     }
-}
-
-/// Fills `buf` as far as the input allows; returns how many bytes were read (less only at the end).
-fn read_up_to(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match input.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
 }
 
 enum DinLine {
@@ -451,6 +397,57 @@ fn parse_din_line(bytes: &[u8]) -> Result<DinLine, String> {
 /// space or tab, a hexadecimal address of at most 16 digits, optionally one space or tab and a
 /// decimal size of at most 10 digits, optionally `\r`. Its record is the one `parse_din_line`
 /// returns; any other line (comments, blank lines, other labels, errors) is `None`, left to it.
+/// What a stretch of din text held, besides its accesses (see `parse_din_text`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct DinCounts {
+    /// Lines of any kind.
+    lines: u64,
+    /// Escape and flush records.
+    skipped: u64,
+}
+
+/// Parses complete din lines, handing each access to `each` in order; stops at the first line
+/// that is not din, returning its byte offset in `text` and what is wrong with it.
+fn parse_din_text(text: &[u8], mut each: impl FnMut(TraceRecord)) -> Result<DinCounts, (usize, String)> {
+    let mut counts = DinCounts::default();
+    let mut offset = 0;
+    for line in text.split_inclusive(|&byte| byte == b'\n') {
+        // Most lines are plain; the general parser takes the rest and explains errors.
+        match parse_plain_din_line(line.strip_suffix(b"\n").unwrap_or(line)) {
+            Some(record) => each(record),
+            None => match parse_din_line(line) {
+                Ok(DinLine::Access(record)) => each(record),
+                Ok(DinLine::Skipped) => counts.skipped += 1,
+                Ok(DinLine::Empty) => {}
+                Err(message) => return Err((offset, message)),
+            },
+        }
+        counts.lines += 1;
+        offset += line.len();
+    }
+    Ok(counts)
+}
+
+/// The error of the line `offset` bytes into `text`, which follows `lines_before` lines.
+fn din_error(origin: &str, lines_before: u64, text: &[u8], (offset, message): (usize, String)) -> TraceError {
+    let line = lines_before + text[..offset].iter().filter(|&&byte| byte == b'\n').count() as u64 + 1;
+    TraceError::new(origin, Some(line), message)
+}
+
+/// `text` cut after line ends into at most `parts` consecutive parts of about equal length, each
+/// with its byte offset in `text`.
+fn split_lines(text: &[u8], parts: usize) -> Vec<(usize, &[u8])> {
+    let mut cuts = vec![0];
+    for k in 1..parts {
+        let from = (text.len() * k / parts).max(*cuts.last().expect("starts with 0"));
+        let cut = text[from..].iter().position(|&byte| byte == b'\n').map_or(text.len(), |at| from + at + 1);
+        cuts.push(cut);
+    }
+    cuts.push(text.len());
+    cuts.dedup();
+    cuts.windows(2).map(|cut| (cut[0], &text[cut[0]..cut[1]])).collect()
+}
+
 fn parse_plain_din_line(line: &[u8]) -> Option<TraceRecord> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let [label, b' ' | b'\t', fields @ ..] = line else { return None };
@@ -698,9 +695,28 @@ impl Replayer {
         self.skipped += records.len() as u64 - replayed;
     }
 
-    /// Counts records skipped before they reached `access` (din escapes and flushes).
-    pub fn add_skipped(&mut self, count: u64) {
-        self.skipped += count;
+    /// Replays complete din lines (see `TraceReader::din_text`), a part of them on each host thread
+    /// if the engine shares them; stops at the first line that is not din, as `parse_din_text`
+    /// does, returning its offset in `text` and what is wrong with it.
+    fn replay_din(&mut self, text: &[u8]) -> Result<DinCounts, (usize, String)> {
+        let line_bits = self.line_bits;
+        let parts = match &mut self.caches {
+            Caches::SingleCore(groups) => {
+                let parts = split_lines(text, groups.parts_for(text.len() / DIN_LINE_BYTES));
+                groups.replay_parts(parts, |(offset, part), sorter| (offset, replay_din_part(sorter, part, line_bits)))
+            }
+            Caches::General(general) => vec![(0, replay_din_part(general.as_mut(), text, line_bits))],
+        };
+        let mut total = DinCounts::default();
+        for (offset, (parsed, replayed, fetches)) in parts {
+            self.accesses += replayed;
+            self.skipped += fetches;
+            let counts = parsed.map_err(|(at, message)| (offset + at, message))?;
+            total.lines += counts.lines;
+            total.skipped += counts.skipped;
+        }
+        self.skipped += total.skipped;
+        Ok(total)
     }
 
     /// The counters so far; `host_seconds` is the caller's measurement.
@@ -754,25 +770,45 @@ fn replay_records<S: LineSink>(caches: &mut S, records: &[impl Record], line_bit
                 prefetched = Some(line);
             }
         }
-        // Comparisons, not a match: reads and writes mix unpredictably in most traces.
-        let code = record.code();
-        if code == AccessKind::InstructionFetch.code() {
-            continue;
-        }
-        let write = code == AccessKind::Write.code();
-        replayed += 1;
-        let last = record.addr().saturating_add(record.size().max(1) as u64 - 1) >> line_bits;
-        let mut line = record.addr() >> line_bits;
-        // Not a `..=` range: its iterator costs more than an access that hits.
-        loop {
-            caches.access(line, write);
-            if line == last {
-                break;
-            }
-            line += 1;
-        }
+        replayed += replay_record(caches, record, line_bits) as u64;
     }
     replayed
+}
+
+/// Replays the lines one record touches, in address order; false for an instruction fetch, which
+/// is not modelled.
+#[inline(always)]
+fn replay_record(caches: &mut impl LineSink, record: impl Record, line_bits: u32) -> bool {
+    // Comparisons, not a match: reads and writes mix unpredictably in most traces.
+    let code = record.code();
+    if code == AccessKind::InstructionFetch.code() {
+        return false;
+    }
+    let write = code == AccessKind::Write.code();
+    let last = record.addr().saturating_add(record.size().max(1) as u64 - 1) >> line_bits;
+    let mut line = record.addr() >> line_bits;
+    // Not a `..=` range: its iterator costs more than an access that hits.
+    loop {
+        caches.access(line, write);
+        if line == last {
+            return true;
+        }
+        line += 1;
+    }
+}
+
+/// Parses a part of din text and replays its accesses: what `parse_din_text` returned, then how
+/// many accesses were replayed and how many were instruction fetches.
+fn replay_din_part(caches: &mut impl LineSink, text: &[u8], line_bits: u32) -> (Result<DinCounts, (usize, String)>, u64, u64) {
+    let (mut replayed, mut fetches) = (0, 0);
+    let parsed = parse_din_text(text, |record| {
+        if replay_record(caches, record, line_bits) {
+            replayed += 1;
+        } else {
+            fetches += 1;
+        }
+    });
+    (parsed, replayed, fetches)
 }
 
 /// Replays a whole trace on logical CPU `cpu` of `platform`, from empty caches.
@@ -788,17 +824,14 @@ pub fn replay<R: BufRead>(
             replayer.replay_all(records);
         }
     } else {
-        let mut chunk = Vec::with_capacity(REPLAY_CHUNK);
-        loop {
-            chunk.clear();
-            reader.read_chunk(&mut chunk, REPLAY_CHUNK)?;
-            if chunk.is_empty() {
-                break;
-            }
-            replayer.access_all(&chunk);
+        let origin = reader.origin.clone();
+        // Lines before the text being replayed, for errors.
+        let mut lines = 0;
+        while let Some(text) = reader.din_text()? {
+            let counts = replayer.replay_din(text).map_err(|bad| din_error(&origin, lines, text, bad))?;
+            lines += counts.lines;
         }
     }
-    replayer.add_skipped(reader.skipped());
     Ok(replayer.report(start.elapsed().as_secs_f64()))
 }
 
@@ -889,11 +922,10 @@ mod tests {
         }
     }
 
-    /// `read_chunk` decodes plain din lines itself and leaves the others to the iterator's
-    /// parser: on random lines of every form, valid or not, both read the same records and stop
-    /// at the same error.
+    /// `din_text` hands out whole lines, `parse_din_text` takes plain ones itself and the others
+    /// through `parse_din_line`: together they read what the iterator reads, errors included.
     #[test]
-    fn din_chunks_read_what_the_iterator_reads() {
+    fn din_text_parses_what_the_iterator_reads() {
         // Mostly valid fields, so that lines after the first few are read too.
         let labels = ["0", "1", "2", "0", "1", "2", "3", "7", ""];
         let gaps = [" ", "\t", " ", "  "];
@@ -902,28 +934,51 @@ mod tests {
         let ends = ["\n", "\r\n", "\n", " # comment\n", "\n\n"];
         let mut rng = Rng::new(11);
         let mut pick = |options: &[&'static str]| options[(rng.next_u64() % options.len() as u64) as usize];
-        for case in 0..1000 {
-            let text: String = (0..8)
+        for _ in 0..1000 {
+            let mut text: String = (0..8)
                 .map(|_| [pick(&labels), pick(&gaps), pick(&addrs), pick(&sizes), pick(&ends)].concat())
                 .collect();
+            if pick(&["cut", "whole"]) == "cut" {
+                text.pop();
+            }
             let mut iterating = TraceReader::new(Cursor::new(text.clone()), "t.din").unwrap();
             let expected: Vec<_> = iterating.by_ref().collect();
             let mut reader = TraceReader::new(Cursor::new(text.clone()), "t.din").unwrap();
-            let mut records = Vec::new();
             let mut read = Vec::new();
-            loop {
-                let before = records.len();
-                let result = reader.read_chunk(&mut records, 1 + case % 4);
-                read.extend(records[before..].iter().copied().map(Ok));
-                match result {
-                    Err(error) => break read.push(Err(error)),
-                    Ok(()) if records.len() == before => break,
-                    Ok(()) => {}
+            let mut skipped = 0;
+            let mut lines = 0;
+            while let Some(block) = reader.din_text().unwrap() {
+                match parse_din_text(block, |record| read.push(Ok(record))) {
+                    Ok(counts) => (lines, skipped) = (lines + counts.lines, skipped + counts.skipped),
+                    Err(bad) => {
+                        read.push(Err(din_error("t.din", lines, block, bad)));
+                        break;
+                    }
                 }
             }
             assert_eq!(read, expected, "{text:?}");
-            assert_eq!(reader.skipped(), iterating.skipped(), "{text:?}");
+            if !read.last().is_some_and(Result::is_err) {
+                assert_eq!(skipped, iterating.skipped(), "{text:?}");
+            }
         }
+    }
+
+    /// Text cut into parts at line ends: the parts are the whole text in order, and each but the
+    /// last ends a line.
+    #[test]
+    fn din_text_splits_at_line_ends() {
+        let text = b"0 1\n1 22\n\n0 333 4\n# x\n2 5";
+        for parts in 1..12 {
+            let split = split_lines(text, parts);
+            assert!(split.len() <= parts);
+            let joined: Vec<u8> = split.iter().flat_map(|(_, part)| part.iter().copied()).collect();
+            assert_eq!(joined, text, "{parts} parts");
+            for (i, &(offset, part)) in split.iter().enumerate() {
+                assert_eq!(&text[offset..offset + part.len()], part);
+                assert!(i + 1 == split.len() || part.ends_with(b"\n"), "{parts} parts: {part:?}");
+            }
+        }
+        assert!(split_lines(b"", 2).is_empty());
     }
 
     #[test]
@@ -1142,7 +1197,8 @@ mod tests {
     fn binary_and_din_replays_agree_and_only_reads_and_writes_are_modelled() {
         let platform = tiny((1, 2), (2, 2), (4, 4));
         let mut rng = Rng::new(3);
-        let records: Vec<_> = (0..500)
+        // Enough lines for din text to be parsed in parts on a host with more than one core.
+        let records: Vec<_> = (0..20_000)
             .map(|_| {
                 let kind =
                     [AccessKind::Read, AccessKind::Write, AccessKind::InstructionFetch][(rng.next_u64() % 3) as usize];
@@ -1156,10 +1212,17 @@ mod tests {
         let from_din = replay_text(&din, &platform);
         let fetches = records.iter().filter(|r| r.kind == AccessKind::InstructionFetch).count() as u64;
         assert_eq!(from_binary.skipped, fetches);
-        assert_eq!(from_binary.accesses, 500 - fetches);
+        assert_eq!(from_binary.accesses, 20_000 - fetches);
         assert_eq!(from_binary.line_ops, from_binary.accesses);
         let counts = |r: &TraceReport| (r.l1d.clone(), r.l2.clone(), r.l3.clone(), r.memory.clone(), r.skipped);
         assert_eq!(counts(&from_binary), counts(&from_din));
+
+        // A bad line late in the text is reported with its number, whichever part holds it.
+        let mut lines: Vec<_> = din.lines().collect();
+        lines[14_999] = "0 xyz";
+        let text = lines.join("\n");
+        let error = replay(TraceReader::new(Cursor::new(text), "t.din").unwrap(), &platform, 0).unwrap_err();
+        assert_eq!(error.to_string(), "t.din:15000: `xyz` is not a 64-bit hexadecimal address");
     }
 
     #[test]

@@ -113,7 +113,7 @@ macro_rules! on_groups {
 }
 
 /// Sorts one host thread's part of a batch by group (see `SetGroups`).
-struct Sorter<'a> {
+pub(super) struct Sorter<'a> {
     queues: &'a mut [Vec<u64>],
     group_bits: u32,
     /// The largest line sorted.
@@ -145,28 +145,46 @@ impl SetGroups {
         SetGroups { groups, group_bits: count.trailing_zeros(), narrow_limit, queues: vec![vec![Vec::new(); count]; threads] }
     }
 
-    /// Replays the reads and writes among `records` (see `replay_records`); returns how many.
-    pub(super) fn replay(&mut self, records: &[impl Record], line_bits: u32) -> u64 {
-        records.chunks(BATCH).map(|batch| self.replay_batch(batch, line_bits)).sum()
+    /// How many parts a batch of `records` records is best sorted in: one per host thread, or
+    /// one if it is too small to share.
+    pub(super) fn parts_for(&self, records: usize) -> usize {
+        if records < THREAD_MIN_BATCH { 1 } else { self.queues.len() }
     }
 
-    fn replay_batch(&mut self, records: &[impl Record], line_bits: u32) -> u64 {
-        let threads = if records.len() < THREAD_MIN_BATCH { 1 } else { self.queues.len() };
-        let group_bits = self.group_bits;
-        let part = records.len().div_ceil(threads).max(1);
-        let sorts = records.chunks(part).zip(&mut self.queues).map(|(records, queues)| {
+    /// Replays the reads and writes among `records` (see `replay_records`); returns how many.
+    pub(super) fn replay(&mut self, records: &[impl Record], line_bits: u32) -> u64 {
+        let mut replayed = 0;
+        for batch in records.chunks(BATCH) {
+            let parts = batch.chunks(batch.len().div_ceil(self.parts_for(batch.len())).max(1)).collect();
+            replayed += self.replay_parts(parts, |part, sorter| replay_records(sorter, part, line_bits)).iter().sum::<u64>();
+        }
+        replayed
+    }
+
+    /// Replays one batch, given in consecutive parts (at most `parts_for` of them): `sort` feeds
+    /// each part's accesses to a `Sorter`, each part on a host thread of its own, then the groups
+    /// run. Returns what `sort` returned for each part.
+    pub(super) fn replay_parts<P: Send, T: Send>(
+        &mut self,
+        parts: Vec<P>,
+        sort: impl Fn(P, &mut Sorter<'_>) -> T + Sync,
+    ) -> Vec<T> {
+        assert!(parts.len() <= self.queues.len(), "one part per host thread");
+        let threads = parts.len();
+        let (group_bits, sort) = (self.group_bits, &sort);
+        let sorts = parts.into_iter().zip(&mut self.queues).map(|(part, queues)| {
             move || {
                 let mut sorter = Sorter { queues, group_bits, max_line: 0 };
-                (replay_records(&mut sorter, records, line_bits), sorter.max_line)
+                let result = sort(part, &mut sorter);
+                (result, sorter.max_line)
             }
         });
-        let (replayed, max_line) =
-            on_threads(sorts.collect()).into_iter().fold((0, 0), |(sum, max), (n, line)| (sum + n, line.max(max)));
-        if max_line >> group_bits > self.narrow_limit {
+        let (results, max_lines): (Vec<T>, Vec<u64>) = on_threads(sorts.collect()).into_iter().unzip();
+        if max_lines.into_iter().max().unwrap_or(0) >> group_bits > self.narrow_limit {
             self.widen();
         }
         on_groups!(&mut self.groups, cores => run_groups(cores, &mut self.queues[..threads]));
-        replayed
+        results
     }
 
     /// Moves every array to 64-bit entries.
