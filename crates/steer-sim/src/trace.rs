@@ -393,10 +393,6 @@ fn parse_din_line(bytes: &[u8]) -> Result<DinLine, String> {
     Ok(DinLine::Access(TraceRecord { kind, addr, size }))
 }
 
-/// A din line (without its `\n`) of the plain form: a read, write or instruction fetch label, one
-/// space or tab, a hexadecimal address of at most 16 digits, optionally one space or tab and a
-/// decimal size of at most 10 digits, optionally `\r`. Its record is the one `parse_din_line`
-/// returns; any other line (comments, blank lines, other labels, errors) is `None`, left to it.
 /// What a stretch of din text held, besides its accesses (see `parse_din_text`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct DinCounts {
@@ -406,9 +402,13 @@ struct DinCounts {
     skipped: u64,
 }
 
-/// Parses complete din lines, handing each access to `each` in order; stops at the first line
-/// that is not din, returning its byte offset in `text` and what is wrong with it.
-fn parse_din_text(text: &[u8], mut each: impl FnMut(TraceRecord)) -> Result<DinCounts, (usize, String)> {
+/// What din text held besides its accesses, or its first line that is not din: the line's byte
+/// offset in the text and what is wrong with it.
+type DinParsed = Result<DinCounts, (usize, String)>;
+
+/// Parses complete din lines, handing each access to `each` in order, up to the first line that
+/// is not din.
+fn parse_din_text(text: &[u8], mut each: impl FnMut(TraceRecord)) -> DinParsed {
     let mut counts = DinCounts::default();
     let mut offset = 0;
     for line in text.split_inclusive(|&byte| byte == b'\n') {
@@ -448,6 +448,10 @@ fn split_lines(text: &[u8], parts: usize) -> Vec<(usize, &[u8])> {
     cuts.windows(2).map(|cut| (cut[0], &text[cut[0]..cut[1]])).collect()
 }
 
+/// A din line (without its `\n`) of the plain form: a read, write or instruction fetch label, one
+/// space or tab, a hexadecimal address of at most 16 digits, optionally one space or tab and a
+/// decimal size of at most 10 digits, optionally `\r`. Its record is the one `parse_din_line`
+/// returns; any other line (comments, blank lines, other labels, errors) is `None`, left to it.
 fn parse_plain_din_line(line: &[u8]) -> Option<TraceRecord> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let [label, b' ' | b'\t', fields @ ..] = line else { return None };
@@ -698,7 +702,7 @@ impl Replayer {
     /// Replays complete din lines (see `TraceReader::din_text`), a part of them on each host thread
     /// if the engine shares them; stops at the first line that is not din, as `parse_din_text`
     /// does, returning its offset in `text` and what is wrong with it.
-    fn replay_din(&mut self, text: &[u8]) -> Result<DinCounts, (usize, String)> {
+    fn replay_din(&mut self, text: &[u8]) -> DinParsed {
         let line_bits = self.line_bits;
         let parts = match &mut self.caches {
             Caches::SingleCore(groups) => {
@@ -799,7 +803,7 @@ fn replay_record(caches: &mut impl LineSink, record: impl Record, line_bits: u32
 
 /// Parses a part of din text and replays its accesses: what `parse_din_text` returned, then how
 /// many accesses were replayed and how many were instruction fetches.
-fn replay_din_part(caches: &mut impl LineSink, text: &[u8], line_bits: u32) -> (Result<DinCounts, (usize, String)>, u64, u64) {
+fn replay_din_part(caches: &mut impl LineSink, text: &[u8], line_bits: u32) -> (DinParsed, u64, u64) {
     let (mut replayed, mut fetches) = (0, 0);
     let parsed = parse_din_text(text, |record| {
         if replay_record(caches, record, line_bits) {

@@ -53,7 +53,7 @@ pub(super) const BATCH: usize = 1 << 18;
 /// Fewest records worth sharing between host threads.
 const THREAD_MIN_BATCH: usize = 1 << 12;
 
-/// How many accesses ahead a replay starts loading the host memory of a line's L2 and L3 sets.
+/// How many accesses ahead a group's replay starts loading the host memory of a line's L3 set.
 const PREFETCH_DISTANCE: usize = 16;
 
 /// Into how many independent groups of sets the platform's caches split: the largest power of two,
@@ -96,7 +96,7 @@ pub struct SetGroups {
 /// those lines divided by it.
 enum Groups {
     /// Every level LRU in 32-bit entries, called without a `Level` to dispatch on (the common
-    /// case, some 15% faster).
+    /// case: some 12% faster on `scripts/bench.py`'s mixed trace).
     Lru(Vec<SingleCore<LruSets<u32>>>),
     /// Any other arrays.
     Mixed(Vec<SingleCore<Level>>),
@@ -142,7 +142,8 @@ impl SetGroups {
         };
         let narrow_limit = on_groups!(&groups, cores => cores[0].max_line());
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(count);
-        SetGroups { groups, group_bits: count.trailing_zeros(), narrow_limit, queues: vec![vec![Vec::new(); count]; threads] }
+        let queues = vec![vec![Vec::new(); count]; threads];
+        SetGroups { groups, group_bits: count.trailing_zeros(), narrow_limit, queues }
     }
 
     /// How many parts a batch of `records` records is best sorted in: one per host thread, or
@@ -156,7 +157,8 @@ impl SetGroups {
         let mut replayed = 0;
         for batch in records.chunks(BATCH) {
             let parts = batch.chunks(batch.len().div_ceil(self.parts_for(batch.len())).max(1)).collect();
-            replayed += self.replay_parts(parts, |part, sorter| replay_records(sorter, part, line_bits)).iter().sum::<u64>();
+            let sorted = self.replay_parts(parts, |part, sorter| replay_records(sorter, part, line_bits));
+            replayed += sorted.iter().sum::<u64>();
         }
         replayed
     }
@@ -192,7 +194,9 @@ impl SetGroups {
     fn widen(&mut self) {
         let groups = std::mem::replace(&mut self.groups, Groups::Mixed(Vec::new()));
         self.groups = Groups::Mixed(match groups {
-            Groups::Lru(cores) => cores.into_iter().map(|core| core.with_arrays(|sets| Level::Lru(sets).widened())).collect(),
+            Groups::Lru(cores) => {
+                cores.into_iter().map(|core| core.with_arrays(|sets| Level::Lru(sets).widened())).collect()
+            }
             Groups::Mixed(cores) => cores.into_iter().map(|core| core.with_arrays(Level::widened)).collect(),
         });
         self.narrow_limit = u64::MAX;
