@@ -53,6 +53,10 @@ pub(super) const BATCH: usize = 1 << 18;
 /// Fewest records worth sharing between host threads.
 const THREAD_MIN_BATCH: usize = 1 << 12;
 
+/// Most host threads a replay uses: each batch starts them one after another, so more would
+/// spend longer starting than their 32K records of the batch take to replay.
+const MAX_THREADS: usize = 8;
+
 /// How many accesses ahead a group's replay starts loading the host memory of a line's L3 set.
 const PREFETCH_DISTANCE: usize = 16;
 
@@ -141,7 +145,7 @@ impl SetGroups {
             Groups::Mixed((0..count).map(|_| SingleCore::new(platform, |spec| Level::new(spec, count))).collect())
         };
         let narrow_limit = on_groups!(&groups, cores => cores[0].max_line());
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(count);
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_THREADS).min(count);
         let queues = vec![vec![Vec::new(); count]; threads];
         SetGroups { groups, group_bits: count.trailing_zeros(), narrow_limit, queues }
     }
