@@ -79,6 +79,13 @@ pub fn set_groups(platform: &PlatformSpec) -> usize {
     (1 << common_twos).min(MAX_GROUPS)
 }
 
+/// A level's geometry for one of `groups` groups of its sets (`groups` divides its set count).
+fn group_geometry(spec: &CacheSpec, groups: usize) -> Geometry {
+    let mut geometry = spec.geometry();
+    geometry.sets /= groups;
+    geometry
+}
+
 /// One core's caches as `set_groups` independent groups of sets, replayed a batch of records at
 /// a time in two steps that each use every host core: the records are sorted by group (each
 /// host thread its consecutive part of the batch), then each group runs its accesses in order
@@ -138,8 +145,8 @@ impl SetGroups {
     pub fn new(platform: &PlatformSpec) -> SetGroups {
         let count = set_groups(platform);
         let levels = [&platform.l1d, &platform.l2, &platform.l3];
-        let groups = if levels.iter().all(|spec| LruSets::<u32>::fitting(spec, count).is_some()) {
-            let sets = |spec: &CacheSpec| LruSets::fitting(spec, count).expect("checked");
+        let groups = if levels.iter().all(|spec| LruSets::<u32>::fit(&group_geometry(spec, count))) {
+            let sets = |spec: &CacheSpec| LruSets::new(&group_geometry(spec, count));
             Groups::Lru((0..count).map(|_| SingleCore::new(platform, sets)).collect())
         } else {
             Groups::Mixed((0..count).map(|_| SingleCore::new(platform, |spec| Level::new(spec, count))).collect())
@@ -581,15 +588,13 @@ struct LruSets<E> {
 }
 
 impl<E: Entry> LruSets<E> {
-    /// The sets of one of `groups` groups of the level's sets (see `set_groups`), if the level is
-    /// LRU with at most `SET_WAYS` ways and a power-of-two number of sets.
-    fn fitting(spec: &CacheSpec, groups: usize) -> Option<LruSets<E>> {
-        let mut geometry = spec.geometry();
-        geometry.sets /= groups;
-        let fits = geometry.policy == "lru" && geometry.ways <= SET_WAYS && geometry.sets.is_power_of_two();
-        fits.then(|| LruSets::new(&geometry))
+    /// Whether a level of this geometry is kept in `LruSets`: LRU with at most `SET_WAYS` ways
+    /// and a power-of-two number of sets.
+    fn fit(geometry: &Geometry) -> bool {
+        geometry.policy == "lru" && geometry.ways <= SET_WAYS && geometry.sets.is_power_of_two()
     }
 
+    /// Empty sets of a geometry that `fit`s.
     fn new(geometry: &Geometry) -> LruSets<E> {
         LruSets {
             indexing: Indexing::new(geometry.sets),
@@ -764,13 +769,11 @@ macro_rules! on_array {
 impl Level {
     /// The level's array for one of `groups` groups of its sets (see `set_groups`).
     fn new(spec: &CacheSpec, groups: usize) -> Level {
-        match LruSets::fitting(spec, groups) {
-            Some(sets) => Level::Lru(sets),
-            None => {
-                let mut geometry = spec.geometry();
-                geometry.sets /= groups;
-                Level::General(Cache::new(&geometry))
-            }
+        let geometry = group_geometry(spec, groups);
+        if LruSets::<u32>::fit(&geometry) {
+            Level::Lru(LruSets::new(&geometry))
+        } else {
+            Level::General(Cache::new(&geometry))
         }
     }
 
