@@ -24,6 +24,7 @@ use crate::hierarchy::{Hierarchy, LevelStats};
 use crate::platform::{PlatformSpec, TopologySpec};
 use crate::units::{Line, Time};
 
+mod crew;
 mod single_core;
 use single_core::SetGroups;
 

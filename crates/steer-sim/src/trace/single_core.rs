@@ -20,6 +20,7 @@
 use crate::cache::{replacement, Cache, Geometry};
 use crate::hierarchy::LevelStats;
 use crate::platform::{CacheSpec, MaskAgent, PlatformSpec, Relation};
+use super::crew::Crew;
 use super::{replay_records, LineSink, Record};
 use crate::units::Line;
 
@@ -45,16 +46,14 @@ pub fn unsupported(platform: &PlatformSpec) -> Option<String> {
 /// 32 KiB of sets each, which stay in a host core's L1 and L2 while the group runs.
 const MAX_GROUPS: usize = 64;
 
-/// Records `SetGroups` replays as one batch: sorted by group, then run. Each batch starts host
-/// threads twice (some 50 µs on a virtual machine), and 256K records keep that to a few percent
-/// while the batch (2 MiB of binary records, 2 MiB sorted) stays within the host's caches.
+/// Records `SetGroups` replays as one batch: sorted by group, then run. The batch (2 MiB of
+/// binary records, 2 MiB sorted) stays within the host's caches.
 pub(super) const BATCH: usize = 1 << 18;
 
 /// Fewest records worth sharing between host threads.
 const THREAD_MIN_BATCH: usize = 1 << 12;
 
-/// Most host threads a replay uses: each batch starts them one after another, so more would
-/// spend longer starting than their 32K records of the batch take to replay.
+/// Most host threads a replay uses: each takes at least 32K records of a batch.
 const MAX_THREADS: usize = 8;
 
 /// How many accesses ahead a group's replay starts loading the host memory of a line's L3 set.
@@ -101,6 +100,9 @@ pub struct SetGroups {
     /// Per host thread, then per group, the accesses sorted from that thread's part of a batch:
     /// the group's line shifted left by one, the write bit in bit 0 (kept for their capacity).
     queues: Vec<Vec<Vec<u64>>>,
+    /// The host threads beside the calling one, one per part after the first; started by the
+    /// first batch shared between threads.
+    crew: Option<Crew>,
 }
 
 /// The groups' caches: group `g` holds the sets of the lines `g` modulo the group count, and sees
@@ -154,7 +156,7 @@ impl SetGroups {
         let narrow_limit = on_groups!(&groups, cores => cores[0].max_line());
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_THREADS).min(count);
         let queues = vec![vec![Vec::new(); count]; threads];
-        SetGroups { groups, group_bits: count.trailing_zeros(), narrow_limit, queues }
+        SetGroups { groups, group_bits: count.trailing_zeros(), narrow_limit, queues, crew: None }
     }
 
     /// How many parts a batch of `records` records is best sorted in: one per host thread, or
@@ -184,6 +186,9 @@ impl SetGroups {
     ) -> Vec<T> {
         assert!(parts.len() <= self.queues.len(), "one part per host thread");
         let threads = parts.len();
+        if threads > 1 && self.crew.is_none() {
+            self.crew = Some(Crew::new(self.queues.len() - 1));
+        }
         let (group_bits, sort) = (self.group_bits, &sort);
         let sorts = parts.into_iter().zip(&mut self.queues).map(|(part, queues)| {
             move || {
@@ -192,25 +197,14 @@ impl SetGroups {
                 (result, sorter.max_line)
             }
         });
-        let (results, max_lines): (Vec<T>, Vec<u64>) = on_threads(sorts.collect()).into_iter().unzip();
+        let crew = self.crew.as_ref();
+        let (results, max_lines): (Vec<T>, Vec<u64>) = on_threads(crew, sorts.collect()).into_iter().unzip();
         if max_lines.into_iter().max().unwrap_or(0) >> group_bits > self.narrow_limit {
-            self.widen();
+            widen(&mut self.groups);
+            self.narrow_limit = u64::MAX;
         }
-        on_groups!(&mut self.groups, cores => run_groups(cores, &mut self.queues[..threads]));
+        on_groups!(&mut self.groups, cores => run_groups(crew, cores, &mut self.queues[..threads]));
         results
-    }
-
-    /// Moves every array to 64-bit entries.
-    #[cold]
-    fn widen(&mut self) {
-        let groups = std::mem::replace(&mut self.groups, Groups::Mixed(Vec::new()));
-        self.groups = Groups::Mixed(match groups {
-            Groups::Lru(cores) => {
-                cores.into_iter().map(|core| core.with_arrays(|sets| Level::Lru(sets).widened())).collect()
-            }
-            Groups::Mixed(cores) => cores.into_iter().map(|core| core.with_arrays(Level::widened)).collect(),
-        });
-        self.narrow_limit = u64::MAX;
     }
 
     /// Line accesses replayed.
@@ -244,10 +238,19 @@ impl SetGroups {
     }
 }
 
+/// Moves every array of the groups to 64-bit entries.
+#[cold]
+fn widen(groups: &mut Groups) {
+    *groups = Groups::Mixed(match std::mem::replace(groups, Groups::Mixed(Vec::new())) {
+        Groups::Lru(cores) => cores.into_iter().map(|core| core.with_arrays(|sets| Level::Lru(sets).widened())).collect(),
+        Groups::Mixed(cores) => cores.into_iter().map(|core| core.with_arrays(Level::widened)).collect(),
+    });
+}
+
 /// Runs the sorted accesses of a batch, `parts` holding one host thread's sorting each: every
 /// group takes its accesses from the parts in order, and the groups are shared between as many
 /// host threads as there are parts.
-fn run_groups<A: Array + Send>(cores: &mut [SingleCore<A>], parts: &mut [Vec<Vec<u64>>]) {
+fn run_groups<A: Array + Send>(crew: Option<&Crew>, cores: &mut [SingleCore<A>], parts: &mut [Vec<Vec<u64>>]) {
     let share = cores.len().div_ceil(parts.len());
     let mut shares: Vec<Vec<&mut [Vec<u64>]>> = (0..parts.len()).map(|_| Vec::new()).collect();
     for queues in parts.iter_mut() {
@@ -265,20 +268,16 @@ fn run_groups<A: Array + Send>(cores: &mut [SingleCore<A>], parts: &mut [Vec<Vec
             }
         }
     });
-    on_threads(runs.collect());
+    on_threads(crew, runs.collect());
 }
 
-/// Runs each job on a host thread of its own, the first on the calling thread; returns their
-/// results in order.
-fn on_threads<T: Send>(jobs: Vec<impl FnOnce() -> T + Send>) -> Vec<T> {
-    let mut jobs = jobs.into_iter();
-    let Some(first) = jobs.next() else { return Vec::new() };
-    std::thread::scope(|scope| {
-        let others: Vec<_> = jobs.map(|job| scope.spawn(job)).collect();
-        let mut results = vec![first()];
-        results.extend(others.into_iter().map(|other| other.join().expect("a replay thread panicked")));
-        results
-    })
+/// Runs each job on a host thread of the crew, or all on the calling thread without one;
+/// returns their results in order.
+fn on_threads<T: Send>(crew: Option<&Crew>, jobs: Vec<impl FnOnce() -> T + Send>) -> Vec<T> {
+    match crew {
+        Some(crew) => crew.map(jobs),
+        None => jobs.into_iter().map(|job| job()).collect(),
+    }
 }
 
 /// A line pushed out of a level, and whether it was dirty.
