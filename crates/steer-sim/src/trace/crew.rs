@@ -82,7 +82,10 @@ impl Crew {
             let result = job();
             lock(slot).1 = Some(result);
         });
-        slots.into_iter().map(|slot| slot.into_inner().unwrap_or_else(PoisonError::into_inner).1.expect("every job ran")).collect()
+        slots
+            .into_iter()
+            .map(|slot| slot.into_inner().unwrap_or_else(PoisonError::into_inner).1.expect("every job ran"))
+            .collect()
     }
 
     /// Runs `job(index)` on every member, index 0 on the calling thread, and waits for all.
