@@ -137,16 +137,19 @@ macro_rules! on_groups {
 /// write hit makes it dirty, the most recent if `write_hit_updates_recency`, and drops a victim
 /// L3's copy. Doing either again, with only that line touched in between, changes nothing. So of
 /// a run, the first access is sorted, then the first read and the first write after it; the others
-/// count as L1 hits in `repeats`. (The first access itself may leave undone what a hit does: an
-/// SRRIP fill does not make its line the most recent, and a write miss can leave a copy in a
-/// victim L3, pushed there by its own L1 victim.)
+/// count as L1 hits in `repeats`. A first access that reads already does what a read hit does
+/// where L1 keeps its sets in recency order (`SingleCore::l1_ordered`: a fill or hit puts the line
+/// first), so there reads after it are only counted too. Otherwise the first access may leave
+/// undone what a hit does: an SRRIP fill does not make its line the most recent, and a write miss
+/// can leave a copy in a victim L3, pushed there by its own L1 victim.
 ///
 /// On `scripts/bench.py`'s streaming trace (7 accesses in 8 repeat the line before) this made the
-/// replay some 30% faster (9.2 ms to 6.0–7.4 for 2M accesses), on its mixed one (8% repeat) up to
-/// 5% slower: the branch on a repeat is taken unpredictably there.
+/// replay of 2M loads 40% faster (9.0 ms to 5.5), on its mixed one (8% repeat) up to 5% slower:
+/// the branch on a repeat is taken unpredictably there.
 pub(super) struct Sorter<'a> {
     queues: &'a mut [Vec<u64>],
     group_bits: u32,
+    l1_ordered: bool,
     /// The line of the current run, and whether it has read it and written it since its first access.
     run: Run,
     tally: SortTally,
@@ -185,7 +188,7 @@ impl LineSink for Sorter<'_> {
             }
             self.run.kinds[write as usize] = true;
         } else {
-            self.run = Run { line, kinds: [false; 2] };
+            self.run = Run { line, kinds: [!write && self.l1_ordered, false] };
             self.tally.max_line = self.tally.max_line.max(line);
         }
         self.sort(line, write);
@@ -240,10 +243,11 @@ impl SetGroups {
             self.crew = Some(Crew::new(self.queues.len() - 1));
         }
         let (group_bits, sort) = (self.group_bits, &sort);
+        let l1_ordered = on_groups!(&self.groups, cores => cores[0].l1_ordered);
         let sorts = parts.into_iter().zip(&mut self.queues).map(|(part, queues)| {
             move || {
                 let run = Run { line: u64::MAX, kinds: [false; 2] };
-                let mut sorter = Sorter { queues, group_bits, run, tally: SortTally::default() };
+                let mut sorter = Sorter { queues, group_bits, l1_ordered, run, tally: SortTally::default() };
                 let result = sort(part, &mut sorter);
                 (result, sorter.tally)
             }
@@ -1198,8 +1202,8 @@ mod tests {
             (groups.line_ops(), groups.level_stats(), groups.memory_lines(), groups.repeats.requests)
         };
         let (line_ops, stats, memory, repeats) = replay(&mut trace.chunks(BATCH));
-        // Runs of read, read, write, write: the second write is passed over.
-        assert_eq!(repeats, [[0, 0], [0, 20_000]]);
+        // Runs of read, read, write, write in LRU sets: the second read and write are passed over.
+        assert_eq!(repeats, [[0, 20_000], [0, 20_000]]);
         // One access per batch merges nothing.
         let (one_line_ops, one_stats, one_memory, one_repeats) = replay(&mut trace.chunks(1));
         assert_eq!(one_repeats, [[0; 2]; 2]);
