@@ -118,14 +118,12 @@ impl Shared {
         let mut seen = 0;
         loop {
             let mut round = self.round.load(Ordering::Acquire);
-            let started = Instant::now();
+            let mut wait = Wait::new();
             while round == seen {
                 if self.stop.load(Ordering::Acquire) {
                     return;
                 }
-                if started.elapsed() < SPIN {
-                    pause();
-                } else {
+                if !wait.pause() {
                     // Returns at once if `run` unparked this thread after the load above.
                     std::thread::park();
                 }
@@ -154,18 +152,39 @@ impl Drop for Crew {
 
 /// Spins until `ready`.
 fn wait_until(ready: impl Fn() -> bool) {
+    let mut wait = Wait::new();
     while !ready() {
-        pause();
+        wait.pause();
     }
 }
 
-/// A moment of waiting that keeps the host core awake but hands it over to any other thread
-/// that is ready to run on it (more replay threads than host cores, or other processes).
-fn pause() {
-    for _ in 0..32 {
-        std::hint::spin_loop();
+/// Polls between two hand-overs of the host core while waiting: a hand-over is a system call
+/// (1–4 µs on a virtual machine), longer than most waits between two jobs of a replay.
+const POLLS_PER_YIELD: u32 = 256;
+
+/// A wait for another thread of the crew: it polls keeping the host core awake, and every
+/// `POLLS_PER_YIELD` polls hands the core over to any other thread ready to run on it (more
+/// replay threads than host cores, or other processes).
+struct Wait {
+    polls: u32,
+    started: Instant,
+}
+
+impl Wait {
+    fn new() -> Wait {
+        Wait { polls: 0, started: Instant::now() }
     }
-    std::thread::yield_now();
+
+    /// Pauses before the next poll; false once the wait has lasted `SPIN` (checked at hand-overs).
+    fn pause(&mut self) -> bool {
+        self.polls = self.polls.wrapping_add(1);
+        if self.polls % POLLS_PER_YIELD != 0 {
+            std::hint::spin_loop();
+            return true;
+        }
+        std::thread::yield_now();
+        self.started.elapsed() < SPIN
+    }
 }
 
 /// Locks a mutex whose data stays valid if a holder panicked (a panic is raised again anyway).
