@@ -847,7 +847,11 @@ fn replay_din_part(caches: &mut impl LineSink, text: &[u8], line_bits: u32) -> (
 }
 
 /// Replays a whole trace on logical CPU `cpu` of `platform`, from empty caches.
-pub fn replay<R: BufRead>(reader: TraceReader<R>, platform: &PlatformSpec, cpu: u32) -> Result<TraceReport, TraceError> {
+pub fn replay<R: BufRead>(
+    reader: TraceReader<R>,
+    platform: &PlatformSpec,
+    cpu: u32,
+) -> Result<TraceReport, TraceError> {
     let start = Instant::now();
     let mut replayer = Replayer::new(platform, cpu)?;
     replayer.replay_reader(reader)?;
