@@ -17,7 +17,7 @@
 //! addresses allow (so a set is one host cache line and a 32 MiB L3 stays within a few MiB of host
 //! cache), 64 bits after. Other levels are the general `Cache`, whose policies keep per-way state.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use crate::cache::{replacement, Cache, Geometry};
@@ -61,6 +61,10 @@ const THREAD_MIN_BATCH: usize = 1 << 12;
 /// Most host threads a replay uses: each takes at least 32K records of a batch.
 const MAX_THREADS: usize = 8;
 
+/// Parts a batch is sorted in per host thread, each taken by whichever thread is free: a host
+/// core slowed for a while sorts fewer of them.
+const PARTS_PER_THREAD: usize = 4;
+
 /// How many accesses ahead a group's replay starts loading the host memory of a line's L3 set.
 const PREFETCH_DISTANCE: usize = 16;
 
@@ -102,9 +106,11 @@ pub struct SetGroups {
     /// Largest line (of a group) every array holds as it is; a batch with a larger one first
     /// widens them (see `LruSets::widened`).
     narrow_limit: u64,
-    /// Per host thread, then per group, the accesses sorted from that thread's part of a batch:
-    /// the group's line shifted left by one, the write bit in bit 0 (kept for their capacity).
+    /// Per part of a batch, then per group, the accesses sorted from that part: the group's line
+    /// shifted left by one, the write bit in bit 0 (kept for their capacity).
     queues: Vec<Vec<Vec<u64>>>,
+    /// Host threads a batch is shared between.
+    threads: usize,
     /// The host threads beside the calling one, one per part after the first; started by the
     /// first batch shared between threads.
     crew: Option<Crew>,
@@ -211,13 +217,13 @@ impl SetGroups {
         };
         let narrow_limit = on_groups!(&groups, cores => cores[0].max_line());
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_THREADS).min(count);
-        let queues = vec![vec![Vec::new(); count]; threads];
+        let queues = vec![vec![Vec::new(); count]; threads * PARTS_PER_THREAD];
         let group_bits = count.trailing_zeros();
-        SetGroups { groups, group_bits, narrow_limit, queues, crew: None, repeats: Counts::default() }
+        SetGroups { groups, group_bits, narrow_limit, queues, threads, crew: None, repeats: Counts::default() }
     }
 
-    /// How many parts a batch of `records` records is best sorted in: one per host thread, or
-    /// one if it is too small to share.
+    /// How many parts a batch of `records` records is best sorted in: `PARTS_PER_THREAD` per
+    /// host thread, or one if it is too small to share.
     pub(super) fn parts_for(&self, records: usize) -> usize {
         if records < THREAD_MIN_BATCH { 1 } else { self.queues.len() }
     }
@@ -234,30 +240,41 @@ impl SetGroups {
     }
 
     /// Replays one batch, given in consecutive parts (at most `parts_for` of them): `sort` feeds
-    /// each part's accesses to a `Sorter`, each part on a host thread of its own, then the groups
-    /// run. Returns what `sort` returned for each part.
+    /// each part's accesses to a `Sorter`, the host threads taking the parts in turn, then the
+    /// groups run. Returns what `sort` returned for each part.
     pub(super) fn replay_parts<P: Send, T: Send>(
         &mut self,
         parts: Vec<P>,
         sort: impl Fn(P, &mut Sorter<'_>) -> T + Sync,
     ) -> Vec<T> {
-        assert!(parts.len() <= self.queues.len(), "one part per host thread");
-        let threads = parts.len();
+        assert!(parts.len() <= self.queues.len(), "at most `parts_for` parts");
+        let (count, threads) = (parts.len(), self.threads.min(parts.len()));
         if threads > 1 && self.crew.is_none() {
-            self.crew = Some(Crew::new(self.queues.len() - 1));
+            self.crew = Some(Crew::new(self.threads - 1));
         }
         let (group_bits, sort) = (self.group_bits, &sort);
         let l1_ordered = on_groups!(&self.groups, cores => cores[0].l1_ordered);
-        let sorts = parts.into_iter().zip(&mut self.queues).map(|(part, queues)| {
+        // Each part with its queues, and then what sorting it gave.
+        let slot = |(part, queues)| Mutex::new((Some(part), queues, None));
+        let slots: Vec<_> = parts.into_iter().zip(&mut self.queues).map(slot).collect();
+        let next = AtomicUsize::new(0);
+        let sorts = (0..threads).map(|_| {
+            let (slots, next) = (&slots, &next);
             move || {
-                let run = Run { line: u64::MAX, kinds: [false; 2] };
-                let mut sorter = Sorter { queues, group_bits, l1_ordered, run, tally: SortTally::default() };
-                let result = sort(part, &mut sorter);
-                (result, sorter.tally)
+                while let Some(slot) = slots.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+                    let (part, queues, sorted) = &mut *slot;
+                    let run = Run { line: u64::MAX, kinds: [false; 2] };
+                    let mut sorter = Sorter { queues, group_bits, l1_ordered, run, tally: SortTally::default() };
+                    let result = sort(part.take().expect("each part is sorted once"), &mut sorter);
+                    *sorted = Some((result, sorter.tally));
+                }
             }
         });
         let crew = self.crew.as_ref();
-        let (results, tallies): (Vec<T>, Vec<SortTally>) = on_threads(crew, sorts.collect()).into_iter().unzip();
+        on_threads(crew, sorts.collect());
+        let sorted = slots.into_iter().map(|slot| slot.into_inner().unwrap_or_else(PoisonError::into_inner).2);
+        let (results, tallies): (Vec<T>, Vec<SortTally>) = sorted.map(|part| part.expect("every part sorted")).unzip();
         let mut max_line = 0;
         for tally in tallies {
             max_line = max_line.max(tally.max_line);
@@ -269,7 +286,7 @@ impl SetGroups {
             widen(&mut self.groups);
             self.narrow_limit = u64::MAX;
         }
-        on_groups!(&mut self.groups, cores => run_groups(crew, cores, &mut self.queues[..threads]));
+        on_groups!(&mut self.groups, cores => run_groups(crew, threads, cores, &mut self.queues[..count]));
         results
     }
 
@@ -316,18 +333,21 @@ fn widen(groups: &mut Groups) {
     });
 }
 
-/// Runs the sorted accesses of a batch, `parts` holding one host thread's sorting each: every
-/// group takes its accesses from the parts in order, and the groups are shared between as many
-/// host threads as there are parts.
+/// Runs the sorted accesses of a batch, `parts` holding each part's sorting: every group takes
+/// its accesses from the parts in order, and the groups are shared between `threads` host threads.
 ///
 /// Each thread owns a consecutive range of groups and runs it from the front, so that a group's
 /// sets stay in one host core's caches from batch to batch; a thread done with its own range
 /// takes groups from the back of the others'. On a virtual machine one host core often ran some
 /// 30% slower than the other for a whole replay.
-fn run_groups<A: Array + Send>(crew: Option<&Crew>, cores: &mut [SingleCore<A>], parts: &mut [Vec<Vec<u64>>]) {
-    let threads = parts.len();
+fn run_groups<A: Array + Send>(
+    crew: Option<&Crew>,
+    threads: usize,
+    cores: &mut [SingleCore<A>],
+    parts: &mut [Vec<Vec<u64>>],
+) {
     // Each group with its queue from every part, taken by one thread at a time.
-    let mut groups: Vec<Vec<&mut Vec<u64>>> = cores.iter().map(|_| Vec::with_capacity(threads)).collect();
+    let mut groups: Vec<Vec<&mut Vec<u64>>> = cores.iter().map(|_| Vec::with_capacity(parts.len())).collect();
     for queues in parts.iter_mut() {
         for (group, queue) in groups.iter_mut().zip(queues.iter_mut()) {
             group.push(queue);
