@@ -223,9 +223,9 @@ impl SetGroups {
     }
 
     /// How many parts a batch of `records` records is best sorted in: `PARTS_PER_THREAD` per
-    /// host thread, or one if it is too small to share.
+    /// host thread, or one on a single host thread or if it is too small to share.
     pub(super) fn parts_for(&self, records: usize) -> usize {
-        if records < THREAD_MIN_BATCH { 1 } else { self.queues.len() }
+        if records < THREAD_MIN_BATCH || self.threads == 1 { 1 } else { self.queues.len() }
     }
 
     /// Replays the reads and writes among `records` (see `replay_records`); returns how many.
