@@ -730,8 +730,8 @@ impl Replayer {
         Ok(())
     }
 
-    /// Replays complete din lines (see `TraceReader::din_text`), a part of them on each host thread
-    /// if the engine shares them; stops at the first line that is not din, as `parse_din_text`
+    /// Replays complete din lines (see `TraceReader::din_text`), in parts shared between the host
+    /// threads if the engine shares them; stops at the first line that is not din, as `parse_din_text`
     /// does, returning its offset in `text` and what is wrong with it.
     fn replay_din(&mut self, text: &[u8]) -> DinParsed {
         let line_bits = self.line_bits;
@@ -861,7 +861,7 @@ pub fn replay<R: BufRead>(
 /// Opens a trace file (either format) and replays it as `replay` does; errors name the file.
 ///
 /// A binary trace in a regular file replayed by `SetGroups` is read by every host thread, each
-/// its part of a batch at its place in the file: one thread copying the whole file would leave
+/// the parts of a batch it takes, at their place in the file: one thread copying the whole file would leave
 /// the others waiting (a 16 MB trace takes some 2 ms to copy, a tenth of its replay).
 pub fn replay_path(path: impl AsRef<Path>, platform: &PlatformSpec, cpu: u32) -> Result<TraceReport, TraceError> {
     let start = Instant::now();
@@ -880,8 +880,8 @@ pub fn replay_path(path: impl AsRef<Path>, platform: &PlatformSpec, cpu: u32) ->
     Ok(replayer.report(start.elapsed().as_secs_f64()))
 }
 
-/// Replays the records of a binary trace file after its magic, a batch at a time, each host
-/// thread reading its part of the batch from the file (`FileExt::read_exact_at`); returns how
+/// Replays the records of a binary trace file after its magic, a batch at a time, each part of a
+/// batch read from the file by the host thread that sorts it (`FileExt::read_exact_at`); returns how
 /// many accesses were replayed and how many records there were (the others are instruction
 /// fetches). Errors are the reader's: the first undefined or cut-short record.
 fn replay_binary_file(

@@ -49,16 +49,15 @@ pub fn unsupported(platform: &PlatformSpec) -> Option<String> {
 /// 32 KiB of sets each, which stay in a host core's L1 and L2 while the group runs.
 const MAX_GROUPS: usize = 64;
 
-/// Records `SetGroups` replays as one batch: sorted by group, then run. A host thread's part of a
-/// batch (its binary records and their sorting, 512 KiB each for two threads) stays within its
-/// host core's L2 beside its groups' sets: 5–7% faster than batches of 256K records on
-/// `scripts/bench.py`'s traces, and no slower than 32K.
+/// Records `SetGroups` replays as one batch: sorted by group, then run. A batch (512 KiB of binary
+/// records, as much sorted) stays within the host cores' L2 beside the groups' sets: 5–7% faster
+/// than batches of 256K records on `scripts/bench.py`'s traces, and no slower than 32K.
 pub(super) const BATCH: usize = 1 << 16;
 
 /// Fewest records worth sharing between host threads.
 const THREAD_MIN_BATCH: usize = 1 << 12;
 
-/// Most host threads a replay uses: each takes at least 32K records of a batch.
+/// Most host threads a replay uses (a batch gives each at least 8K records).
 const MAX_THREADS: usize = 8;
 
 /// Parts a batch is sorted in per host thread, each taken by whichever thread is free: a host
@@ -95,10 +94,10 @@ fn group_geometry(spec: &CacheSpec, groups: usize) -> Geometry {
 }
 
 /// One core's caches as `set_groups` independent groups of sets, replayed a batch of records at
-/// a time in two steps that each use every host core: the records are sorted by group (each
-/// host thread its consecutive part of the batch), then each group runs its accesses in order
-/// (each host thread its share of the groups, taking a group's accesses from every part in
-/// turn). So a replay counts exactly as one core in trace order, and a group's sets are small
+/// a time in two steps that each use every host core: the records are sorted by group (the
+/// batch cut into consecutive parts, which the host threads take in turn), then each group runs
+/// its accesses in order (each host thread its share of the groups, taking a group's accesses
+/// from every part in turn; see `run_groups`). So a replay counts exactly as one core in trace order, and a group's sets are small
 /// enough to stay in the host core's caches while it runs.
 pub struct SetGroups {
     groups: Groups,
@@ -111,8 +110,8 @@ pub struct SetGroups {
     queues: Vec<Vec<Vec<u64>>>,
     /// Host threads a batch is shared between.
     threads: usize,
-    /// The host threads beside the calling one, one per part after the first; started by the
-    /// first batch shared between threads.
+    /// The host threads beside the calling one; started by the first batch shared between
+    /// threads.
     crew: Option<Crew>,
     /// L1 hits the sorting passed over (see `Sorter`).
     repeats: Counts,
@@ -138,7 +137,7 @@ macro_rules! on_groups {
     };
 }
 
-/// Sorts one host thread's part of a batch by group (see `SetGroups`), passing over the accesses
+/// Sorts one part of a batch by group (see `SetGroups`), passing over the accesses
 /// of a run to one line that cannot change what the caches hold.
 ///
 /// Why those are only counted: after an access to a line, the line is in L1 (every miss fills
