@@ -199,7 +199,7 @@ impl<R: BufRead> TraceReader<R> {
             .by_ref()
             .take(BINARY_MAGIC.len() as u64)
             .read_to_end(&mut head)
-            .map_err(|e| TraceError::new(&origin, None, format!("cannot read: {e}")))?;
+            .map_err(|e| read_error(&origin, e))?;
         let format = if head == BINARY_MAGIC {
             head.clear();
             TraceFormat::Binary
@@ -237,7 +237,7 @@ impl<R: BufRead> TraceReader<R> {
             return Ok(None);
         }
         if self.block.len() - self.block_pos < 8 {
-            self.refill_block().map_err(|e| self.read_error(e))?;
+            self.refill_block().map_err(|e| read_error(&self.origin, e))?;
         }
         let start = self.block_pos;
         let (records, _) = self.block[start..].as_chunks::<8>();
@@ -257,7 +257,7 @@ impl<R: BufRead> TraceReader<R> {
     pub fn din_text(&mut self) -> Result<Option<&[u8]>, TraceError> {
         debug_assert_eq!(self.format, TraceFormat::Din);
         let end = loop {
-            let read = self.refill_block().map_err(|e| self.read_error(e))?;
+            let read = self.refill_block().map_err(|e| read_error(&self.origin, e))?;
             if read < READ_BLOCK {
                 break self.block.len();
             }
@@ -275,7 +275,7 @@ impl<R: BufRead> TraceReader<R> {
             match self.input.read_until(b'\n', &mut self.text) {
                 Ok(0) => return None,
                 Ok(_) => {}
-                Err(e) => return Some(Err(TraceError::new(&self.origin, None, format!("cannot read: {e}")))),
+                Err(e) => return Some(Err(read_error(&self.origin, e))),
             }
             self.position += 1;
             match parse_din_line(&self.text) {
@@ -290,7 +290,7 @@ impl<R: BufRead> TraceReader<R> {
     fn next_binary(&mut self) -> Option<Result<TraceRecord, TraceError>> {
         if self.block.len() - self.block_pos < 8 {
             if let Err(e) = self.refill_block() {
-                return Some(Err(self.read_error(e)));
+                return Some(Err(read_error(&self.origin, e)));
             }
         }
         let rest = &self.block[self.block_pos..];
@@ -314,10 +314,6 @@ impl<R: BufRead> TraceReader<R> {
         // `take(..).read_to_end` reads through short reads, and fills no more than it reads.
         (&mut self.input).take(READ_BLOCK as u64).read_to_end(&mut self.block)
     }
-
-    fn read_error(&self, error: io::Error) -> TraceError {
-        TraceError::new(&self.origin, None, format!("cannot read: {error}"))
-    }
 }
 
 impl<R: BufRead> Iterator for TraceReader<R> {
@@ -334,6 +330,11 @@ impl<R: BufRead> Iterator for TraceReader<R> {
         self.failed = matches!(item, Some(Err(_)));
         item
     }
+}
+
+/// The error of a trace that could not be read.
+fn read_error(origin: &str, error: io::Error) -> TraceError {
+    TraceError::new(origin, None, format!("cannot read: {error}"))
 }
 
 /// Where the first record of undefined kind (code 3) is among `records`. All are checked at once
@@ -707,9 +708,14 @@ impl Replayer {
             Caches::SingleCore(caches) => caches.replay(records, self.line_bits),
             Caches::General(caches) => replay_records(caches.as_mut(), records, self.line_bits),
         };
+        self.count_replayed(replayed, records.len() as u64);
+    }
+
+    /// Counts `replayed` of `records` records as accesses, the others as skipped instruction
+    /// fetches.
+    fn count_replayed(&mut self, replayed: u64, records: u64) {
         self.accesses += replayed;
-        // The others are instruction fetches.
-        self.skipped += records.len() as u64 - replayed;
+        self.skipped += records - replayed;
     }
 
     /// Replays every record `reader` reads.
@@ -872,8 +878,7 @@ pub fn replay_path(path: impl AsRef<Path>, platform: &PlatformSpec, cpu: u32) ->
     match &mut replayer.caches {
         Caches::SingleCore(groups) if regular && reader.format() == TraceFormat::Binary => {
             let (replayed, records) = replay_binary_file(groups, file, &reader.origin, replayer.line_bits)?;
-            replayer.accesses += replayed;
-            replayer.skipped += records - replayed;
+            replayer.count_replayed(replayed, records);
         }
         _ => replayer.replay_reader(reader)?,
     }
@@ -890,9 +895,9 @@ fn replay_binary_file(
     origin: &str,
     line_bits: u32,
 ) -> Result<(u64, u64), TraceError> {
-    let read_error = |e: io::Error| TraceError::new(origin, None, format!("cannot read: {e}"));
+    let cannot_read = |e| read_error(origin, e);
     let magic = BINARY_MAGIC.len() as u64;
-    let bytes = file.metadata().map_err(read_error)?.len().saturating_sub(magic);
+    let bytes = file.metadata().map_err(cannot_read)?.len().saturating_sub(magic);
     let records = bytes / 8;
     // Each part's records, in a buffer of its own kept for the next batch.
     let mut buffers: Vec<Vec<[u8; 8]>> = Vec::new();
@@ -908,7 +913,7 @@ fn replay_binary_file(
         });
         let results = groups.replay_parts(parts.collect(), |(first, count, buffer), sorter| {
             buffer.resize(count, [0; 8]);
-            file.read_exact_at(buffer.as_flattened_mut(), magic + first * 8).map_err(read_error)?;
+            file.read_exact_at(buffer.as_flattened_mut(), magic + first * 8).map_err(cannot_read)?;
             if let Some(bad) = first_undefined(buffer) {
                 let message = decode_binary(u64::from_le_bytes(buffer[bad])).expect_err("an undefined kind");
                 return Err(bad_record(origin, first + bad as u64, message));
