@@ -26,6 +26,7 @@ use crate::platform::{PlatformSpec, TopologySpec};
 use crate::units::{Line, Time};
 
 mod crew;
+mod lru_sets;
 mod single_core;
 use single_core::SetGroups;
 
