@@ -342,7 +342,9 @@ fn read_error(origin: &str, error: io::Error) -> TraceError {
 /// (the check vectorises) before one is looked for.
 fn first_undefined(records: &[[u8; 8]]) -> Option<usize> {
     let undefined = |record: &[u8; 8]| record.code() == 3;
-    if records.iter().fold(false, |any, record| any | undefined(record)) {
+    // Code 3 sets bits 63 and 62: bit 63 of `bits & bits << 1`, gathered by a plain OR.
+    let both_top_bits = |record: &[u8; 8]| u64::from_le_bytes(*record) & u64::from_le_bytes(*record) << 1;
+    if records.iter().fold(0, |any, record| any | both_top_bits(record)) >> 63 == 1 {
         records.iter().position(undefined)
     } else {
         None
@@ -919,7 +921,7 @@ fn replay_binary_file(
                 let message = decode_binary(u64::from_le_bytes(buffer[bad])).expect_err("an undefined kind");
                 return Err(bad_record(origin, first + bad as u64, message));
             }
-            Ok(replay_records(sorter, buffer, line_bits))
+            Ok(sorter.sort_binary(buffer, line_bits))
         });
         for result in results {
             replayed += result?;

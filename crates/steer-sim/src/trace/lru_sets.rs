@@ -1,7 +1,10 @@
 //! LRU levels kept as sets of entries in recency order, compact enough that a replay's caches
 //! stay in the host's: `LruSets`, used by `SingleCore` (see `single_core`) for every LRU level
-//! of up to 16 ways and a power-of-two number of sets.
+//! of up to 16 ways and a power-of-two number of sets. A replay in order looks lines up and
+//! fills them (`LruSets::access`, `LruSets::insert`); a replay by level runs a level's requests
+//! in one pass (`LruSets::run_pass`), its sets searched and rewritten by a `SetKernel`.
 
+use super::single_core::{Pass, PREFETCH_DISTANCE};
 use crate::cache::Geometry;
 
 /// A line pushed out of a level, and whether it was dirty.
@@ -11,8 +14,19 @@ pub(super) struct Victim {
     pub(super) dirty: bool,
 }
 
+impl Victim {
+    /// What a request that did (`hit`) or did not find its line pushed out of a set whose last
+    /// way held `last` (see `Entry::use_or_fill`), `line` giving the line of a tag: dirty only
+    /// if a miss pushed out a dirty line.
+    #[inline(always)]
+    pub(super) fn of_last_way<E: Entry>(hit: bool, last: E, line: impl FnOnce(u64) -> u64) -> Victim {
+        let entry: u64 = last.into();
+        Victim { line: line(entry >> 1), dirty: !hit & (last != E::EMPTY) & (entry & 1 == 1) }
+    }
+}
+
 /// Most ways an LRU level keeps in `LruSets`.
-const SET_WAYS: usize = 16;
+pub(super) const SET_WAYS: usize = 16;
 
 /// A set entry: a line's tag shifted left by one, with its dirty bit in bit 0; all ones is empty.
 ///
@@ -80,6 +94,92 @@ pub(super) trait Entry: Copy + Eq + Into<u64> {
     fn mark_dirty(entries: &mut [Self; SET_WAYS], way: usize) {
         entries[way] = entries[way].dirty();
     }
+
+    /// A request to the set of `ways` ways holding `entries`, as a level that sees nothing but
+    /// its requests carries it out (see `LruSets::run_pass`); returns whether it hit and the
+    /// entry that was in the last way. 32-bit entries are searched and rewritten by `K`. With
+    /// `CLEAN`, the caller knows that every entry is clean and the request a read (so that no
+    /// victim can be dirty), and the entry returned is meaningless.
+    #[inline(always)]
+    fn use_or_fill<K: SetKernel, const CLEAN: bool>(
+        entries: &mut [Self; SET_WAYS],
+        key: Self,
+        write: bool,
+        ways: usize,
+        use_on_write: bool,
+    ) -> (bool, Self) {
+        use_or_fill_in_place(entries, key, write, ways, use_on_write)
+    }
+
+    /// The entries, if they are 32-bit ones.
+    fn narrow(entries: &mut [Self; SET_WAYS]) -> Option<&mut [u32; SET_WAYS]>;
+}
+
+/// `Entry::use_or_fill` with the set operations of `Entry`, without a branch on the outcome.
+#[inline(always)]
+fn use_or_fill_in_place<E: Entry>(
+    entries: &mut [E; SET_WAYS],
+    key: E,
+    write: bool,
+    ways: usize,
+    use_on_write: bool,
+) -> (bool, E) {
+    let found = E::matching(entries, key);
+    let hit = found != 0;
+    // A miss takes the last way: no match lies beyond it.
+    let way = (found | 1 << (ways - 1)).trailing_zeros() as usize;
+    let (old, last) = (entries[way], entries[ways - 1]);
+    if hit && write && !use_on_write {
+        E::mark_dirty(entries, way);
+    } else {
+        let entry = std::hint::select_unpredictable(hit, old, key.clean());
+        E::move_to_front(entries, way, std::hint::select_unpredictable(write, entry.dirty(), entry));
+    }
+    (hit, last)
+}
+
+/// How a replay run level by level searches and rewrites a set of 32-bit entries (see
+/// `Entry::use_or_fill`): with the portable operations of `Entry`, or with AVX-512 (`Avx512`,
+/// on hosts that have it), a set in one register.
+pub(super) trait SetKernel {
+    /// A set as the kernel holds it while it works on it.
+    type Register: Copy;
+    fn load(entries: &[u32; SET_WAYS]) -> Self::Register;
+    fn store(entries: &mut [u32; SET_WAYS], set: Self::Register);
+    /// `Entry::use_or_fill` on a set held in a register: returns the set after it too.
+    fn use_or_fill<const CLEAN: bool>(set: Self::Register, key: u32, write: bool, ways: usize, use_on_write: bool)
+        -> (Self::Register, bool, u32);
+}
+
+/// `SetKernel` of the portable set operations (for tests of replays by level on any host).
+#[cfg(test)]
+pub(super) struct Portable;
+
+#[cfg(test)]
+impl SetKernel for Portable {
+    type Register = [u32; SET_WAYS];
+
+    #[inline(always)]
+    fn load(entries: &[u32; SET_WAYS]) -> [u32; SET_WAYS] {
+        *entries
+    }
+
+    #[inline(always)]
+    fn store(entries: &mut [u32; SET_WAYS], set: [u32; SET_WAYS]) {
+        *entries = set;
+    }
+
+    #[inline(always)]
+    fn use_or_fill<const CLEAN: bool>(
+        mut set: [u32; SET_WAYS],
+        key: u32,
+        write: bool,
+        ways: usize,
+        use_on_write: bool,
+    ) -> ([u32; SET_WAYS], bool, u32) {
+        let (hit, last) = use_or_fill_in_place(&mut set, key, write, ways, use_on_write);
+        (set, hit, last)
+    }
 }
 
 macro_rules! entry {
@@ -108,12 +208,42 @@ macro_rules! entry {
     };
 }
 
-entry!(u64);
-#[cfg(not(target_arch = "x86_64"))]
-entry!(u32);
-#[cfg(target_arch = "x86_64")]
 entry!(
-    u32,
+    u64,
+    fn narrow(_: &mut [u64; SET_WAYS]) -> Option<&mut [u32; SET_WAYS]> {
+        None
+    }
+);
+
+/// The operations of 32-bit entries that do not depend on the host.
+macro_rules! narrow_entry {
+    ($($operation:item),*) => {
+        entry!(
+            u32,
+            #[inline(always)]
+            fn use_or_fill<K: SetKernel, const CLEAN: bool>(
+                entries: &mut [u32; SET_WAYS],
+                key: u32,
+                write: bool,
+                ways: usize,
+                use_on_write: bool,
+            ) -> (bool, u32) {
+                let (set, hit, last) = K::use_or_fill::<CLEAN>(K::load(entries), key, write, ways, use_on_write);
+                K::store(entries, set);
+                (hit, last)
+            },
+            fn narrow(entries: &mut [u32; SET_WAYS]) -> Option<&mut [u32; SET_WAYS]> {
+                Some(entries)
+            }
+            $(, $operation)*
+        );
+    };
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+narrow_entry!();
+#[cfg(target_arch = "x86_64")]
+narrow_entry!(
     #[inline(always)]
     fn matching(entries: &[u32; SET_WAYS], key: u32) -> u32 {
         quarters::matching(entries, key)
@@ -228,6 +358,106 @@ mod quarters {
             let marked = _mm_or_si128(_mm_loadu_si128(quarter.as_ptr().cast()), bit);
             _mm_storeu_si128(quarter.as_mut_ptr().cast(), marked);
         }
+    }
+}
+
+/// `SetKernel` of AVX-512, for hosts that have it (`available`): a set of sixteen 32-bit entries
+/// is one register, searched by one comparison and rewritten by one masked lane shift, where the
+/// portable operations take four of each. Its code is compiled for AVX-512 only where a caller
+/// with `#[target_feature(enable = "avx512f")]` inlines it.
+#[cfg(target_arch = "x86_64")]
+pub(super) mod avx512 {
+    use std::arch::x86_64::*;
+
+    use super::{SetKernel, SET_WAYS};
+
+    pub(in super::super) struct Avx512;
+
+    /// Whether the host has AVX-512 (the foundation instructions are all `Avx512` uses).
+    pub(in super::super) fn available() -> bool {
+        std::is_x86_feature_detected!("avx512f")
+    }
+
+    // SAFETY (every `unsafe` below): only reached from code that runs where `available` holds
+    // (see `single_core::replay_by_level_avx512`).
+    impl SetKernel for Avx512 {
+        type Register = __m512i;
+
+        #[inline(always)]
+        fn load(entries: &[u32; SET_WAYS]) -> __m512i {
+            unsafe { load(entries) }
+        }
+
+        #[inline(always)]
+        fn store(entries: &mut [u32; SET_WAYS], set: __m512i) {
+            unsafe { store(entries, set) }
+        }
+
+        #[inline(always)]
+        fn use_or_fill<const CLEAN: bool>(
+            set: __m512i,
+            key: u32,
+            write: bool,
+            ways: usize,
+            use_on_write: bool,
+        ) -> (__m512i, bool, u32) {
+            unsafe { use_or_fill::<CLEAN>(set, key, write, ways, use_on_write) }
+        }
+    }
+
+    // The operations themselves are compiled for AVX-512, so that its instructions are inlined
+    // into them, and they into the caller compiled for it.
+
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn load(entries: &[u32; SET_WAYS]) -> __m512i {
+        // SAFETY: the load covers the 16 entries.
+        unsafe { _mm512_loadu_si512(entries.as_ptr().cast()) }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn store(entries: &mut [u32; SET_WAYS], set: __m512i) {
+        // SAFETY: the store covers the 16 entries.
+        unsafe { _mm512_storeu_si512(entries.as_mut_ptr().cast(), set) }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn use_or_fill<const CLEAN: bool>(
+        set: __m512i,
+        key: u32,
+        write: bool,
+        ways: usize,
+        use_on_write: bool,
+    ) -> (__m512i, bool, u32) {
+        let keys = _mm512_set1_epi32(key as i32);
+        let dirty_bits = _mm512_set1_epi32(1);
+        // Clean entries are compared as they are.
+        let found = if CLEAN {
+            _mm512_cmpeq_epi32_mask(set, _mm512_set1_epi32((key & !1) as i32))
+        } else {
+            _mm512_cmpeq_epi32_mask(_mm512_or_si512(set, dirty_bits), keys)
+        } as u32;
+        // The entry put first: dirty if written or dirty before (compared, so that the rewrite
+        // need not wait for the way to be known).
+        let was_dirty = !CLEAN && _mm512_cmpeq_epi32_mask(set, keys) != 0;
+        let hit = found != 0;
+        let way = (found | 1 << (ways - 1)).trailing_zeros();
+        let entry = std::hint::select_unpredictable(write || was_dirty, key, key & !1);
+        // A write hit that is no use only marks its entry dirty; anything else moves the entries
+        // before `way` one lane up, `entry` into lane 0.
+        let in_place = hit & write & !use_on_write;
+        let shifted_lanes = std::hint::select_unpredictable(in_place, 0, (2u32 << way) - 1) as u16;
+        let shifted = _mm512_alignr_epi32::<15>(set, _mm512_set1_epi32(entry as i32));
+        let moved = _mm512_mask_mov_epi32(set, shifted_lanes, shifted);
+        if CLEAN {
+            return (moved, hit, u32::MAX);
+        }
+        let marked_lane = std::hint::select_unpredictable(in_place, 1u32 << way, 0) as u16;
+        let after = _mm512_mask_or_epi32(moved, marked_lane, moved, dirty_bits);
+        let last = _mm512_permutexvar_epi32(_mm512_set1_epi32(ways as i32 - 1), set);
+        (after, hit, _mm_cvtsi128_si32(_mm512_castsi512_si128(last)) as u32)
     }
 }
 
@@ -356,6 +586,38 @@ impl<E: Entry> LruSets<E> {
             set.mark_dirty(way);
         }
         true
+    }
+
+    /// See `Array::run_pass` (`single_core`).
+    #[inline(always)]
+    pub(super) fn run_pass<K: SetKernel, const PREFETCH: bool, const CLEAN: bool>(
+        &mut self,
+        requests: &[u64],
+        pass: &mut Pass,
+    ) {
+        // Taken out of `self` once, so that the loop keeps them in registers.
+        let (indexing, ways, use_on_write) = (self.indexing, self.ways, self.write_hit_updates_recency);
+        let sets = &mut self.sets[..];
+        for (i, &request) in requests.iter().enumerate() {
+            if let Some(&ahead) = requests.get(i + PREFETCH_DISTANCE).filter(|_| PREFETCH) {
+                let (set, _) = indexing.split(Pass::decode(ahead).0);
+                crate::cache::host_prefetch(std::slice::from_ref(&sets[set]));
+            }
+            let (line, write) = Pass::decode(request);
+            let (index, tag) = indexing.split(line);
+            let (hit, last) = E::use_or_fill::<K, CLEAN>(&mut sets[index].0, E::key(tag), write, ways, use_on_write);
+            pass.record::<CLEAN>(line, write, hit, Victim::of_last_way(hit, last, |tag| indexing.join(index, tag)));
+        }
+    }
+
+    /// The level's only set, if it has one of 32-bit entries: its entries, its way count and
+    /// whether a write hit is a use.
+    pub(super) fn lone_set(&mut self) -> Option<(&mut [u32; SET_WAYS], usize, bool)> {
+        let (ways, use_on_write) = (self.ways, self.write_hit_updates_recency);
+        match &mut self.sets[..] {
+            [set] => E::narrow(&mut set.0).map(|entries| (entries, ways, use_on_write)),
+            _ => None,
+        }
     }
 
     /// Installs an absent line as the most recent; returns the least recent one if the set was full.
