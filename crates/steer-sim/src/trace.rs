@@ -15,7 +15,6 @@
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::Instant;
 
@@ -27,7 +26,9 @@ use crate::units::{Line, Time};
 
 mod crew;
 mod lru_sets;
+mod mapping;
 mod single_core;
+use mapping::Mapping;
 use single_core::SetGroups;
 
 /// The first 8 bytes of a binary trace.
@@ -888,10 +889,10 @@ pub fn replay_path(path: impl AsRef<Path>, platform: &PlatformSpec, cpu: u32) ->
     Ok(replayer.report(start.elapsed().as_secs_f64()))
 }
 
-/// Replays the records of a binary trace file after its magic, a batch at a time, each part of a
-/// batch read from the file by the host thread that sorts it (`FileExt::read_exact_at`); returns how
-/// many accesses were replayed and how many records there were (the others are instruction
-/// fetches). Errors are the reader's: the first undefined or cut-short record.
+/// Replays the records of a binary trace file after its magic, a batch at a time, the file
+/// mapped into memory (`Mapping`) and each part of a batch sorted from it by a host thread;
+/// returns how many accesses were replayed and how many records there were (the others are
+/// instruction fetches). Errors are the reader's: the first undefined or cut-short record.
 fn replay_binary_file(
     groups: &mut SetGroups,
     file: &File,
@@ -899,34 +900,28 @@ fn replay_binary_file(
     line_bits: u32,
 ) -> Result<(u64, u64), TraceError> {
     let cannot_read = |e| read_error(origin, e);
-    let magic = BINARY_MAGIC.len() as u64;
-    let bytes = file.metadata().map_err(cannot_read)?.len().saturating_sub(magic);
-    let records = bytes / 8;
-    // Each part's records, in a buffer of its own kept for the next batch.
-    let mut buffers: Vec<Vec<[u8; 8]>> = Vec::new();
+    let magic = BINARY_MAGIC.len();
+    let bytes = file.metadata().map_err(cannot_read)?.len().saturating_sub(magic as u64);
+    let records = (bytes / 8) as usize;
+    let mapping = Mapping::new(file, magic + records * 8).map_err(cannot_read)?;
+    let (all, _) = mapping.bytes()[magic.min(mapping.bytes().len())..].as_chunks::<8>();
     let mut replayed = 0;
-    for first in (0..records).step_by(single_core::BATCH) {
-        let batch = (records - first).min(single_core::BATCH as u64) as usize;
-        let part = batch.div_ceil(groups.parts_for(batch));
-        let parts = batch.div_ceil(part);
-        buffers.resize_with(buffers.len().max(parts), Vec::new);
-        let parts = buffers.iter_mut().enumerate().take(parts).map(|(index, buffer)| {
-            let start = index * part;
-            (first + start as u64, part.min(batch - start), buffer)
-        });
-        let results = groups.replay_parts(parts.collect(), |(first, count, buffer), sorter| {
-            buffer.resize(count, [0; 8]);
-            file.read_exact_at(buffer.as_flattened_mut(), magic + first * 8).map_err(cannot_read)?;
-            if let Some(bad) = first_undefined(buffer) {
-                let message = decode_binary(u64::from_le_bytes(buffer[bad])).expect_err("an undefined kind");
-                return Err(bad_record(origin, first + bad as u64, message));
+    for (index, batch) in all.chunks(single_core::BATCH).enumerate() {
+        let first = index * single_core::BATCH;
+        let part = batch.len().div_ceil(groups.parts_for(batch.len()));
+        let parts = batch.chunks(part).enumerate().map(|(index, records)| (first + index * part, records));
+        let results = groups.replay_parts(parts.collect(), |(first, records), sorter| {
+            if let Some(bad) = first_undefined(records) {
+                let message = decode_binary(u64::from_le_bytes(records[bad])).expect_err("an undefined kind");
+                return Err(bad_record(origin, (first + bad) as u64, message));
             }
-            Ok(sorter.sort_binary(buffer, line_bits))
+            Ok(sorter.sort_binary(records, line_bits))
         });
         for result in results {
             replayed += result?;
         }
     }
+    let records = records as u64;
     match bytes % 8 {
         0 => Ok((replayed, records)),
         got => Err(truncated_record(origin, records, got as usize)),
