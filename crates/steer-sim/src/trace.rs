@@ -47,9 +47,9 @@ const STEP: Time = Time(1000);
 /// How many accesses ahead `Replayer::access_all` prefetches host memory.
 const PREFETCH_DISTANCE: usize = 16;
 
-/// Bytes a trace is read by, and replayed from the reader's buffer: a batch of `SetGroups` in
-/// binary records (din lines take some twice as many bytes).
-const READ_BLOCK: usize = single_core::BATCH * 8;
+/// Bytes a trace is read by, and replayed from the reader's buffer: a batch of `SetGroups` on two
+/// host threads in binary records (din lines take some twice as many bytes).
+const READ_BLOCK: usize = 2 * single_core::BATCH_PER_THREAD * 8;
 
 /// Bytes of a typical din line (`0 7ffd5a3c1e08 8`), to judge how many lines a text holds.
 const DIN_LINE_BYTES: usize = 16;
@@ -906,8 +906,9 @@ fn replay_binary_file(
     let mapping = Mapping::new(file, magic + records * 8).map_err(cannot_read)?;
     let (all, _) = mapping.bytes()[magic.min(mapping.bytes().len())..].as_chunks::<8>();
     let mut replayed = 0;
-    for (index, batch) in all.chunks(single_core::BATCH).enumerate() {
-        let first = index * single_core::BATCH;
+    let batch_len = groups.batch();
+    for (index, batch) in all.chunks(batch_len).enumerate() {
+        let first = index * batch_len;
         let part = batch.len().div_ceil(groups.parts_for(batch.len()));
         let parts = batch.chunks(part).enumerate().map(|(index, records)| (first + index * part, records));
         let results = groups.replay_parts(parts.collect(), |(first, records), sorter| {
@@ -1313,14 +1314,15 @@ mod tests {
         assert_eq!(error.to_string(), "t.din:15000: `xyz` is not a 64-bit hexadecimal address");
     }
 
-    /// A binary trace file is read in parts, on every host thread, straight from the file: it
-    /// counts as the same bytes streamed, and fails with the same errors.
+    /// A binary trace file, mapped into memory and sorted in parts on every host thread, counts
+    /// as the same bytes streamed, and fails with the same errors.
     #[test]
     fn binary_files_replay_as_streamed_bytes() {
         let platform = tiny((1, 2), (2, 2), (4, 4));
         let mut rng = Rng::new(5);
         // A full batch and a shorter one, so every host thread reads parts of both.
-        let records = (0..single_core::BATCH as u64 * 3 / 2 + 12_345).map(|_| {
+        let batch = SetGroups::new(&platform).batch();
+        let records = (0..batch as u64 * 3 / 2 + 12_345).map(|_| {
             let kind =
                 [AccessKind::Read, AccessKind::Write, AccessKind::InstructionFetch][(rng.next_u64() % 3) as usize];
             record(kind, rng.next_u64() % 65_536, 1)
@@ -1339,7 +1341,7 @@ mod tests {
         assert_eq!(from_file.map(counts), streamed.map(counts));
 
         // An undefined record in the second part of the second batch, then one cut short.
-        let bad = single_core::BATCH + single_core::BATCH / 2 + 7;
+        let bad = batch + batch / 2 + 7;
         let mut undefined = bytes.clone();
         undefined[8 + bad * 8 + 7] |= 0xc0;
         let (from_file, streamed) = both(&undefined);

@@ -56,12 +56,13 @@ pub fn unsupported(platform: &PlatformSpec) -> Option<String> {
 /// 32 KiB of sets each, which stay in a host core's L1 and L2 while the group runs.
 const MAX_GROUPS: usize = 64;
 
-/// Records `SetGroups` replays as one batch: sorted by group, then run. On two host cores,
-/// `scripts/bench.py`'s traces (2M loads) replay as fast in batches of 256K records (2 MiB of
-/// binary records, as much sorted) as of 64K for the mixed one and 9% faster for the streaming
-/// one, which waits less between the two steps of a batch; 512K are 10–15% slower (their sorting
-/// outgrows the host's L2), and on one host core 256K are 10% slower than 64K.
-pub(super) const BATCH: usize = 1 << 18;
+/// Records `SetGroups` replays as one batch (sorted by group, then run) per host thread it uses:
+/// 1 MiB of binary records per thread, as much sorted, which its host core's L2 holds. On two host
+/// cores `scripts/bench.py`'s traces (2M loads) replay as fast in batches of 256K records as of
+/// 64K for the mixed one and 9% faster for the streaming one, which waits less between the two
+/// steps of a batch; 512K are 10–15% slower. On one host core, 64K and 128K are as fast, 256K
+/// 17% slower.
+pub(super) const BATCH_PER_THREAD: usize = 1 << 17;
 
 /// Fewest records worth sharing between host threads.
 const THREAD_MIN_BATCH: usize = 1 << 12;
@@ -120,6 +121,8 @@ pub struct SetGroups {
     queues: Vec<Vec<Vec<u64>>>,
     /// Host threads a batch is shared between.
     threads: usize,
+    /// Records replayed as one batch (see `BATCH_PER_THREAD`).
+    batch: usize,
     /// The host threads beside the calling one; started by the first batch shared between
     /// threads.
     crew: Option<Crew>,
@@ -212,14 +215,15 @@ impl Sorter<'_> {
         const NONE: u64 = u64::MAX;
         // A record (its kind and line) that would repeat the run: a read, then a write.
         let mut repeats = [NONE; 2];
-        let mut fetches = 0;
+        // Counted here rather than in `self.tally`, which the host would keep in memory.
+        let (mut repeated, mut repeated_writes, mut fetches) = (0, 0, 0);
         for &record in records {
             let bits = u64::from_le_bytes(record);
             let write = bits >> 62 == AccessKind::Write.code();
             let repeat = std::hint::select_unpredictable(write, repeats[1], repeats[0]);
             if (bits ^ repeat) & kind_and_line == 0 {
-                self.tally.repeats += 1;
-                self.tally.write_repeats += write as u64;
+                repeated += 1;
+                repeated_writes += write as u64;
                 continue;
             }
             if !replay_record(self, record, line_bits) {
@@ -230,6 +234,8 @@ impl Sorter<'_> {
             let repeat = |write: bool| (write as u64) << 62 | line << line_bits;
             repeats = [false, true].map(|write| if kinds & Run::kind(write) != 0 { repeat(write) } else { NONE });
         }
+        self.tally.repeats += repeated;
+        self.tally.write_repeats += repeated_writes;
         records.len() as u64 - fetches
     }
 
@@ -275,7 +281,8 @@ impl SetGroups {
         let queues = vec![vec![Vec::new(); count]; threads * PARTS_PER_THREAD];
         let group_bits = count.trailing_zeros();
         let (crew, repeats, engine) = (None, Counts::default(), Engine::for_platform(platform));
-        SetGroups { groups, group_bits, narrow_limit, queues, threads, crew, repeats, engine }
+        let batch = BATCH_PER_THREAD * threads;
+        SetGroups { groups, group_bits, narrow_limit, queues, threads, batch, crew, repeats, engine }
     }
 
     /// `new`, running the groups with `engine`.
@@ -290,6 +297,11 @@ impl SetGroups {
         SetGroups { engine, ..SetGroups::new(platform) }
     }
 
+    /// Records replayed as one batch.
+    pub(super) fn batch(&self) -> usize {
+        self.batch
+    }
+
     /// How many parts a batch of `records` records is best sorted in: `PARTS_PER_THREAD` per
     /// host thread, or one on a single host thread or if it is too small to share.
     pub(super) fn parts_for(&self, records: usize) -> usize {
@@ -299,7 +311,7 @@ impl SetGroups {
     /// Replays the reads and writes among `records` (see `replay_records`); returns how many.
     pub(super) fn replay(&mut self, records: &[impl Record], line_bits: u32) -> u64 {
         let mut replayed = 0;
-        for batch in records.chunks(BATCH) {
+        for batch in records.chunks(self.batch) {
             let parts = batch.chunks(batch.len().div_ceil(self.parts_for(batch.len())).max(1)).collect();
             let sorted = self.replay_parts(parts, |part, sorter| replay_records(sorter, part, line_bits));
             replayed += sorted.iter().sum::<u64>();
@@ -1246,7 +1258,7 @@ mod tests {
             batches.for_each(|batch| _ = groups.replay(batch, 6));
             (groups.line_ops(), groups.level_stats(), groups.memory_lines(), groups.repeats.requests)
         };
-        let (line_ops, stats, memory, repeats) = replay(&mut trace.chunks(BATCH));
+        let (line_ops, stats, memory, repeats) = replay(&mut trace.chunks(BATCH_PER_THREAD));
         // Runs of read, read, write, write in LRU sets: the second read and write are passed over.
         assert_eq!(repeats, [[0, 20_000], [0, 20_000]]);
         // One access per batch merges nothing.
@@ -1316,7 +1328,7 @@ mod tests {
         let high = [binary_trace(3, 30_000, 1 << 22, 0, 30), binary_trace(4, 30_000, 1 << 22, 1 << 50, 30)].concat();
         for (name, platform) in &platforms {
             for (trace_name, trace) in [("reads", &reads), ("writes later", &later_writes), ("high", &high)] {
-                for batch in [BATCH, 5000] {
+                for batch in [BATCH_PER_THREAD, 5000] {
                     let in_order = counted(platform, Engine::InOrder, trace, batch);
                     for &engine in &engines {
                         let case = format!("{name}, {trace_name}, batches of {batch}, {engine:?}");
@@ -1350,7 +1362,7 @@ mod tests {
         let sorted = |binary: bool| {
             let mut groups = SetGroups::new(&platform);
             let mut replayed = 0;
-            for batch in trace.chunks(BATCH) {
+            for batch in trace.chunks(groups.batch()) {
                 let parts = batch.chunks(batch.len().div_ceil(groups.parts_for(batch.len()))).collect();
                 let sort = |part: &[[u8; 8]], sorter: &mut Sorter<'_>| {
                     if binary { sorter.sort_binary(part, 6) } else { replay_records(sorter, part, 6) }
