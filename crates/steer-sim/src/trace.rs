@@ -65,7 +65,7 @@ pub enum AccessKind {
 
 impl AccessKind {
     /// The din label and the binary kind code (they agree).
-    fn code(self) -> u64 {
+    const fn code(self) -> u64 {
         match self {
             AccessKind::Read => 0,
             AccessKind::Write => 1,
@@ -912,11 +912,10 @@ fn replay_binary_file(
         let part = batch.len().div_ceil(groups.parts_for(batch.len()));
         let parts = batch.chunks(part).enumerate().map(|(index, records)| (first + index * part, records));
         let results = groups.replay_parts(parts.collect(), |(first, records), sorter| {
-            if let Some(bad) = first_undefined(records) {
+            sorter.sort_binary(records, line_bits).map_err(|bad| {
                 let message = decode_binary(u64::from_le_bytes(records[bad])).expect_err("an undefined kind");
-                return Err(bad_record(origin, (first + bad) as u64, message));
-            }
-            Ok(sorter.sort_binary(records, line_bits))
+                bad_record(origin, (first + bad) as u64, message)
+            })
         });
         for result in results {
             replayed += result?;
@@ -1348,6 +1347,18 @@ mod tests {
         let expected = format!("record {bad} at byte {}: kind 3 is not defined", 8 + bad * 8);
         assert!(from_file.as_ref().is_err_and(|e| e.starts_with(&expected)), "{from_file:?}");
         assert_eq!(from_file.unwrap_err(), streamed.unwrap_err());
+        // Undefined records of every bit set, first in the file and right after a read of the
+        // line of their address (all ones, too): none passes for a repeat.
+        for bad in [0, 1001] {
+            let mut undefined = bytes.clone();
+            let read_before = (u64::MAX >> 2).to_le_bytes();
+            undefined[8 + (bad.max(1) - 1) * 8..][..8].copy_from_slice(&read_before);
+            undefined[8 + bad * 8..][..8].copy_from_slice(&[0xff; 8]);
+            let (from_file, streamed) = both(&undefined);
+            let expected = format!("record {bad} at byte {}: kind 3 is not defined", 8 + bad * 8);
+            assert!(from_file.as_ref().is_err_and(|e| e.starts_with(&expected)), "{from_file:?}");
+            assert_eq!(from_file.unwrap_err(), streamed.unwrap_err());
+        }
         bytes.extend_from_slice(&[0; 3]);
         let (from_file, streamed) = both(&bytes);
         let expected = ": 3 of 8 bytes (the file was cut short)";

@@ -204,20 +204,22 @@ impl Run {
 }
 
 impl Sorter<'_> {
-    /// Sorts binary records as `replay_records` would; returns how many were reads or writes.
+    /// Sorts binary records as `replay_records` would; returns how many were reads or writes, or
+    /// where the first record of undefined kind (3) is, sorting stopped there.
     /// A record that reads (or writes) the line of the current run after the run has read (or
     /// written) it is counted as a repeat before it is decoded: the usual case in a run (7 in 8
     /// records of `scripts/bench.py`'s streaming trace).
-    pub(super) fn sort_binary(&mut self, records: &[[u8; 8]], line_bits: u32) -> u64 {
+    pub(super) fn sort_binary(&mut self, records: &[[u8; 8]], line_bits: u32) -> Result<u64, usize> {
         // Bits that agree between records of one kind (bits 63 and 62) to one line.
         let kind_and_line = !((1u64 << line_bits) - 1);
-        // Kind 3, which `TraceReader` rejects: no record matches it.
-        const NONE: u64 = u64::MAX;
+        // What no record compared with it matches: a read compared with a write, a write with
+        // a read (others, fetches and undefined records included, are compared with the read).
+        const NO_REPEAT: [u64; 2] = [AccessKind::Write.code() << 62, AccessKind::Read.code() << 62];
         // A record (its kind and line) that would repeat the run: a read, then a write.
-        let mut repeats = [NONE; 2];
+        let mut repeats = NO_REPEAT;
         // Counted here rather than in `self.tally`, which the host would keep in memory.
         let (mut repeated, mut repeated_writes, mut fetches) = (0, 0, 0);
-        for &record in records {
+        for (index, &record) in records.iter().enumerate() {
             let bits = u64::from_le_bytes(record);
             let write = bits >> 62 == AccessKind::Write.code();
             let repeat = std::hint::select_unpredictable(write, repeats[1], repeats[0]);
@@ -226,17 +228,22 @@ impl Sorter<'_> {
                 repeated_writes += write as u64;
                 continue;
             }
+            if bits >> 62 == 3 {
+                return Err(index);
+            }
             if !replay_record(self, record, line_bits) {
                 fetches += 1;
                 continue;
             }
             let Run { line, kinds } = self.run;
             let repeat = |write: bool| (write as u64) << 62 | line << line_bits;
-            repeats = [false, true].map(|write| if kinds & Run::kind(write) != 0 { repeat(write) } else { NONE });
+            repeats = [false, true].map(|write| {
+                if kinds & Run::kind(write) != 0 { repeat(write) } else { NO_REPEAT[write as usize] }
+            });
         }
         self.tally.repeats += repeated;
         self.tally.write_repeats += repeated_writes;
-        records.len() as u64 - fetches
+        Ok(records.len() as u64 - fetches)
     }
 
     #[inline(always)]
@@ -1365,7 +1372,7 @@ mod tests {
             for batch in trace.chunks(groups.batch()) {
                 let parts = batch.chunks(batch.len().div_ceil(groups.parts_for(batch.len()))).collect();
                 let sort = |part: &[[u8; 8]], sorter: &mut Sorter<'_>| {
-                    if binary { sorter.sort_binary(part, 6) } else { replay_records(sorter, part, 6) }
+                    if binary { sorter.sort_binary(part, 6).unwrap() } else { replay_records(sorter, part, 6) }
                 };
                 replayed += groups.replay_parts(parts, sort).iter().sum::<u64>();
             }
