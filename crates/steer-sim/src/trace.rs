@@ -877,11 +877,15 @@ pub fn replay_path(path: impl AsRef<Path>, platform: &PlatformSpec, cpu: u32) ->
     let start = Instant::now();
     let reader = TraceReader::open(path)?;
     let mut replayer = Replayer::new(platform, cpu)?;
+    // A binary file is sorted straight from memory where it can be mapped; the rest is read.
     let file = reader.input.get_ref().1.get_ref();
-    let regular = file.metadata().is_ok_and(|metadata| metadata.is_file());
-    match &mut replayer.caches {
-        Caches::SingleCore(groups) if regular && reader.format() == TraceFormat::Binary => {
-            let (replayed, records) = replay_binary_file(groups, file, &reader.origin, replayer.line_bits)?;
+    let mapping = match replayer.caches {
+        Caches::SingleCore(_) if reader.format() == TraceFormat::Binary => Mapping::of_file(file).ok(),
+        _ => None,
+    };
+    match (&mut replayer.caches, mapping) {
+        (Caches::SingleCore(groups), Some(mapping)) => {
+            let (replayed, records) = replay_binary_file(groups, mapping.bytes(), &reader.origin, replayer.line_bits)?;
             replayer.count_replayed(replayed, records);
         }
         _ => replayer.replay_reader(reader)?,
@@ -889,22 +893,17 @@ pub fn replay_path(path: impl AsRef<Path>, platform: &PlatformSpec, cpu: u32) ->
     Ok(replayer.report(start.elapsed().as_secs_f64()))
 }
 
-/// Replays the records of a binary trace file after its magic, a batch at a time, the file
-/// mapped into memory (`Mapping`) and each part of a batch sorted from it by a host thread;
-/// returns how many accesses were replayed and how many records there were (the others are
-/// instruction fetches). Errors are the reader's: the first undefined or cut-short record.
+/// Replays the records of a binary trace file after its magic, given as its bytes mapped into
+/// memory (`Mapping`), a batch at a time, each part of a batch sorted by a host thread; returns
+/// how many accesses were replayed and how many records there were (the others are instruction
+/// fetches). Errors are the reader's: the first undefined or cut-short record.
 fn replay_binary_file(
     groups: &mut SetGroups,
-    file: &File,
+    file: &[u8],
     origin: &str,
     line_bits: u32,
 ) -> Result<(u64, u64), TraceError> {
-    let cannot_read = |e| read_error(origin, e);
-    let magic = BINARY_MAGIC.len();
-    let bytes = file.metadata().map_err(cannot_read)?.len().saturating_sub(magic as u64);
-    let records = (bytes / 8) as usize;
-    let mapping = Mapping::new(file, magic + records * 8).map_err(cannot_read)?;
-    let (all, _) = mapping.bytes()[magic.min(mapping.bytes().len())..].as_chunks::<8>();
+    let (all, cut_short) = file[BINARY_MAGIC.len().min(file.len())..].as_chunks::<8>();
     let mut replayed = 0;
     let batch_len = groups.batch();
     for (index, batch) in all.chunks(batch_len).enumerate() {
@@ -921,10 +920,10 @@ fn replay_binary_file(
             replayed += result?;
         }
     }
-    let records = records as u64;
-    match bytes % 8 {
+    let records = all.len() as u64;
+    match cut_short.len() {
         0 => Ok((replayed, records)),
-        got => Err(truncated_record(origin, records, got as usize)),
+        got => Err(truncated_record(origin, records, got)),
     }
 }
 

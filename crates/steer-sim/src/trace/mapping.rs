@@ -18,8 +18,18 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
+    /// Maps the whole of a regular file.
+    pub(super) fn of_file(file: &File) -> io::Result<Mapping> {
+        let metadata = file.metadata()?;
+        if !metadata.is_file() {
+            return Err(io::Error::other("not a regular file"));
+        }
+        let length = usize::try_from(metadata.len()).map_err(io::Error::other)?;
+        Mapping::new(file, length)
+    }
+
     /// Maps the first `length` bytes of `file` (at most its length).
-    pub(super) fn new(file: &File, length: usize) -> io::Result<Mapping> {
+    fn new(file: &File, length: usize) -> io::Result<Mapping> {
         if length == 0 {
             return Ok(Mapping { start: NonNull::dangling(), length });
         }
