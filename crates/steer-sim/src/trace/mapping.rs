@@ -25,11 +25,6 @@ impl Mapping {
             return Err(io::Error::other("not a regular file"));
         }
         let length = usize::try_from(metadata.len()).map_err(io::Error::other)?;
-        Mapping::new(file, length)
-    }
-
-    /// Maps the first `length` bytes of `file` (at most its length).
-    fn new(file: &File, length: usize) -> io::Result<Mapping> {
         if length == 0 {
             return Ok(Mapping { start: NonNull::dangling(), length });
         }
@@ -51,7 +46,7 @@ impl Mapping {
 impl Drop for Mapping {
     fn drop(&mut self) {
         if self.length > 0 {
-            // SAFETY: unmaps exactly what `new` mapped, no longer borrowed (`bytes` borrows self).
+            // SAFETY: unmaps exactly what `of_file` mapped, no longer borrowed (`bytes` borrows self).
             unsafe { libc::munmap(self.start.as_ptr().cast(), self.length) };
         }
     }
