@@ -135,7 +135,12 @@ def compare(accesses: list[tuple[bool, int]], steer_files: list[str], pycachesim
         print("pycachesim is not installed: `pip install pycachesim` to compare", file=sys.stderr)
     reference = rows[-1][1] if agree is not None else None
     printed = [
-        [name, f"{seconds:.3f}", f"{len(accesses) / seconds / 1e6:.2f} M", f"{reference / seconds:.2f}x" if reference else "-"]
+        [
+            name,
+            f"{seconds:.3f}",
+            f"{len(accesses) / seconds / 1e6:.2f} M",
+            f"{reference / seconds:.2f}x" if reference else "-",
+        ]
         for name, seconds in rows
     ]
     print(table(["replay", "seconds", "accesses/s", "speed vs pycachesim"], printed))
@@ -146,8 +151,10 @@ def compare(accesses: list[tuple[bool, int]], steer_files: list[str], pycachesim
 def bench_trace(count: int, pattern: str, repeat: int) -> None:
     generator, description = PATTERNS[pattern]
     accesses, generate_s = timed(generator, count)
-    print(f"\n(a) trace replay: {count:,} accesses ({pattern}: {description}), turin-9655 geometry, "
-          f"non-inclusive LRU (trace generated in {generate_s:.1f} s); best of {repeat}\n")
+    print(
+        f"\n(a) trace replay: {count:,} accesses ({pattern}: {description}), turin-9655 geometry, "
+        f"non-inclusive LRU (trace generated in {generate_s:.1f} s); best of {repeat}\n"
+    )
     compare(accesses, ["text", "binary"], "loadstore", repeat)
     print("\nthe same addresses, every access a load:\n")
     compare([(False, addr) for _, addr in accesses], ["binary"], "bulk load()", repeat)

@@ -23,7 +23,10 @@ def test_result_reads_like_the_json_dict(result):
     assert isinstance(result, Result)
     assert result["dram"]["read_gbps"] == raw["dram"]["read_gbps"]
     assert set(result) == set(raw) and len(result) == len(raw)
-    without_host = lambda d: {**d, "sim": {k: v for k, v in d["sim"].items() if k != "host_seconds"}}
+
+    def without_host(d):
+        return {**d, "sim": {k: v for k, v in d["sim"].items() if k != "host_seconds"}}
+
     assert without_host(dict(result)) == without_host(raw)
     assert result.resolved == resolved
     # Still a dict: callers serialise it directly. Pickling too (results cross processes in sweeps).

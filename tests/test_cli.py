@@ -83,7 +83,7 @@ def test_json_on_stdout_is_deterministic(steer_cli):
     "extra, args, expected",
     [
         ("wayz = 3", [], "s.toml:10:1: devices.0.queues.0.wayz: unknown field `wayz`"),
-        ("offered_gbps = \"fast\"", [], "s.toml:10:1: devices.0.queues.0.offered_gbps: invalid type"),
+        ('offered_gbps = "fast"', [], "s.toml:10:1: devices.0.queues.0.offered_gbps: invalid type"),
         ("offered_gbps = -1.0", [], "devices.0.queues.0.offered_gbps: must be positive"),
         ("", ["--set", "platform.l2.ways=0"], "--set platform.l2.ways: platform.l2.ways: must be at least 1"),
         ("", ["--set", "platform.l1d.size_kib=47"], "platform.l1d.size_kib: 47 KiB does not divide"),
@@ -109,7 +109,10 @@ def test_bad_input_is_one_line_with_exit_code_2(steer_cli, tmp_path, extra, args
 def test_missing_and_unreadable_files(steer_cli, tmp_path):
     missing = steer_cli("run", str(tmp_path / "nope.toml"))
     assert missing.returncode == 2
-    assert missing.stderr.strip() == f"steer: error: {tmp_path / 'nope.toml'}: cannot read scenario: No such file or directory"
+    assert (
+        missing.stderr.strip()
+        == f"steer: error: {tmp_path / 'nope.toml'}: cannot read scenario: No such file or directory"
+    )
     unknown = steer_cli("run", "no-such-builtin")
     assert unknown.returncode == 2 and "no such scenario file or built-in scenario" in unknown.stderr
     directory = tmp_path / "dir.toml"

@@ -14,9 +14,8 @@ import matplotlib.image
 
 import steer
 from steer import plot, report
-from steer.store import Store
-
 from steer.cli import main as steer_main
+from steer.store import Store
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +23,7 @@ def results(tmp_path_factory) -> Path:
     """A finished sweep: placement x offered load, plus one point that fails."""
     directory = tmp_path_factory.mktemp("sweep")
     sweep = directory / "placements.toml"
-    sweep.write_text('''scenario = "rx-default"
+    sweep.write_text("""scenario = "rx-default"
 description = "placement against offered load"
 [set]
 "sim.measure_us" = 100
@@ -33,7 +32,7 @@ description = "placement against offered load"
 placement = ["memory", "l2"]
 offered_gbps = [10.0, 40.0, 70.0]
 ring = [256, 0]
-''')
+""")
     steer.run_sweep(sweep, directory / "out", workers=2)
     return directory / "out"
 
@@ -51,7 +50,13 @@ def with_latency(results, tmp_path) -> Path:
         if record["point"]["placement"] == "memory":
             nic["latency_ns"] = [base * 10 + i * 3.0 for i in range(200)]
         else:
-            nic["latency_ns"] = {"p50": base * 5, "p90": base * 6, "p99": base * 8, "p999": base * 12, "mean": base * 5.5}
+            nic["latency_ns"] = {
+                "p50": base * 5,
+                "p90": base * 6,
+                "p99": base * 8,
+                "p999": base * 12,
+                "mean": base * 5.5,
+            }
         store.write(record)
     return copy
 
@@ -71,13 +76,16 @@ def check_svg(path: Path) -> None:
     assert len(list(root.iter())) > 100
 
 
-@pytest.mark.parametrize("kind, options", [
-    ("dram", {}),
-    ("fills", {}),
-    ("fills", {"counters": "dc_fills"}),
-    ("metric", {"y": ["dram.read_gbps", "dram.write_gbps"], "x": "offered_gbps"}),
-    ("metric", {"y": "devices.nic0.rx_gbps"}),
-])
+@pytest.mark.parametrize(
+    "kind, options",
+    [
+        ("dram", {}),
+        ("fills", {}),
+        ("fills", {"counters": "dc_fills"}),
+        ("metric", {"y": ["dram.read_gbps", "dram.write_gbps"], "x": "offered_gbps"}),
+        ("metric", {"y": "devices.nic0.rx_gbps"}),
+    ],
+)
 def test_plots_render_to_png_and_svg(results, tmp_path, kind, options):
     fig = plot.figure(results, kind, **options)
     check_png(plot.save(fig, tmp_path / f"{kind}.png"))
@@ -124,10 +132,22 @@ def test_latency_without_data_is_a_clear_error(results):
         plot.latency_cdf(results, field="nope")
 
 
-@pytest.mark.parametrize("key, percentile", [
-    ("p50", 50.0), ("p99", 99.0), ("p999", 99.9), ("p99_9", 99.9), ("p99.99", 99.99), ("p100", 100.0),
-    ("min", 0.0), ("max", 100.0), ("median", 50.0), ("mean", None), ("count", None),
-])
+@pytest.mark.parametrize(
+    "key, percentile",
+    [
+        ("p50", 50.0),
+        ("p99", 99.0),
+        ("p999", 99.9),
+        ("p99_9", 99.9),
+        ("p99.99", 99.99),
+        ("p100", 100.0),
+        ("min", 0.0),
+        ("max", 100.0),
+        ("median", 50.0),
+        ("mean", None),
+        ("count", None),
+    ],
+)
 def test_percentile_keys(key, percentile):
     assert plot.percentile_of(key) == percentile
 
@@ -148,11 +168,17 @@ def test_plot_command(results, tmp_path, capsys):
     check_png(results / "plots" / "fills.png")
     capsys.readouterr()
     for argv, expected in [
-        (["--kind", "metric", "--y", "dram.raed_gbps"], "dram.raed_gbps: no such column in the results (did you mean dram.read_gbps"),
+        (
+            ["--kind", "metric", "--y", "dram.raed_gbps"],
+            "dram.raed_gbps: no such column in the results (did you mean dram.read_gbps",
+        ),
         (["--kind", "dram", "-o", str(tmp_path / "x.gif")], "x.gif: unknown image format `.gif` (use .png or .svg)"),
         (["--kind", "dram", "--where", "placement=ddio"], "no run matches"),
         (["--kind", "dram", "--x", "ring"], "--x and --y are for --kind metric"),
-        (["--kind", "metric", "--by", "offered_gbps"], "choose the x axis with --x (swept parameters: placement, offered_gbps)"),
+        (
+            ["--kind", "metric", "--by", "offered_gbps"],
+            "choose the x axis with --x (swept parameters: placement, offered_gbps)",
+        ),
         (["--kind", "latency"], "no latency data"),
     ]:
         assert steer_main(["plot", str(results), *argv]) == 2, argv

@@ -13,16 +13,15 @@ import pytest
 
 import steer
 from steer import sweep as sweeps
+from steer.cli import main as steer_main
 from steer.store import Store
 
-from steer.cli import main as steer_main
-
 STEER = [sys.executable, "-m", "steer"]
-TINY = '''scenario = "rx-default"
+TINY = """scenario = "rx-default"
 [set]
 "sim.measure_us" = 100
 sim.warmup_us = 50
-'''
+"""
 
 
 def write(tmp_path: Path, body: str, name: str = "sweep.toml") -> Path:
@@ -44,14 +43,19 @@ def no_partial_files(directory: Path) -> bool:
 
 
 def test_grid_is_a_product_and_zip_advances_together(tmp_path):
-    sweep = sweeps.load_sweep(write(tmp_path, '''
+    sweep = sweeps.load_sweep(
+        write(
+            tmp_path,
+            """
 [grid]
 placement = ["memory", "l2"]
 offered_gbps = [10.0, 20.0, 30.0]
 [zip]
 ring = [128, 256]
 packet_bytes = [1500, 1024]
-'''))
+""",
+        )
+    )
     points = sweep.points()
     assert len(points) == 2 * 3 * 2
     assert points[0] == {"placement": "memory", "offered_gbps": 10.0, "ring": 128, "packet_bytes": 1500}
@@ -59,22 +63,31 @@ packet_bytes = [1500, 1024]
     assert points[-1] == {"placement": "l2", "offered_gbps": 30.0, "ring": 256, "packet_bytes": 1024}
     assert sweep.sets == {"sim.measure_us": 100, "sim.warmup_us": 50}
     # Several zip groups are crossed with each other.
-    two = sweeps.sweep_from_dict({"scenario": "rx-default", "zip": [{"ring": [128, 256]}, {"offered_gbps": [1.0, 2.0, 3.0]}]})
+    two = sweeps.sweep_from_dict(
+        {"scenario": "rx-default", "zip": [{"ring": [128, 256]}, {"offered_gbps": [1.0, 2.0, 3.0]}]}
+    )
     assert len(two.points()) == 6
 
 
 def test_run_ids_are_stable_and_equal_points_run_once(tmp_path):
-    sweep = sweeps.load_sweep(write(tmp_path, '''
+    sweep = sweeps.load_sweep(
+        write(
+            tmp_path,
+            """
 [grid]
 offered_gbps = [10.0, 10.0, 20.0]
 placement = ["memory"]
-'''))
+""",
+        )
+    )
     tasks = sweeps.plan(sweep)
     assert len(tasks) == 2
     again = sweeps.plan(sweeps.load_sweep(tmp_path / "sweep.toml"))
     assert [t.run_id for t in tasks] == [t.run_id for t in again]
     # The id is the hash of the resolved scenario and the version: the default placement is the same run.
-    plain = sweeps.plan(sweeps.sweep_from_dict({"scenario": "rx-default", "set": sweep.sets, "grid": {"offered_gbps": [10.0]}}))
+    plain = sweeps.plan(
+        sweeps.sweep_from_dict({"scenario": "rx-default", "set": sweep.sets, "grid": {"offered_gbps": [10.0]}})
+    )
     assert plain[0].run_id == tasks[0].run_id
     assert steer.store.run_id(tasks[0].resolved) == tasks[0].run_id
     assert steer.store.run_id(tasks[0].resolved, version="0.0.0") != tasks[0].run_id
@@ -83,15 +96,21 @@ placement = ["memory"]
 @pytest.mark.parametrize(
     "body, expected",
     [
-        ("[grids]\nplacement = [\"l2\"]\n", "sweep.toml: unknown key `grids` (expected one of: scenario, description, set, grid, zip)"),
+        (
+            '[grids]\nplacement = ["l2"]\n',
+            "sweep.toml: unknown key `grids` (expected one of: scenario, description, set, grid, zip)",
+        ),
         ("[grid]\noffered_gbps = 50\n", "sweep.toml: grid.offered_gbps: expected a list of values (got an integer)"),
         ("[grid]\noffered_gbps = []\n", "sweep.toml: grid.offered_gbps: expected at least one value"),
-        ("[zip]\nring = [1, 2]\npacket_bytes = [1500]\n", "sweep.toml: zip: lists must have the same length (ring has 2, packet_bytes has 1)"),
-        ("[grid]\n\"sim.measure_us\" = [100, 200]\n", "sweep.toml: grid.sim.measure_us: also given in [set]"),
+        (
+            "[zip]\nring = [1, 2]\npacket_bytes = [1500]\n",
+            "sweep.toml: zip: lists must have the same length (ring has 2, packet_bytes has 1)",
+        ),
+        ('[grid]\n"sim.measure_us" = [100, 200]\n', "sweep.toml: grid.sim.measure_us: also given in [set]"),
         ("[grid]\nwhen = [1979-05-27]\n", "sweep.toml: grid.when[0]: date cannot be a scenario value"),
         ("[grid]\nbogus = [1, 2]\n", "sweep.toml: grid.bogus: unknown field `bogus`"),
-        ("[grid]\n\"sim.bogus\" = [1, 2]\n", "sweep.toml: grid.sim.bogus: unknown field `bogus`"),
-        ("[grid]\noffered_gbps = [\"fast\"]\n", "devices.0.queues.0.offered_gbps: invalid type"),
+        ('[grid]\n"sim.bogus" = [1, 2]\n', "sweep.toml: grid.sim.bogus: unknown field `bogus`"),
+        ('[grid]\noffered_gbps = ["fast"]\n', "devices.0.queues.0.offered_gbps: invalid type"),
         ("[grid\n", "sweep.toml: invalid TOML"),
     ],
 )
@@ -108,10 +127,16 @@ def test_bad_sweep_files_are_one_line_with_exit_code_2(tmp_path, capsys, body, e
 
 def test_missing_files_and_bad_options(tmp_path, capsys):
     cases = [
-        (["sweep", str(tmp_path / "nope.toml")], f"{tmp_path / 'nope.toml'}: cannot read sweep file: No such file or directory"),
+        (
+            ["sweep", str(tmp_path / "nope.toml")],
+            f"{tmp_path / 'nope.toml'}: cannot read sweep file: No such file or directory",
+        ),
         (["sweep", str(write(tmp_path, "", "s1.toml").with_name("s2.toml"))], "cannot read sweep file"),
         (["sweep", str(write(tmp_path, "[set]\n", "s3.toml"))], "s3.toml: invalid TOML"),
-        (["sweep", str(write(tmp_path, "[grid]\nring = [128]\n", "s4.toml")), "--set", "ring=64"], "--set ring: ring is swept in"),
+        (
+            ["sweep", str(write(tmp_path, "[grid]\nring = [128]\n", "s4.toml")), "--set", "ring=64"],
+            "--set ring: ring is swept in",
+        ),
         (["sweep", str(write(tmp_path, "", "s5.toml")), "--workers", "0"], "--workers: must be at least 1"),
         (["sweep", str(write(tmp_path, "", "s6.toml")), "--address", "auto"], "--address: only for --executor ray"),
     ]
@@ -127,11 +152,14 @@ def test_missing_files_and_bad_options(tmp_path, capsys):
 
 
 def test_a_failing_point_is_recorded_and_the_rest_complete(tmp_path, capsys):
-    path = write(tmp_path, '''
+    path = write(
+        tmp_path,
+        """
 [grid]
 placement = ["memory", "l2"]
 ring = [256, 0, 128]
-''')
+""",
+    )
     out = tmp_path / "out"
     assert steer_main(["sweep", str(path), "-o", str(out), "--workers", "2", "--quiet"]) == 1
     printed = capsys.readouterr().out
@@ -180,10 +208,12 @@ def test_a_worker_that_dies_fails_only_its_point(monkeypatch):
 
 def test_one_sweep_at_a_time_per_results_directory(tmp_path):
     store = Store(tmp_path / "out")
-    with store.lock():
-        with pytest.raises(steer.ScenarioError, match="another sweep is writing into this results directory"):
-            with Store(tmp_path / "out").lock():
-                pass
+    with (
+        store.lock(),
+        pytest.raises(steer.ScenarioError, match="another sweep is writing into this results directory"),
+        Store(tmp_path / "out").lock(),
+    ):
+        pass
     with Store(tmp_path / "out").lock():
         pass
 
@@ -192,13 +222,19 @@ def test_resume_after_sigkill_completes_exactly_the_missing_runs(tmp_path):
     # Runs long enough (tens of ms each) that the sweep can be caught part-way.
     loads = ", ".join(str(g) for g in range(50, 98, 2))
     path = tmp_path / "kill.toml"
-    path.write_text(f'scenario = "rx-default"\n[set]\n"sim.measure_us" = 3000\n"sim.warmup_us" = 50\n'
-                    f'[grid]\noffered_gbps = [{loads}]\n')
+    path.write_text(
+        f'scenario = "rx-default"\n[set]\n"sim.measure_us" = 3000\n"sim.warmup_us" = 50\n'
+        f"[grid]\noffered_gbps = [{loads}]\n"
+    )
     out = tmp_path / "out"
     expected = {t.run_id for t in sweeps.plan(sweeps.load_sweep(path))}
     assert len(expected) == 24
-    process = subprocess.Popen([*STEER, "sweep", str(path), "-o", str(out), "--workers", "2",
-                                "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(
+        [*STEER, "sweep", str(path), "-o", str(out), "--workers", "2", "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:

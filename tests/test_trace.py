@@ -19,7 +19,7 @@ import steer
 
 cachesim = pytest.importorskip("cachesim")
 
-from pycachesim_chain import LEVELS, LINE, PYCACHESIM_LIKE, as_pycachesim, build_chain, requests
+from pycachesim_chain import LEVELS, LINE, PYCACHESIM_LIKE, as_pycachesim, build_chain, requests  # noqa: E402 (after the skip)
 
 # turin-9655 as published: 48 KiB 12-way L1D, 1 MiB 16-way L2, 32 MiB 16-way L3.
 TURIN_9655 = {"l1d": (48, 12), "l2": (1024, 16), "l3": (32768, 16)}

@@ -9,8 +9,8 @@ import tomllib
 from pathlib import Path
 
 from steer import api, output
-from steer.workflow_cli import add_commands as add_workflow_commands
 from steer._core import ScenarioError
+from steer.workflow_cli import add_commands as add_workflow_commands
 
 FILL_SOURCES = ("l1", "l2", "peer_l2", "l3", "remote_cache", "dram")
 
@@ -110,6 +110,7 @@ PLACEMENT_ALIASES = {"sdci": "l2", "memory": "memory", "ddio": "ddio", "l2": "l2
 
 def compare_rows(results: dict[str, dict | None]) -> list[list[str]]:
     """One row per metric, one column per placement ("n/a" where a run was not possible)."""
+
     def cell(result: dict | None, get, fmt: str) -> str:
         try:
             value = get(result)
@@ -123,7 +124,10 @@ def compare_rows(results: dict[str, dict | None]) -> list[list[str]]:
     ]
     first = next((r for r in results.values() if r), None)
     for name in (first or {}).get("devices", {}):
-        device = lambda r, name=name: r["devices"][name]
+
+        def device(r, name=name):
+            return r["devices"][name]
+
         rows += [
             [f"{name} rx Gb/s", lambda r, d=device: d(r)["rx_gbps"], ".2f"],
             [f"{name} tx Gb/s", lambda r, d=device: d(r)["tx_gbps"], ".2f"],
@@ -134,7 +138,9 @@ def compare_rows(results: dict[str, dict | None]) -> list[list[str]]:
             [f"{name} latency p99 ns", lambda r, d=device: d(r)["latency_ns"]["p99"], ".0f"],
         ]
     for cpu, core in (first or {}).get("cores", {}).items():
-        rows.append([f"cpu {cpu} ({core['role']}) fills from DRAM", lambda r, c=cpu: r["cores"][c]["fills"]["dram"], ".1%"])
+        rows.append(
+            [f"cpu {cpu} ({core['role']}) fills from DRAM", lambda r, c=cpu: r["cores"][c]["fills"]["dram"], ".1%"]
+        )
     return [[label] + [cell(result, get, fmt) for result in results.values()] for label, get, fmt in rows]
 
 
@@ -142,8 +148,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     placements = [p.strip() for p in args.placement.split(",") if p.strip()]
     unknown = [p for p in placements if p not in PLACEMENT_ALIASES]
     if unknown or not placements:
-        raise ScenarioError(f"--placement: unknown placement {', '.join(unknown) or '(none)'} "
-                            f"(known: {', '.join(PLACEMENT_ALIASES)})")
+        raise ScenarioError(
+            f"--placement: unknown placement {', '.join(unknown) or '(none)'} (known: {', '.join(PLACEMENT_ALIASES)})"
+        )
     devices = tomllib.loads(api.resolve(args.scenario, args.set)).get("devices", [])
     results: dict[str, dict | None] = {}
     failures = []
@@ -242,8 +249,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
         rows.append([level, counts["reads"], counts["writes"], counts["hits"], counts["misses"], counts["writebacks"]])
     print(f"{report['accesses']:,} accesses on CPU {args.core} of {args.platform} ({report['skipped']:,} skipped)")
     print(output.table(["level", "reads", "writes", "hits", "misses", "writebacks"], rows))
-    print(f"memory: {report['memory']['reads']:,} line reads, {report['memory']['writes']:,} line writes; "
-          f"{report['host_seconds']:.2f} s")
+    print(
+        f"memory: {report['memory']['reads']:,} line reads, {report['memory']['writes']:,} line writes; "
+        f"{report['host_seconds']:.2f} s"
+    )
     return 0
 
 
@@ -269,33 +278,53 @@ def parser() -> argparse.ArgumentParser:
 
     def with_set(p: argparse.ArgumentParser) -> None:
         p.add_argument(
-            "--set", action="append", default=[], metavar="KEY=VALUE",
+            "--set",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
             help="override a declared parameter (NAME=VALUE) or any key path (a.b.c=VALUE); repeatable",
         )
 
     run = commands.add_parser("run", help="run a scenario file or built-in scenario")
     run.add_argument("scenario", help="scenario file (.toml) or built-in name (see `steer scenarios`)")
     with_set(run)
-    run.add_argument("--json", nargs="?", const="-", metavar="FILE",
-                     help="write the result as JSON to FILE (and the resolved scenario beside it); "
-                          "without FILE, print JSON to stdout")
-    run.add_argument("--format", choices=["table", "uprof"], default="table",
-                     help="table (default) or uprof: the per-UMC memory bandwidth table AMD uProf prints")
+    run.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="write the result as JSON to FILE (and the resolved scenario beside it); "
+        "without FILE, print JSON to stdout",
+    )
+    run.add_argument(
+        "--format",
+        choices=["table", "uprof"],
+        default="table",
+        help="table (default) or uprof: the per-UMC memory bandwidth table AMD uProf prints",
+    )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.set_defaults(handler=cmd_run)
 
     repro = commands.add_parser("reproduce", help="run the seeds' published experiments: published vs simulated")
     repro.add_argument("--only", metavar="PATTERN", help="rows whose id matches (glob or substring, e.g. leon)")
-    repro.add_argument("--json", nargs="?", const="-", metavar="FILE",
-                       help="rows {id, source, metric, unit, published, simulated} as JSON (to FILE or stdout)")
+    repro.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="rows {id, source, metric, unit, published, simulated} as JSON (to FILE or stdout)",
+    )
     repro.add_argument("--plot", metavar="DIR", help="draw published vs simulated for every row into DIR")
     repro.add_argument("--quiet", action="store_true", help="no progress bar")
     repro.set_defaults(handler=cmd_reproduce)
 
     compare = commands.add_parser("compare", help="run one scenario under several DMA placements, side by side")
     compare.add_argument("scenario")
-    compare.add_argument("--placement", default="memory,ddio,sdci",
-                         help="comma-separated placements: memory, ddio, sdci (= l2) (default: all three)")
+    compare.add_argument(
+        "--placement",
+        default="memory,ddio,sdci",
+        help="comma-separated placements: memory, ddio, sdci (= l2) (default: all three)",
+    )
     with_set(compare)
     compare.add_argument("--json", action="store_true", help="machine-readable output (one result per placement)")
     compare.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -46,8 +46,10 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     numeric = [
-        all(isinstance(row[i], (int, float)) or str(row[i]).rstrip("%").replace(".", "", 1).replace(",", "").isdigit()
-            for row in rows)
+        all(
+            isinstance(row[i], (int, float)) or str(row[i]).rstrip("%").replace(".", "", 1).replace(",", "").isdigit()
+            for row in rows
+        )
         for i in range(len(headers))
     ]
     lines = []

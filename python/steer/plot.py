@@ -17,22 +17,27 @@ from pathlib import Path
 from typing import Any
 
 from steer._core import ScenarioError
-from steer.result import FILL_SOURCES
 from steer.output import write_atomically
+from steer.result import FILL_SOURCES
 from steer.store import PARAM_PREFIX, load, record_row, require
 
 KINDS = ("dram", "fills", "latency", "metric")
 IMAGE_FORMATS = (".png", ".svg")
 # One colour per fill source, nearest (cool) to farthest (warm), stable across figures.
 SOURCE_COLORS = {
-    "l1": "#4c72b0", "l2": "#55a868", "peer_l2": "#8fd18f", "l3": "#ccb974",
-    "remote_cache": "#dd8452", "dram": "#c44e52",
+    "l1": "#4c72b0",
+    "l2": "#55a868",
+    "peer_l2": "#8fd18f",
+    "l3": "#ccb974",
+    "remote_cache": "#dd8452",
+    "dram": "#c44e52",
 }
 LINE_STYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D")
 
 
 # ----------------------------------------------------------------------------- runs as a frame
+
 
 def as_frame(runs: Any):
     """Runs in any accepted form as a DataFrame with one row per run."""
@@ -43,8 +48,9 @@ def as_frame(runs: Any):
         return load(runs)
     if isinstance(runs, Mapping):
         runs = [runs]
-    rows = [record_row({"run_id": f"run{i}", "status": "ok", "index": i, "result": dict(r)})
-            for i, r in enumerate(runs)]
+    rows = [
+        record_row({"run_id": f"run{i}", "status": "ok", "index": i, "result": dict(r)}) for i, r in enumerate(runs)
+    ]
     return pandas.DataFrame(rows)
 
 
@@ -151,10 +157,7 @@ def slots(df, by: str | None) -> tuple[list[tuple[str, str, Any]], str]:
     title = short(others[0]) if len(others) == 1 else ""
     laid_out = []
     for key, rows in groups.items():
-        if len(others) == 1:
-            group = key[0]
-        else:
-            group = "\n".join(f"{short(c)}={v}" for c, v in zip(others, key))
+        group = key[0] if len(others) == 1 else "\n".join(f"{short(c)}={v}" for c, v in zip(others, key))
         for row in rows:
             if by:
                 laid_out.append((group, fmt(row[by]), row))
@@ -172,6 +175,7 @@ def run_label(row, params: Sequence[str]) -> str:
 
 
 # ----------------------------------------------------------------------------- figure helpers
+
 
 def new_figure(width: float, height: float = 4.5):
     """A figure not tied to any GUI backend (pyplot state is left alone)."""
@@ -215,6 +219,7 @@ def label_axis(ax, xs: list[float], labels: list[str], centres: list[tuple[str, 
 
 # ----------------------------------------------------------------------------- the figures
 
+
 def dram_bars(runs: Any, by: str | None = None):
     """DRAM read and write bandwidth (GB/s) as bars, placements side by side.
 
@@ -255,9 +260,11 @@ def role_fills(row, counters: str = "fills") -> dict[str, dict[str, float]]:
         if not isinstance(role, str):
             continue
         prefix = f"cores.{cpu}.{counters}."
-        fractions = {c[len(prefix):]: row[c] for c in row.index if c.startswith(prefix) and is_number(row[c])}
+        fractions = {c[len(prefix) :]: row[c] for c in row.index if c.startswith(prefix) and is_number(row[c])}
         counts_prefix = f"cores.{cpu}.fill_counts."
-        counts = {c[len(counts_prefix):]: row[c] for c in row.index if c.startswith(counts_prefix) and is_number(row[c])}
+        counts = {
+            c[len(counts_prefix) :]: row[c] for c in row.index if c.startswith(counts_prefix) and is_number(row[c])
+        }
         if counters == "dc_fills":
             counts.pop("l1", None)
         weights = counts if counts and set(fractions) <= set(counts) else fractions
@@ -293,7 +300,7 @@ def fill_bars(runs: Any, by: str | None = None, counters: str = "fills"):
     roles = {role for _, _, role, _ in laid_out}
     sources = list(FILL_SOURCES) + sorted({s for *_, f in laid_out for s in f} - set(FILL_SOURCES))
     sources = [s for s in sources if any(f.get(s, 0.0) > 0 for *_, f in laid_out)] or list(FILL_SOURCES)
-    xs, centres = positions([(g, l, None) for g, l, _, _ in laid_out])
+    xs, centres = positions([(group, label, None) for group, label, _, _ in laid_out])
     fig = new_figure(0.6 * len(xs) + 3.5)
     ax = fig.subplots()
     bottoms = [0.0] * len(xs)
@@ -362,7 +369,7 @@ def latency_points(row, field: str) -> tuple[list[float], list[float], bool] | N
     points = []
     for c in row.index:
         if c.startswith(prefix) and is_number(row[c]):
-            percentile = percentile_of(c[len(prefix):])
+            percentile = percentile_of(c[len(prefix) :])
             if percentile is not None:
                 points.append((float(row[c]), percentile / 100.0))
     if not points:
@@ -440,13 +447,23 @@ def metric(runs: Any, y: str | Sequence[str] = "dram.read_gbps", x: str | None =
         xs = rows[x] if numeric_x else rows[x].map(fmt).map(categories)
         for number, column_name in enumerate(ys):
             label = f"{name} · {short(column_name)}" if len(ys) > 1 else name
-            ax.plot(xs, rows[column_name], LINE_STYLES[number % 4], marker=MARKERS[number % 4],
-                    color=f"C{index % 10}", label=label or None)
+            ax.plot(
+                xs,
+                rows[column_name],
+                LINE_STYLES[number % 4],
+                marker=MARKERS[number % 4],
+                color=f"C{index % 10}",
+                label=label or None,
+            )
     if not numeric_x:
         ax.set_xticks(list(categories.values()), list(categories))
     ax.set_xlabel(labelled(x))
-    ax.set_ylabel(labelled(ys[0]) if len(ys) == 1 else ", ".join(short(c) for c in ys) +
-                  (f" ({unit(ys[0])})" if len({unit(c) for c in ys}) == 1 and unit(ys[0]) else ""))
+    ax.set_ylabel(
+        labelled(ys[0])
+        if len(ys) == 1
+        else ", ".join(short(c) for c in ys)
+        + (f" ({unit(ys[0])})" if len({unit(c) for c in ys}) == 1 and unit(ys[0]) else "")
+    )
     ax.set_title(f"{', '.join(short(c) for c in ys)} against {short(x)}")
     ax.grid(alpha=0.3)
     if keys or len(ys) > 1:
@@ -455,6 +472,7 @@ def metric(runs: Any, y: str | Sequence[str] = "dram.read_gbps", x: str | None =
 
 
 # ----------------------------------------------------------------------------- files
+
 
 def image_bytes(fig, image_format: str = "png", dpi: int = 150) -> bytes:
     """A figure rendered to PNG or SVG bytes."""

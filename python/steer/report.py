@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import numbers
 import re
@@ -16,8 +17,20 @@ from typing import Any
 from steer import output
 from steer._core import ScenarioError, __version__
 from steer.plot import (
-    as_frame, dram_bars, fill_bars, fmt, image_bytes, latency_cdf, latency_fields, metric,
-    placement_column, role_fills, run_label, short, successful, varying_params,
+    as_frame,
+    dram_bars,
+    fill_bars,
+    fmt,
+    image_bytes,
+    latency_cdf,
+    latency_fields,
+    metric,
+    placement_column,
+    role_fills,
+    run_label,
+    short,
+    successful,
+    varying_params,
 )
 from steer.result import FILL_SOURCES
 from steer.store import Store
@@ -62,12 +75,19 @@ def figures(df) -> list[tuple[str, Any]]:
         return []
     found = []
     by = placement_column(ok, None)
-    numeric = [c for c in varying_params(ok) if c != by
-               and ok[c].map(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)).all()]
+    numeric = [
+        c
+        for c in varying_params(ok)
+        if c != by and ok[c].map(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)).all()
+    ]
     devices = [c for c in ok.columns if re.fullmatch(r"devices\.[^.]+\.rx_gbps", c)]
     for x in numeric[:3]:
-        found.append((f"DRAM read and write bandwidth against {short(x)}",
-                      metric(ok, y=["dram.read_gbps", "dram.write_gbps"], x=x, by=by)))
+        found.append(
+            (
+                f"DRAM read and write bandwidth against {short(x)}",
+                metric(ok, y=["dram.read_gbps", "dram.write_gbps"], x=x, by=by),
+            )
+        )
         if devices:
             found.append((f"Device receive throughput against {short(x)}", metric(ok, y=devices, x=x, by=by)))
     if len(ok) <= MAX_BARS:
@@ -76,10 +96,9 @@ def figures(df) -> list[tuple[str, Any]]:
         if 0 < roles <= MAX_BARS:
             found.append(("Where each core role's demand accesses were satisfied", fill_bars(ok, by=by)))
     if latency_fields(ok, None):
-        try:
+        # Latency columns whose every value is empty give no figure.
+        with contextlib.suppress(ScenarioError):
             found.append(("Latency CDF", latency_cdf(ok)))
-        except ScenarioError:
-            pass  # latency columns, but every value empty
     return found
 
 
@@ -87,8 +106,10 @@ def image_tag(fig, caption: str) -> str:
     """A figure as an inlined PNG with its caption."""
     data = base64.b64encode(image_bytes(fig, "png", dpi=110)).decode("ascii")
     alt = html.escape(caption, quote=True)
-    return (f'<figure><img alt="{alt}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    return (
+        f'<figure><img alt="{alt}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+    )
 
 
 def runs_table(df) -> str:
@@ -101,8 +122,15 @@ def runs_table(df) -> str:
     headers = ["run", *(short(c) for c in params), "status", *metrics, "host s"]
     rows = []
     for _, row in df.iterrows():
-        rows.append([str(row["run_id"])[:8], *(row[c] for c in params), row["status"],
-                     *(row[c] for c in metrics), row.get("wall_seconds")])
+        rows.append(
+            [
+                str(row["run_id"])[:8],
+                *(row[c] for c in params),
+                row["status"],
+                *(row[c] for c in metrics),
+                row.get("wall_seconds"),
+            ]
+        )
     return html_table(headers, rows)
 
 
@@ -123,17 +151,26 @@ def build(results: Any, title: str | None = None) -> str:
     df = as_frame(results)
     ok = successful(df)
     failed = df[df["status"] != "ok"] if "status" in df.columns else df.iloc[0:0]
-    name = Path(manifest["sweep"]).stem if manifest else (Path(results).name if isinstance(results, (str, Path)) else "runs")
+    name = (
+        Path(manifest["sweep"]).stem
+        if manifest
+        else (Path(results).name if isinstance(results, (str, Path)) else "runs")
+    )
     title = title or f"steer sweep: {name}"
     e = html.escape
-    parts = [f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{e(title)}</title>",
-             f"<style>{STYLE}</style></head><body>", f"<h1>{e(title)}</h1>"]
+    parts = [
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>',
+        f"<style>{STYLE}</style></head><body>",
+        f"<h1>{e(title)}</h1>",
+    ]
     meta = []
     if manifest and manifest.get("description"):
         meta.append(e(manifest["description"]))
     if manifest:
-        meta.append(f"scenario <code>{e(str(manifest.get('scenario', '')))}</code>, sweep file "
-                    f"<code>{e(str(manifest.get('sweep', '')))}</code>")
+        meta.append(
+            f"scenario <code>{e(str(manifest.get('scenario', '')))}</code>, sweep file "
+            f"<code>{e(str(manifest.get('sweep', '')))}</code>"
+        )
     versions = sorted({str(v) for v in df.get("steer_version", []) if isinstance(v, str)}) or [__version__]
     meta.append(f"steer {e(', '.join(versions))}; report written {time.strftime('%Y-%m-%d %H:%M:%S')}")
     parts.append("".join(f'<p class="meta">{m}</p>' for m in meta))
@@ -156,8 +193,10 @@ def build(results: Any, title: str | None = None) -> str:
     parts.append(f"<h2>Runs</h2>{runs_table(df)}")
     fills = fills_table(df)
     if fills:
-        parts.append(f"<h2>Fill sources</h2><p>Fractions of demand accesses by where they were satisfied "
-                     f"(<code>l1</code> = hit), pooled over the cores of each role.</p>{fills}")
+        parts.append(
+            f"<h2>Fill sources</h2><p>Fractions of demand accesses by where they were satisfied "
+            f"(<code>l1</code> = hit), pooled over the cores of each role.</p>{fills}"
+        )
     if len(failed):
         params = [c for c in df.columns if c.startswith("param.")]
         rows = [[str(r["run_id"])[:8], *(fmt(r[c]) for c in params), r["error"]] for _, r in failed.iterrows()]

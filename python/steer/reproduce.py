@@ -90,10 +90,38 @@ def leon_rows(runner: Runner) -> list[Row]:
     ratio = sum(p / b for p, b in zip(reads["prefetch"], reads["base"]) if b > 0) / len(LEON_SIZES)
     return [
         Row("leon/prefetch-reads", LEON, "memory reads, prefetch / base (published: equal)", "x", 1.0, ratio),
-        Row("leon/inject-l3-reads", LEON, "memory reads saved by L3 injection, up to", "%", 96.0, saved("inject-l3", reads)),
-        Row("leon/prefetch-time", LEON, "execution time saved by prefetching, up to", "%", 37.0, saved("prefetch", exec_ns)),
-        Row("leon/inject-l3-time", LEON, "execution time saved by L3 injection, up to", "%", 30.0, saved("inject-l3", exec_ns)),
-        Row("leon/inject-l2-time", LEON, "execution time saved by L2 injection, up to (seed expects: as prefetching)", "%", 37.0, saved("inject-l2", exec_ns)),
+        Row(
+            "leon/inject-l3-reads",
+            LEON,
+            "memory reads saved by L3 injection, up to",
+            "%",
+            96.0,
+            saved("inject-l3", reads),
+        ),
+        Row(
+            "leon/prefetch-time",
+            LEON,
+            "execution time saved by prefetching, up to",
+            "%",
+            37.0,
+            saved("prefetch", exec_ns),
+        ),
+        Row(
+            "leon/inject-l3-time",
+            LEON,
+            "execution time saved by L3 injection, up to",
+            "%",
+            30.0,
+            saved("inject-l3", exec_ns),
+        ),
+        Row(
+            "leon/inject-l2-time",
+            LEON,
+            "execution time saved by L2 injection, up to (seed expects: as prefetching)",
+            "%",
+            37.0,
+            saved("inject-l2", exec_ns),
+        ),
     ]
 
 
@@ -157,22 +185,46 @@ def seed000_rows(runner: Runner) -> list[Row]:
     for setup, overrides in SEED000_SETUPS.items():
         runs = sdci_pair(runner, *overrides)
         simulated = {
-            state: (r["dram"]["read_gbps"], r["dram"]["write_gbps"], r["dram"]["total_gbps"]) for state, r in runs.items()
+            state: (r["dram"]["read_gbps"], r["dram"]["write_gbps"], r["dram"]["total_gbps"])
+            for state, r in runs.items()
         }
         published = SEED000_DRAM[setup]
         for i, metric in enumerate(("read", "write", "total")):
             for state in ("off", "on"):
-                rows.append(Row(f"seed000/{setup}/dram-{metric}-sdci-{state}", SEED000,
-                                f"UMC est {metric} BW, SDCI {state}, {setup}", "GB/s",
-                                published[state][i], simulated[state][i]))
-            rows.append(Row(f"seed000/{setup}/dram-{metric}-change", SEED000, f"UMC {metric} BW change with SDCI, {setup}",
-                            "%", published["change"][i], change(simulated["off"][i], simulated["on"][i])))
+                rows.append(
+                    Row(
+                        f"seed000/{setup}/dram-{metric}-sdci-{state}",
+                        SEED000,
+                        f"UMC est {metric} BW, SDCI {state}, {setup}",
+                        "GB/s",
+                        published[state][i],
+                        simulated[state][i],
+                    )
+                )
+            rows.append(
+                Row(
+                    f"seed000/{setup}/dram-{metric}-change",
+                    SEED000,
+                    f"UMC {metric} BW change with SDCI, {setup}",
+                    "%",
+                    published["change"][i],
+                    change(simulated["off"][i], simulated["on"][i]),
+                )
+            )
         for state, result in runs.items():
             for role, values in SEED000_FILLS[setup][state].items():
                 fills = role_fills(result, role)
                 for (name, _), value in zip(FILL_SOURCES, values):
-                    rows.append(Row(f"seed000/{setup}/fills-{role}-{name}-sdci-{state}", SEED000,
-                                    f"DC fills from {name}, {role} cores, SDCI {state}, {setup}", "%", value, fills[name]))
+                    rows.append(
+                        Row(
+                            f"seed000/{setup}/fills-{role}-{name}-sdci-{state}",
+                            SEED000,
+                            f"DC fills from {name}, {role} cores, SDCI {state}, {setup}",
+                            "%",
+                            value,
+                            fills[name],
+                        )
+                    )
     return rows
 
 
@@ -191,8 +243,16 @@ def seed002_rows(runner: Runner) -> list[Row]:
     for setup, (overrides, published) in SEED002_SETUPS.items():
         runs = sdci_pair(runner, *overrides, "app_offset=0")
         simulated = change(runs["off"]["dram"]["total_gbps"], runs["on"]["dram"]["total_gbps"])
-        rows.append(Row(f"seed002/{setup}/dram-total-change", SEED002, f"total memory bandwidth change with SDCI, {setup}",
-                        "%", published, simulated))
+        rows.append(
+            Row(
+                f"seed002/{setup}/dram-total-change",
+                SEED002,
+                f"total memory bandwidth change with SDCI, {setup}",
+                "%",
+                published,
+                simulated,
+            )
+        )
     return rows
 
 
@@ -214,15 +274,46 @@ def seed004_rows(runner: Runner) -> list[Row]:
     for mode, overrides in SEED004_MODES.items():
         saved[mode] = {}
         for payload in SEED004_PAYLOADS:
-            runs = {state: runner.run("eflatency", *overrides, f"payload_bytes={payload}", flag) for state, flag in SDCI.items()}
+            runs = {
+                state: runner.run("eflatency", *overrides, f"payload_bytes={payload}", flag)
+                for state, flag in SDCI.items()
+            }
             median = {state: r["cores"]["2"]["workload"]["half_rtt_ns"]["p50"] for state, r in runs.items()}
             saved[mode][payload] = median["off"] - median["on"]
     mean = {mode: sum(values.values()) / len(values) for mode, values in saved.items()}
     return [
-        Row("seed004/eflatency-avg", SEED004, "eflatency latency saved by SDCI, mean over 0-648 B", "ns", 55.0, mean["eflatency"]),
-        Row("seed004/eflatency-256b", SEED004, "eflatency latency saved by SDCI at 256 B", "ns", 46.0, saved["eflatency"][256]),
-        Row("seed004/onload-tcp-avg", SEED004, "Onload TCP latency saved by SDCI, mean over 0-648 B", "ns", 67.0, mean["onload-tcp"]),
-        Row("seed004/onload-udp-avg", SEED004, "Onload UDP latency saved by SDCI, mean over 0-648 B", "ns", 76.0, mean["onload-udp"]),
+        Row(
+            "seed004/eflatency-avg",
+            SEED004,
+            "eflatency latency saved by SDCI, mean over 0-648 B",
+            "ns",
+            55.0,
+            mean["eflatency"],
+        ),
+        Row(
+            "seed004/eflatency-256b",
+            SEED004,
+            "eflatency latency saved by SDCI at 256 B",
+            "ns",
+            46.0,
+            saved["eflatency"][256],
+        ),
+        Row(
+            "seed004/onload-tcp-avg",
+            SEED004,
+            "Onload TCP latency saved by SDCI, mean over 0-648 B",
+            "ns",
+            67.0,
+            mean["onload-tcp"],
+        ),
+        Row(
+            "seed004/onload-udp-avg",
+            SEED004,
+            "Onload UDP latency saved by SDCI, mean over 0-648 B",
+            "ns",
+            76.0,
+            mean["onload-udp"],
+        ),
     ]
 
 
@@ -268,7 +359,15 @@ def verdict(row: Row) -> str:
 
 def table_rows(rows: Iterable[Row]) -> list[list[str]]:
     return [
-        [r.id, r.source, r.metric, format_value(r.published, r.unit), format_value(r.simulated, r.unit), format_difference(r), verdict(r)]
+        [
+            r.id,
+            r.source,
+            r.metric,
+            format_value(r.published, r.unit),
+            format_value(r.simulated, r.unit),
+            format_difference(r),
+            verdict(r),
+        ]
         for r in rows
     ]
 

@@ -232,11 +232,14 @@ class Result(dict):
             f"write {dram.write_gbps:.2f} GB/s</p>"
         ]
         if self.devices:
-            rows.append("<table><tr><th>device</th><th>placement</th><th>offered Gb/s</th><th>rx Gb/s</th>"
-                        "<th>drops</th></tr>")
+            rows.append(
+                "<table><tr><th>device</th><th>placement</th><th>offered Gb/s</th><th>rx Gb/s</th><th>drops</th></tr>"
+            )
             for d in self.devices.values():
-                rows.append(f"<tr><td>{e(d.name)}</td><td>{e(str(d.placement))}</td><td>{d.offered_gbps:.2f}</td>"
-                            f"<td>{d.rx_gbps:.2f}</td><td>{d.drops}</td></tr>")
+                rows.append(
+                    f"<tr><td>{e(d.name)}</td><td>{e(str(d.placement))}</td><td>{d.offered_gbps:.2f}</td>"
+                    f"<td>{d.rx_gbps:.2f}</td><td>{d.drops}</td></tr>"
+                )
             rows.append("</table>")
         if self.cores:
             head = "".join(f"<th>{s}</th>" for s in FILL_SOURCES)

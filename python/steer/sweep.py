@@ -196,7 +196,7 @@ class Task:
 def override_error(message: str, sections: Mapping[str, str], origin: str) -> str:
     """Rewrites the core's ``--set KEY: KEY: reason`` as ``SWEEP: grid.KEY: reason``."""
     if message.startswith("--set "):
-        key, _, rest = message[len("--set "):].partition(": ")
+        key, _, rest = message[len("--set ") :].partition(": ")
         if key in sections:
             return f"{origin}: {sections[key]}.{key}: {rest.removeprefix(f'{key}: ')}"
     return message
@@ -251,8 +251,9 @@ def sweep_source(sweep: Sweep) -> tuple[str, str, str]:
         raise ScenarioError(f"{sweep.origin}: scenario: {error}") from None
 
 
-def record_for(task: Task, status: str, started: float, seconds: float, result: dict | None = None,
-               error: str | None = None) -> dict[str, Any]:
+def record_for(
+    task: Task, status: str, started: float, seconds: float, result: dict | None = None, error: str | None = None
+) -> dict[str, Any]:
     """The record a run leaves in the results directory."""
     return {
         "format": RECORD_FORMAT,
@@ -341,8 +342,9 @@ def run_local(tasks: list[Task], workers: int, on_record: Callable[[dict], None]
     queue = deque(tasks)
     alone: set[str] = set()  # suspects of a worker's death, run by themselves
     while queue:
-        pool = ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=context,
-                                   initializer=setup_worker, initargs=(os.getpid(),))
+        pool = ProcessPoolExecutor(
+            max_workers=min(workers, len(queue)), mp_context=context, initializer=setup_worker, initargs=(os.getpid(),)
+        )
         in_flight: dict = {}
         broken = False
         try:
@@ -375,8 +377,11 @@ def run_local(tasks: list[Task], workers: int, on_record: Callable[[dict], None]
             return
         suspects = list(in_flight.values())
         if len(suspects) == 1:
-            on_record(record_for(suspects[0], "failed", time.time(), 0.0,
-                                 error="the worker process died while running this point"))
+            on_record(
+                record_for(
+                    suspects[0], "failed", time.time(), 0.0, error="the worker process died while running this point"
+                )
+            )
         else:
             alone.update(task.run_id for task in suspects)
             queue.extendleft(reversed(suspects))
@@ -512,9 +517,9 @@ def run_sweep(
     (``{"scenario": "rx-default", "grid": {"placement": ["memory", "l2"]}}``). ``executor`` is
     ``"local"`` (a process pool of ``workers`` processes, default all cores; 1 runs in this
     process) or ``"ray"`` (``address`` of a cluster, or a local Ray instance with ``workers``
-    CPUs). ``overrides`` are ``KEY=VALUE`` strings applied to every point. Runs that failed before are tried again unless
-    ``retry_failed`` is False. A failing run is recorded and the others go on. ``quiet`` hides
-    the progress display.
+    CPUs). ``overrides`` are ``KEY=VALUE`` strings applied to every point. Runs that failed
+    before are tried again unless ``retry_failed`` is False. A failing run is recorded and the
+    others go on. ``quiet`` hides the progress display.
 
     With the local executor, call this from under ``if __name__ == "__main__":`` in scripts: the
     worker processes import the main module.
@@ -534,15 +539,17 @@ def run_sweep(
     store = Store(results_dir)
     with store.lock():
         store.remove_partial_files()
-        store.write_manifest({
-            "sweep": sweep.origin,
-            "text": sweep.text,
-            "scenario": str(sweep.scenario),
-            "description": sweep.description,
-            "steer_version": __version__,
-            "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "points": [{"index": t.index, "run_id": t.run_id, "point": t.point} for t in tasks],
-        })
+        store.write_manifest(
+            {
+                "sweep": sweep.origin,
+                "text": sweep.text,
+                "scenario": str(sweep.scenario),
+                "description": sweep.description,
+                "steer_version": __version__,
+                "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "points": [{"index": t.index, "run_id": t.run_id, "point": t.point} for t in tasks],
+            }
+        )
         finished = store.finished_ids()
         failed_before = store.failed_ids()
         todo = [t for t in tasks if t.run_id not in finished and (retry_failed or t.run_id not in failed_before)]

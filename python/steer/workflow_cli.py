@@ -28,12 +28,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.dry_run:
         return dry_run(sweeps.load_sweep(args.sweep_file), args.set, results)
     summary = sweeps.run_sweep(
-        args.sweep_file, results, executor=args.executor, workers=args.workers, address=args.address,
-        overrides=args.set, retry_failed=not args.skip_failed, quiet=args.quiet,
+        args.sweep_file,
+        results,
+        executor=args.executor,
+        workers=args.workers,
+        address=args.address,
+        overrides=args.set,
+        retry_failed=not args.skip_failed,
+        quiet=args.quiet,
     )
     ran_ok = len(summary.ran) - len([r for r in summary.ran if r in summary.failed])
-    print(f"{summary.total} runs: {ran_ok} finished now, {summary.skipped} already done, "
-          f"{len(summary.failed)} failed ({summary.seconds:.1f} s); results in {results}")
+    print(
+        f"{summary.total} runs: {ran_ok} finished now, {summary.skipped} already done, "
+        f"{len(summary.failed)} failed ({summary.seconds:.1f} s); results in {results}"
+    )
     if summary.failed:
         store = Store(results)
         for run_id, error in list(summary.failed.items())[:5]:
@@ -45,7 +53,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def dry_run(sweep, overrides: list[str], results: Path) -> int:
     """Prints every point with its run id and whether it is done; runs nothing."""
-    from steer import api, output, sweep as sweeps
+    from steer import api, output
+    from steer import sweep as sweeps
     from steer.store import Store
 
     tasks = sweeps.plan(sweep, overrides)
@@ -113,19 +122,31 @@ def add_commands(commands, with_set: Callable[[argparse.ArgumentParser], None]) 
     ``with_set(parser)`` adds the standard ``--set KEY=VALUE`` option.
     """
     sweep = commands.add_parser(
-        "sweep", help="run a scenario at every point of parameter grids; resumes where it stopped",
+        "sweep",
+        help="run a scenario at every point of parameter grids; resumes where it stopped",
         description="Runs a scenario at every point of a sweep file's parameter grids. Each finished run is "
-                    "written to the results directory at once; running the sweep again skips finished runs.",
+        "written to the results directory at once; running the sweep again skips finished runs.",
     )
     sweep.add_argument("sweep_file", help="sweep file (.toml): scenario, [set], [grid], [zip]")
     sweep.add_argument("-o", "--results", metavar="DIR", help="results directory (default results/SWEEP_NAME)")
-    sweep.add_argument("--executor", choices=("local", "ray"), default="local",
-                       help="local: a process pool on this machine (default); ray: Ray tasks")
-    sweep.add_argument("--address", metavar="ADDR",
-                       help="Ray cluster to use (auto, HOST:PORT or ray://HOST:10001); "
-                            "without it --executor ray starts a local Ray instance")
-    sweep.add_argument("--workers", type=int, metavar="N",
-                       help="runs at a time (default: every core; with Ray, CPUs of the local instance)")
+    sweep.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local: a process pool on this machine (default); ray: Ray tasks",
+    )
+    sweep.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="Ray cluster to use (auto, HOST:PORT or ray://HOST:10001); "
+        "without it --executor ray starts a local Ray instance",
+    )
+    sweep.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="runs at a time (default: every core; with Ray, CPUs of the local instance)",
+    )
     sweep.add_argument("--skip-failed", action="store_true", help="do not retry runs that failed before")
     sweep.add_argument("--dry-run", action="store_true", help="list the points and their state; run nothing")
     sweep.add_argument("--quiet", action="store_true", help="no progress display")
@@ -134,18 +155,33 @@ def add_commands(commands, with_set: Callable[[argparse.ArgumentParser], None]) 
 
     plot = commands.add_parser("plot", help="plot the runs of a results directory (PNG or SVG)")
     plot.add_argument("results", help="results directory of a sweep (or a .parquet export)")
-    plot.add_argument("--kind", required=True, choices=("dram", "fills", "latency", "metric"),
-                      help="dram: read/write bandwidth bars per placement; fills: fill sources per core "
-                           "role; latency: latency CDFs; metric: --y against the swept --x, a line per placement")
-    plot.add_argument("-o", "--output", metavar="FILE", help="image file, .png or .svg (default RESULTS/plots/KIND.png)")
+    plot.add_argument(
+        "--kind",
+        required=True,
+        choices=("dram", "fills", "latency", "metric"),
+        help="dram: read/write bandwidth bars per placement; fills: fill sources per core "
+        "role; latency: latency CDFs; metric: --y against the swept --x, a line per placement",
+    )
+    plot.add_argument(
+        "-o", "--output", metavar="FILE", help="image file, .png or .svg (default RESULTS/plots/KIND.png)"
+    )
     plot.add_argument("--x", metavar="PARAM", help="metric: swept parameter on the x axis")
-    plot.add_argument("--y", action="append", metavar="COLUMN",
-                      help="metric: result column (dram.read_gbps, devices.nic0.rx_gbps, ...); repeatable")
+    plot.add_argument(
+        "--y",
+        action="append",
+        metavar="COLUMN",
+        help="metric: result column (dram.read_gbps, devices.nic0.rx_gbps, ...); repeatable",
+    )
     plot.add_argument("--by", metavar="COLUMN", help="split bars and lines by this column (default: placement)")
     plot.add_argument("--field", metavar="PATH", help="latency: result field with samples or percentiles")
     plot.add_argument("--dc-fills", action="store_true", help="fills: L1D fills only (AMD's DC fills by source)")
-    plot.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
-                      help="only runs whose KEY shows as VALUE; repeatable")
+    plot.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only runs whose KEY shows as VALUE; repeatable",
+    )
     plot.set_defaults(handler=cmd_plot)
 
     report = commands.add_parser("report", help="one self-contained HTML page of a sweep's tables and figures")

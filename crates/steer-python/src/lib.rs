@@ -59,10 +59,7 @@ fn run_scenario(
 /// Built-in scenarios: (name, description, TOML source).
 #[pyfunction]
 fn builtin_scenarios() -> Vec<(String, String, String)> {
-    scenario::BUILTINS
-        .iter()
-        .map(|b| (b.name.to_string(), b.description(), b.source.to_string()))
-        .collect()
+    scenario::BUILTINS.iter().map(|b| (b.name.to_string(), b.description(), b.source.to_string())).collect()
 }
 
 /// Platform presets: (name, description).

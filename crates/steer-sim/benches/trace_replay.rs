@@ -15,6 +15,9 @@ use steer_sim::units::Rng;
 
 /// A mix with some locality: a hot 256 KiB set (L2 hits), a sequential stream through 256 MiB
 /// (one miss per line, then hits) and random lines over 4 GiB (misses down to DRAM); 30% writes.
+/// Makes `accesses` records of a synthetic trace from a seed.
+type Generator = fn(usize, u64) -> Vec<TraceRecord>;
+
 fn generate(accesses: usize, seed: u64) -> Vec<TraceRecord> {
     let mut rng = Rng::new(seed);
     let mut stream = 0u64;
@@ -22,12 +25,12 @@ fn generate(accesses: usize, seed: u64) -> Vec<TraceRecord> {
         .map(|_| {
             let pick = rng.next_u64() % 100;
             let addr = if pick < 50 {
-                (1 << 40) + (rng.next_u64() % (256 << 10) & !7)
+                (1 << 40) + ((rng.next_u64() % (256 << 10)) & !7)
             } else if pick < 80 {
                 stream = (stream + 8) % (256 << 20);
                 (2 << 40) + stream
             } else {
-                (3 << 40) + (rng.next_u64() % (4 << 30) & !7)
+                (3 << 40) + ((rng.next_u64() % (4 << 30)) & !7)
             };
             let kind = if rng.next_u64() % 100 < 30 { AccessKind::Write } else { AccessKind::Read };
             TraceRecord { kind, addr, size: 8 }
@@ -88,7 +91,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let only = positional.get(1).map(String::as_str);
     let preset = platform::preset("turin-9655")?;
     let like = pycachesim_like();
-    let traces: [(&str, &str, fn(usize, u64) -> Vec<TraceRecord>); 2] = [
+    let traces: [(&str, &str, Generator); 2] = [
         ("mixed", "50% hot 256 KiB, 30% streaming, 20% random over 4 GiB; 30% writes", generate),
         ("streaming", "8-byte sweep over 64 MiB; 30% writes", generate_stream),
     ];

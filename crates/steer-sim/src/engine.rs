@@ -49,11 +49,19 @@ impl System {
 
 #[derive(Debug, Clone, Copy)]
 enum Agent {
-    Queue { nic: usize, queue: usize },
-    Transmit { nic: usize, queue: usize },
+    Queue {
+        nic: usize,
+        queue: usize,
+    },
+    Transmit {
+        nic: usize,
+        queue: usize,
+    },
     Workload(usize),
     /// A NIC driver's timed work (IRQ affinity changes).
-    Driver { nic: usize },
+    Driver {
+        nic: usize,
+    },
 }
 
 /// A validated scenario assembled into a runnable system.
@@ -81,7 +89,9 @@ impl Simulation {
             .devices
             .iter()
             .enumerate()
-            .map(|(i, spec)| Nic::new(spec, &platform, &mut allocator, &mut hierarchy, scenario.seed.wrapping_add(i as u64)))
+            .map(|(i, spec)| {
+                Nic::new(spec, &platform, &mut allocator, &mut hierarchy, scenario.seed.wrapping_add(i as u64))
+            })
             .collect();
         let cpus = platform.topology.cpus() as usize;
         let mut system = System {
@@ -97,7 +107,8 @@ impl Simulation {
         let clock = Clock::new(system.platform.core.freq_ghz);
         let mut workloads: Vec<Box<dyn Workload>> = Vec::new();
         for spec in &scenario.workloads {
-            let nic_of = |device: &str| scenario.devices.iter().position(|d| d.name == device).expect("validated device");
+            let nic_of =
+                |device: &str| scenario.devices.iter().position(|d| d.name == device).expect("validated device");
             match spec {
                 WorkloadSpec::RxLoop(rx) => {
                     let nic = nic_of(&rx.device);

@@ -12,7 +12,9 @@ use serde::Serialize;
 use crate::cache::prefetch::{Prefetcher, Trigger};
 use crate::cache::{Cache, Evicted, Lookup};
 use crate::memory::Memory;
-use crate::platform::{CacheSpec, InjectedInsertion, MaskAgent, PlatformSpec, Relation, TopologySpec, MAX_TRACKED_CACHES};
+use crate::platform::{
+    CacheSpec, InjectedInsertion, MaskAgent, PlatformSpec, Relation, TopologySpec, MAX_TRACKED_CACHES,
+};
 use crate::units::{Clock, Line, Time};
 
 /// Where a core's demand access was satisfied.
@@ -464,7 +466,12 @@ impl Hierarchy {
         } else {
             self.serve_l1_miss(cpu, core, line, write, now)
         };
-        self.train(cpu, Level::L1, Trigger { line, hit: l1.hit(), prefetch_hit: l1 == Lookup::Hit { prefetched: true } }, now);
+        self.train(
+            cpu,
+            Level::L1,
+            Trigger { line, hit: l1.hit(), prefetch_hit: l1 == Lookup::Hit { prefetched: true } },
+            now,
+        );
         self.stats.fills[cpu as usize][source as usize] += 1;
         Access { source, latency }
     }
@@ -486,7 +493,12 @@ impl Hierarchy {
             (source, latency)
         };
         self.fill_l1(core, line, write, now);
-        self.train(cpu, Level::L2, Trigger { line, hit: l2.hit(), prefetch_hit: l2 == Lookup::Hit { prefetched: true } }, now);
+        self.train(
+            cpu,
+            Level::L2,
+            Trigger { line, hit: l2.hit(), prefetch_hit: l2 == Lookup::Hit { prefetched: true } },
+            now,
+        );
         (source, latency + first.wait)
     }
 

@@ -63,10 +63,7 @@ pub fn host_platform_table() -> toml::Table {
     let threads = read(&root.join("cpu0/topology/thread_siblings_list")).map(|s| cpu_list_len(&s)).unwrap_or(1).max(1);
     let mut platform = toml::Table::new();
     platform.insert("name".into(), "host".into());
-    platform.insert(
-        "description".into(),
-        "this machine, from sysfs (latencies and memory channels assumed)".into(),
-    );
+    platform.insert("description".into(), "this machine, from sysfs (latencies and memory channels assumed)".into());
     let mut l3_sharing = cpus;
     for entry in fs::read_dir(root.join("cpu0/cache")).into_iter().flatten().flatten() {
         let Some((level, kind, mut table, sharing)) = cache_table(&entry.path()) else { continue };

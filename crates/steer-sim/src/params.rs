@@ -33,9 +33,7 @@ pub(crate) fn join_key(prefix: &str, key: &str) -> String {
 }
 
 fn leaf<T: Serialize>(value: &T, prefix: &str, meaning: &str, out: &mut Vec<ParamDoc>) {
-    let value = toml::Value::try_from(value)
-        .map(|v| v.to_string())
-        .unwrap_or_else(|_| "none".to_string());
+    let value = toml::Value::try_from(value).map(|v| v.to_string()).unwrap_or_else(|_| "none".to_string());
     out.push(ParamDoc { key: prefix.to_string(), value, meaning: meaning.to_string() });
 }
 
@@ -54,11 +52,9 @@ impl<T: Describe + Serialize> Describe for Option<T> {
     fn describe_into(&self, prefix: &str, meaning: &str, out: &mut Vec<ParamDoc>) {
         match self {
             Some(inner) => inner.describe_into(prefix, meaning, out),
-            None => out.push(ParamDoc {
-                key: prefix.to_string(),
-                value: "none".to_string(),
-                meaning: meaning.to_string(),
-            }),
+            None => {
+                out.push(ParamDoc { key: prefix.to_string(), value: "none".to_string(), meaning: meaning.to_string() })
+            }
         }
     }
 }

@@ -2,8 +2,8 @@
 //! between them, and memory. Presets are commented TOML files under `presets/`; `host` is read from
 //! this machine's sysfs.
 
-use crate::cache::replacement::{self, PolicyOptions};
 use crate::cache::prefetch::PrefetcherSpec;
+use crate::cache::replacement::{self, PolicyOptions};
 use crate::cache::Geometry;
 use crate::error::{ensure, ConfigError, ConfigResult};
 use crate::params::{choice, params};
@@ -116,7 +116,7 @@ impl CacheSpec {
         ensure(self.size_kib >= 1, &key("size_kib"), || "must be at least 1".into())?;
         let bytes = self.size_kib * 1024;
         let set_bytes = self.ways as u64 * self.line_bytes as u64;
-        ensure(bytes % set_bytes == 0, &key("size_kib"), || {
+        ensure(bytes.is_multiple_of(set_bytes), &key("size_kib"), || {
             format!(
                 "{} KiB does not divide into sets of {} ways x {} B lines",
                 self.size_kib, self.ways, self.line_bytes
@@ -369,7 +369,9 @@ impl PlatformSpec {
         })?;
         ensure(self.core.freq_ghz > 0.0, &key("core.freq_ghz"), || "must be positive".into())?;
         ensure(self.core.outstanding_misses >= 1, &key("core.outstanding_misses"), || "must be at least 1".into())?;
-        ensure(self.core.issue_cycles_per_line >= 0.0, &key("core.issue_cycles_per_line"), || "must not be negative".into())?;
+        ensure(self.core.issue_cycles_per_line >= 0.0, &key("core.issue_cycles_per_line"), || {
+            "must not be negative".into()
+        })?;
         for (name, value) in [
             ("fabric.peer_l2_latency_ns", self.fabric.peer_l2_latency_ns),
             ("fabric.remote_cache_latency_ns", self.fabric.remote_cache_latency_ns),
@@ -391,7 +393,9 @@ impl PlatformSpec {
         let m = &self.memory;
         ensure(m.nodes_per_socket >= 1, &key("memory.nodes_per_socket"), || "must be at least 1".into())?;
         ensure(m.channels_per_node >= 1, &key("memory.channels_per_node"), || "must be at least 1".into())?;
-        ensure(m.channel_gbs > 0.0, &key("memory.channel_gbs"), || format!("must be positive (got {})", m.channel_gbs))?;
+        ensure(m.channel_gbs > 0.0, &key("memory.channel_gbs"), || {
+            format!("must be positive (got {})", m.channel_gbs)
+        })?;
         ensure(
             m.interleave_bytes.is_power_of_two() && m.interleave_bytes >= self.line_bytes(),
             &key("memory.interleave_bytes"),

@@ -57,10 +57,7 @@ pub fn collect(simulation: &Simulation, warmup: Time, host_seconds: f64) -> RunR
             })
         })
         .collect();
-    let (read, write) = hierarchy
-        .memory
-        .stats()
-        .fold((0u64, 0u64), |(r, w), c| (r + c.read_bytes, w + c.write_bytes));
+    let (read, write) = hierarchy.memory.stats().fold((0u64, 0u64), |(r, w), c| (r + c.read_bytes, w + c.write_bytes));
 
     let mut cores = Map::new();
     for workload in simulation.workloads() {

@@ -62,8 +62,12 @@ impl Scenario {
     /// Checks every value that types alone cannot (ranges, references between parts).
     pub fn validate(&self) -> ConfigResult<()> {
         self.platform.validate("platform")?;
-        ensure(self.sim.warmup_us >= 0.0, "sim.warmup_us", || format!("must not be negative (got {})", self.sim.warmup_us))?;
-        ensure(self.sim.measure_us > 0.0, "sim.measure_us", || format!("must be positive (got {})", self.sim.measure_us))?;
+        ensure(self.sim.warmup_us >= 0.0, "sim.warmup_us", || {
+            format!("must not be negative (got {})", self.sim.warmup_us)
+        })?;
+        ensure(self.sim.measure_us > 0.0, "sim.measure_us", || {
+            format!("must be positive (got {})", self.sim.measure_us)
+        })?;
         let topology = &self.platform.topology;
         let cpus = topology.cpus();
         let nodes = self.platform.memory.nodes(topology);
@@ -79,9 +83,11 @@ impl Scenario {
         for (level, spec) in [("l1d", &self.platform.l1d), ("l2", &self.platform.l2), ("l3", &self.platform.l3)] {
             for (i, mask) in spec.way_masks.iter().enumerate() {
                 if let Ok(MaskAgent::Device(name)) = mask.parsed_agent() {
-                    ensure(self.devices.iter().any(|d| d.name == name), &format!("platform.{level}.way_masks.{i}.agent"), || {
-                        format!("no device named `{name}`")
-                    })?;
+                    ensure(
+                        self.devices.iter().any(|d| d.name == name),
+                        &format!("platform.{level}.way_masks.{i}.agent"),
+                        || format!("no device named `{name}`"),
+                    )?;
                 }
             }
         }
@@ -95,9 +101,11 @@ impl Scenario {
         };
         for (i, device) in self.devices.iter().enumerate() {
             if device.placement.policy == "ddio" {
-                ensure(self.platform.io.ddio_mask(self.platform.l3.ways) != 0, &format!("devices.{i}.placement.policy"), || {
-                    format!("platform `{}` has no DDIO ways (platform.io.ddio_ways = 0)", self.platform.name)
-                })?;
+                ensure(
+                    self.platform.io.ddio_mask(self.platform.l3.ways) != 0,
+                    &format!("devices.{i}.placement.policy"),
+                    || format!("platform `{}` has no DDIO ways (platform.io.ddio_ways = 0)", self.platform.name),
+                )?;
             }
         }
         let mut busy: Vec<(u32, usize)> = Vec::new();
@@ -105,7 +113,10 @@ impl Scenario {
             workload.validate(&format!("workloads.{i}"), &shape)?;
             for cpu in workload.cpus(&shape) {
                 if let Some((_, j)) = busy.iter().find(|(c, _)| *c == cpu) {
-                    return Err(ConfigError::new(format!("workloads.{i}.cpu"), format!("CPU {cpu} already runs workloads.{j}")));
+                    return Err(ConfigError::new(
+                        format!("workloads.{i}.cpu"),
+                        format!("CPU {cpu} already runs workloads.{j}"),
+                    ));
                 }
                 busy.push((cpu, i));
             }
@@ -180,13 +191,16 @@ pub fn load(source: &ScenarioSource, overrides: &[String]) -> Result<Scenario, S
         let (line, column) = e.span().map(|s| position_of(source.text, s)).unwrap_or((1, 1));
         format!("{}:{line}:{column}: invalid TOML: {}", source.origin, e.message().trim())
     })?;
-    let mut tree: toml::Table = toml::from_str(source.text).map_err(|e| format!("{}: invalid TOML: {}", source.origin, e.message()))?;
+    let mut tree: toml::Table =
+        toml::from_str(source.text).map_err(|e| format!("{}: invalid TOML: {}", source.origin, e.message()))?;
     let mut overridden = Vec::new();
     let result = resolve(&mut tree, overrides, &mut overridden, source.default_name);
     let scenario = result.and_then(|scenario| scenario.validate().map(|_| scenario));
     scenario.map_err(|error| {
         let from_override = overridden.iter().find(|key: &&String| {
-            error.path == **key || error.path.starts_with(&format!("{key}.")) || key.starts_with(&format!("{}.", error.path))
+            error.path == **key
+                || error.path.starts_with(&format!("{key}."))
+                || key.starts_with(&format!("{}.", error.path))
         });
         let place = match from_override {
             Some(key) => format!("--set {key}"),
@@ -202,7 +216,12 @@ pub fn load(source: &ScenarioSource, overrides: &[String]) -> Result<Scenario, S
     })
 }
 
-fn resolve(tree: &mut toml::Table, overrides: &[String], overridden: &mut Vec<String>, default_name: &str) -> ConfigResult<Scenario> {
+fn resolve(
+    tree: &mut toml::Table,
+    overrides: &[String],
+    overridden: &mut Vec<String>,
+    default_name: &str,
+) -> ConfigResult<Scenario> {
     let mut params = match tree.remove("params") {
         None => toml::Table::new(),
         Some(toml::Value::Table(table)) => table,
@@ -263,17 +282,26 @@ fn parse_value(text: &str) -> toml::Value {
 fn set_path(tree: &mut toml::Table, key: &str, value: toml::Value) -> ConfigResult<()> {
     let segments: Vec<&str> = key.split('.').collect();
     let bad = |message: String| ConfigError::new(key, message);
-    let mut node: &mut toml::Value = tree
-        .entry(segments[0].to_string())
-        .or_insert_with(|| if segments.len() > 1 { toml::Value::Table(toml::Table::new()) } else { value.clone() });
+    let mut node: &mut toml::Value = tree.entry(segments[0].to_string()).or_insert_with(|| {
+        if segments.len() > 1 {
+            toml::Value::Table(toml::Table::new())
+        } else {
+            value.clone()
+        }
+    });
     for (depth, segment) in segments.iter().enumerate().skip(1) {
         let last = depth == segments.len() - 1;
         node = match node {
-            toml::Value::Table(table) => table
-                .entry(segment.to_string())
-                .or_insert_with(|| if last { value.clone() } else { toml::Value::Table(toml::Table::new()) }),
+            toml::Value::Table(table) => table.entry(segment.to_string()).or_insert_with(|| {
+                if last {
+                    value.clone()
+                } else {
+                    toml::Value::Table(toml::Table::new())
+                }
+            }),
             toml::Value::Array(array) => {
-                let index: usize = segment.parse().map_err(|_| bad(format!("`{segment}` is not an index into a list")))?;
+                let index: usize =
+                    segment.parse().map_err(|_| bad(format!("`{segment}` is not an index into a list")))?;
                 let len = array.len();
                 array.get_mut(index).ok_or_else(|| bad(format!("index {index} out of range (the list has {len})")))?
             }
@@ -307,7 +335,8 @@ fn substitute(value: &mut toml::Value, params: &toml::Table, path: &str) -> Conf
                 let mut out = String::new();
                 let mut rest = text.as_str();
                 while let Some(start) = rest.find("${") {
-                    let end = rest[start..].find('}').ok_or_else(|| ConfigError::new(path, "unterminated `${`"))? + start;
+                    let end =
+                        rest[start..].find('}').ok_or_else(|| ConfigError::new(path, "unterminated `${`"))? + start;
                     out.push_str(&rest[..start]);
                     match lookup(&rest[start + 2..end])? {
                         toml::Value::String(s) => out.push_str(&s),

@@ -197,11 +197,7 @@ impl<R: BufRead> TraceReader<R> {
         let origin = origin.into();
         let mut head = Vec::with_capacity(BINARY_MAGIC.len());
         // `take(..).read_to_end` keeps reading through short reads until 8 bytes or the end.
-        input
-            .by_ref()
-            .take(BINARY_MAGIC.len() as u64)
-            .read_to_end(&mut head)
-            .map_err(|e| read_error(&origin, e))?;
+        input.by_ref().take(BINARY_MAGIC.len() as u64).read_to_end(&mut head).map_err(|e| read_error(&origin, e))?;
         let format = if head == BINARY_MAGIC {
             head.clear();
             TraceFormat::Binary
@@ -491,9 +487,9 @@ fn parse_plain_din_line(line: &[u8]) -> Option<TraceRecord> {
     let size = match size_text {
         None => 1,
         Some(text) if (1..=10).contains(&text.len()) => {
-            let size = text.iter().try_fold(0u64, |value, &digit| {
-                digit.is_ascii_digit().then(|| value * 10 + (digit - b'0') as u64)
-            })?;
+            let size = text
+                .iter()
+                .try_fold(0u64, |value, &digit| digit.is_ascii_digit().then(|| value * 10 + (digit - b'0') as u64))?;
             u32::try_from(size).ok().filter(|&size| size > 0)?
         }
         Some(_) => return None,
@@ -1016,7 +1012,8 @@ mod tests {
         // Mostly valid fields, so that lines after the first few are read too.
         let labels = ["0", "1", "2", "0", "1", "2", "3", "7", ""];
         let gaps = [" ", "\t", " ", "  "];
-        let addrs = ["1f", "0x1F", "0XdeadBEEF", "ffffffffffffffff", "1f", "0x1F", "1ffffffffffffffff", "0x", "+f", "é"];
+        let addrs =
+            ["1f", "0x1F", "0XdeadBEEF", "ffffffffffffffff", "1f", "0x1F", "1ffffffffffffffff", "0x", "+f", "é"];
         let sizes = ["", " 8", "\t1", " 4294967295", " 00000000001", "", " 8", " 0", " 4294967296", " -4", " ", " 8 9"];
         let ends = ["\n", "\r\n", "\n", " # comment\n", "\n\n"];
         let mut rng = Rng::new(11);

@@ -59,7 +59,8 @@ fn a_footprint_beyond_the_ddio_ways_hits_about_the_fraction_that_fits() {
 #[test]
 fn more_ddio_ways_never_lower_the_write_hit_rate() {
     for footprint in [96, 160, 224, 300] {
-        let rates: Vec<f64> = (1..=4).map(|ways| cyclic_write_hit_rate(&platform(ways, "lru"), footprint, 2, 4)).collect();
+        let rates: Vec<f64> =
+            (1..=4).map(|ways| cyclic_write_hit_rate(&platform(ways, "lru"), footprint, 2, 4)).collect();
         assert!(rates.windows(2).all(|w| w[0] <= w[1]), "footprint {footprint}: {rates:?}");
     }
 }

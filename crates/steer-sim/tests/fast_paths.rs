@@ -8,6 +8,7 @@
 //!   and prefetches host memory ahead of the trace: checked against `core_access` on a platform
 //!   with other cores and CCXs, with and without a directory, on small caches and on
 //!   turin-9655's; platforms it cannot replay exactly keep the general path.
+//!
 //! Random operations and traces cover every replacement policy and level relation, with writes.
 
 use steer_sim::cache::prefetch::PrefetcherSpec;
@@ -73,7 +74,7 @@ fn random_trace(seed: u64, accesses: usize, footprint: &Footprint) -> Vec<TraceR
                 _ => (footprint.to_line)(rng.next_u64() % footprint.spread),
             };
             let kind = if rng.next_u64() % 100 < 35 { AccessKind::Write } else { AccessKind::Read };
-            let size = if rng.next_u64() % 10 == 0 { 16 } else { 1 };
+            let size = if rng.next_u64().is_multiple_of(10) { 16 } else { 1 };
             TraceRecord { kind, addr: line * LINE_BYTES + LINE_BYTES - 1 - rng.next_u64() % 32, size }
         })
         .collect()
@@ -93,7 +94,7 @@ fn general_path(platform: &PlatformSpec, directory: bool, trace: &[TraceRecord])
     for record in trace {
         let last = record.addr + record.size as u64 - 1;
         for line in record.addr / LINE_BYTES..=last / LINE_BYTES {
-            now = now + Time(1000);
+            now += Time(1000);
             hierarchy.core_access(0, Line(line), record.kind == AccessKind::Write, now);
         }
     }
@@ -275,8 +276,11 @@ impl PlainCache {
         let allowed = allowed & (u64::MAX >> (64 - self.ways));
         let free = (0..self.ways).find(|way| allowed >> way & 1 == 1 && self.slots[set * self.ways + way].is_none());
         let way = free.unwrap_or_else(|| self.policy.victim(set, allowed));
-        let evicted = self.slots[set * self.ways + way]
-            .map(|(line, dirty, unused_prefetch)| Evicted { line: Line(line), dirty, unused_prefetch });
+        let evicted = self.slots[set * self.ways + way].map(|(line, dirty, unused_prefetch)| Evicted {
+            line: Line(line),
+            dirty,
+            unused_prefetch,
+        });
         self.slots[set * self.ways + way] = Some((line, dirty, false));
         self.policy.on_fill(set, way);
         evicted
@@ -317,10 +321,10 @@ fn caches_behave_as_a_plain_cache_under_random_operations() {
             let mut line = 0;
             for step in 0..20_000 {
                 // Often the line used last (the way hint), else one of 3 lines per way.
-                if rng.next_u64() % 3 != 0 {
+                if !rng.next_u64().is_multiple_of(3) {
                     line = rng.next_u64() % (3 * (sets * ways) as u64);
                 }
-                let write = rng.next_u64() % 3 == 0;
+                let write = rng.next_u64().is_multiple_of(3);
                 let case = format!("{policy} (recency on write hits: {write_hit_updates_recency}), step {step}");
                 match rng.next_u64() % 10 {
                     0..=5 => {
@@ -328,7 +332,7 @@ fn caches_behave_as_a_plain_cache_under_random_operations() {
                         assert_eq!(lookup, plain.access(line, write), "access: {case}");
                         if !lookup.hit() {
                             // Way masks: usually every way, sometimes a few.
-                            let allowed = if rng.next_u64() % 4 == 0 { rng.next_u64() | 1 } else { u64::MAX };
+                            let allowed = if rng.next_u64().is_multiple_of(4) { rng.next_u64() | 1 } else { u64::MAX };
                             let evicted = cache.insert(Line(line), write, allowed);
                             assert_eq!(evicted, plain.insert(line, write, allowed), "insert: {case}");
                         }
@@ -340,7 +344,8 @@ fn caches_behave_as_a_plain_cache_under_random_operations() {
                         plain.mark(line, false, true);
                     }
                     _ => {
-                        let dirty = plain.slot_of(line).is_some_and(|(set, way)| plain.slots[set * ways + way].unwrap().1);
+                        let dirty =
+                            plain.slot_of(line).is_some_and(|(set, way)| plain.slots[set * ways + way].unwrap().1);
                         assert_eq!(cache.is_dirty(Line(line)), dirty, "is_dirty: {case}");
                     }
                 }

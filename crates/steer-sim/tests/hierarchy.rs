@@ -125,7 +125,8 @@ fn inclusive_l3_back_invalidates_private_copies() {
 fn random_traffic_keeps_every_invariant() {
     for relation in [Relation::Inclusive, Relation::Exclusive, Relation::NonInclusive] {
         let mut platform = tiny(relation);
-        platform.l2.relation = if relation == Relation::NonInclusive { Relation::NonInclusive } else { Relation::Inclusive };
+        platform.l2.relation =
+            if relation == Relation::NonInclusive { Relation::NonInclusive } else { Relation::Inclusive };
         let mut h = with_nic(&platform);
         let mut rng = steer_sim::units::Rng::new(3);
         for step in 0..20_000u64 {
@@ -149,7 +150,8 @@ fn random_traffic_keeps_every_invariant() {
 fn asking_the_caches_and_keeping_a_directory_agree() {
     for relation in [Relation::Inclusive, Relation::Exclusive, Relation::NonInclusive] {
         let mut platform = tiny(relation);
-        platform.l2.relation = if relation == Relation::NonInclusive { Relation::NonInclusive } else { Relation::Inclusive };
+        platform.l2.relation =
+            if relation == Relation::NonInclusive { Relation::NonInclusive } else { Relation::Inclusive };
         let mut indexed = Hierarchy::with_directory(&platform, true);
         let mut probing = Hierarchy::with_directory(&platform, false);
         indexed.register_device("nic0");
@@ -174,7 +176,10 @@ fn asking_the_caches_and_keeping_a_directory_agree() {
                 }
             }
         }
-        assert_eq!((indexed.stats.l1d.clone(), indexed.stats.l2.clone()), (probing.stats.l1d.clone(), probing.stats.l2.clone()));
+        assert_eq!(
+            (indexed.stats.l1d.clone(), indexed.stats.l2.clone()),
+            (probing.stats.l1d.clone(), probing.stats.l2.clone())
+        );
         assert_eq!(indexed.stats.l3, probing.stats.l3);
         assert_eq!(indexed.stats.fills, probing.stats.fills);
         probing.check_invariants().unwrap();

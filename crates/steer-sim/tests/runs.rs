@@ -116,8 +116,12 @@ fn bad_input_names_the_key_and_the_position() {
     let wrong_type = load_error(&MINIMAL.replace("consumer_cpu = 1", "consumer_cpu = \"one\""), &[]);
     assert!(wrong_type.starts_with("s.toml:9:1: devices.0.queues.0.consumer_cpu: invalid type"), "{wrong_type}");
 
-    let zero_ways = load_error(&MINIMAL.replace("preset = \"turin-9655\"", "preset = \"turin-9655\"\nl2 = { ways = 0 }"), &[]);
-    assert!(zero_ways.starts_with("s.toml:4:") && zero_ways.contains("platform.l2.ways: must be at least 1"), "{zero_ways}");
+    let zero_ways =
+        load_error(&MINIMAL.replace("preset = \"turin-9655\"", "preset = \"turin-9655\"\nl2 = { ways = 0 }"), &[]);
+    assert!(
+        zero_ways.starts_with("s.toml:4:") && zero_ways.contains("platform.l2.ways: must be at least 1"),
+        "{zero_ways}"
+    );
 
     let sets = load_error(MINIMAL, &["platform.l1d.size_kib=47"]);
     assert!(sets.starts_with("--set platform.l1d.size_kib: platform.l1d.size_kib: 47 KiB does not divide"), "{sets}");
@@ -173,7 +177,10 @@ fn l2fwd_forwards_every_packet_and_ddio_keeps_a_small_ring_out_of_dram() {
     assert!((f(&nic["tx_gbps"]) - f(&nic["rx_gbps"])).abs() < 2.0, "{nic}");
     for q in nic["queues"].as_array().unwrap() {
         let u = |k: &str| q[k].as_u64().unwrap();
-        assert_eq!(u("arrived_bytes") + u("in_flight_bytes_start"), u("dropped_bytes") + u("consumed_bytes") + u("in_flight_bytes_end"));
+        assert_eq!(
+            u("arrived_bytes") + u("in_flight_bytes_start"),
+            u("dropped_bytes") + u("consumed_bytes") + u("in_flight_bytes_end")
+        );
     }
     assert!(f(&nic["dma_write_hit_rate"]) > 0.9, "{nic}");
     assert_eq!(f(&nic["dma_read_hit_rate"]), 1.0);
@@ -189,14 +196,19 @@ fn l2fwd_forwards_every_packet_and_ddio_keeps_a_small_ring_out_of_dram() {
 #[test]
 fn ddio_needs_a_platform_with_ddio_ways() {
     let text = steer_sim::scenario::builtin("sdci-l2fwd").unwrap().source;
-    let error = load(&ScenarioSource { text, origin: "s.toml", default_name: "s" }, &["placement=\"ddio\"".to_string()]).unwrap_err();
+    let error =
+        load(&ScenarioSource { text, origin: "s.toml", default_name: "s" }, &["placement=\"ddio\"".to_string()])
+            .unwrap_err();
     assert!(error.contains("devices.0.placement.policy: platform `turin-9655` has no DDIO ways"), "{error}");
 }
 
 #[test]
 fn a_stream_co_runner_is_served_by_the_llc_while_its_working_set_fits() {
-    let corunner = |ws: u64| format!("workloads=[{{kind=\"l2fwd\", device=\"nic0\"}}, {{kind=\"stream\", cpu=8, working_set_bytes={ws}}}]");
-    let fits = run_builtin("ddio-l2fwd", &["sim.warmup_us=3000", "sim.measure_us=300", "rx_ring=256", &corunner(8 << 20)]);
+    let corunner = |ws: u64| {
+        format!("workloads=[{{kind=\"l2fwd\", device=\"nic0\"}}, {{kind=\"stream\", cpu=8, working_set_bytes={ws}}}]")
+    };
+    let fits =
+        run_builtin("ddio-l2fwd", &["sim.warmup_us=3000", "sim.measure_us=300", "rx_ring=256", &corunner(8 << 20)]);
     let fills = &fits["cores"]["8"]["fills"];
     assert_eq!(fits["cores"]["8"]["role"], "stream");
     assert!(f(&fills["l3"]) > 0.9 && f(&fills["dram"]) == 0.0, "{fills}");
@@ -241,7 +253,8 @@ fn late_use_of_l2_injected_data_evicts_the_working_set() {
 
 #[test]
 fn tcp_receive_path_conserves_bytes_and_sdci_moves_payload_core_to_core() {
-    let short = ["sim.warmup_us=300", "sim.measure_us=300", "platform=\"turin-9575f\"", "offered_gbps=40.0", "app_offset=1"];
+    let short =
+        ["sim.warmup_us=300", "sim.measure_us=300", "platform=\"turin-9575f\"", "offered_gbps=40.0", "app_offset=1"];
     let mut dram_reads = Vec::new();
     // SDCI off and on through the TPH stack (bnxt_en's IV mode), as the reproduce rows run it.
     let mut on = serde_json::Value::Null;
@@ -249,7 +262,10 @@ fn tcp_receive_path_conserves_bytes_and_sdci_moves_payload_core_to_core() {
         let r = run_builtin("iperf-rx", &[&short[..], &[&format!("tph_mode=\"{tph_mode}\"")]].concat());
         let q = &r["devices"]["nic0"]["queues"][0];
         let u = |k: &str| q[k].as_u64().unwrap();
-        assert_eq!(u("arrived_bytes") + u("in_flight_bytes_start"), u("dropped_bytes") + u("consumed_bytes") + u("in_flight_bytes_end"));
+        assert_eq!(
+            u("arrived_bytes") + u("in_flight_bytes_start"),
+            u("dropped_bytes") + u("consumed_bytes") + u("in_flight_bytes_end")
+        );
         assert_eq!(r["cores"]["0"]["role"], "irq");
         assert_eq!(r["cores"]["1"]["role"], "iperf");
         let iperf = &r["cores"]["1"]["dc_fills"];
@@ -279,7 +295,11 @@ fn sdci_shortens_the_ping_pong_by_the_memory_reads_it_saves() {
     let run = |placement: &str, extra: &str| {
         let r = run_builtin("eflatency", &["sim.measure_us=500", &format!("placement=\"{placement}\""), extra]);
         let w = r["cores"]["2"]["workload"].clone();
-        (f(&w["half_rtt_ns"]["p50"]), r["cores"]["2"]["fill_counts"]["dram"].as_u64().unwrap(), w["messages"].as_u64().unwrap())
+        (
+            f(&w["half_rtt_ns"]["p50"]),
+            r["cores"]["2"]["fill_counts"]["dram"].as_u64().unwrap(),
+            w["messages"].as_u64().unwrap(),
+        )
     };
     let (events_off, ..) = run("memory", "read_data=false");
     let (data_off, dram_off, messages) = run("memory", "read_data=true");
@@ -293,7 +313,14 @@ fn sdci_shortens_the_ping_pong_by_the_memory_reads_it_saves() {
 fn napi_keeps_its_working_set_in_l2_under_sdci_and_socket_state_moves_between_cores() {
     let r = run_builtin(
         "iperf-rx",
-        &["sim.warmup_us=300", "sim.measure_us=300", "platform=\"turin-9575f\"", "offered_gbps=70.0", "app_offset=1", "tph_mode=\"iv\""],
+        &[
+            "sim.warmup_us=300",
+            "sim.measure_us=300",
+            "platform=\"turin-9575f\"",
+            "offered_gbps=70.0",
+            "app_offset=1",
+            "tph_mode=\"iv\"",
+        ],
     );
     let irq = &r["cores"]["0"]["dc_fills"];
     // Injected lines enter the L2 where it evicts next (turin's `injected_insertion = "lru"`), so
@@ -323,7 +350,14 @@ fn lightly_loaded_channels_do_not_queue_reads_behind_other_cores_future() {
     // channels are nearly idle, and reads must see almost no queueing.
     let r = run_builtin(
         "iperf-rx",
-        &["sim.warmup_us=300", "sim.measure_us=300", "platform=\"turin-9575f\"", "queues=4", "offered_gbps=94.0", "app_offset=4"],
+        &[
+            "sim.warmup_us=300",
+            "sim.measure_us=300",
+            "platform=\"turin-9575f\"",
+            "queues=4",
+            "offered_gbps=94.0",
+            "app_offset=4",
+        ],
     );
     for channel in r["dram"]["channels"].as_array().unwrap() {
         assert!(f(&channel["read_queue_ns"]) < 10.0, "{channel}");

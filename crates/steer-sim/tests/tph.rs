@@ -195,7 +195,8 @@ fn header_hints_inject_only_the_first_line_of_each_packet() {
         assert!(!sim.system.hierarchy.is_cached(completion.entry_line));
     }
     let stats = &sim.system.hierarchy.stats;
-    let packets: u64 = sim.system.nics[0].queues.iter().map(|q| q.stats.arrived_packets - q.stats.dropped_packets).sum();
+    let packets: u64 =
+        sim.system.nics[0].queues.iter().map(|q| q.stats.arrived_packets - q.stats.dropped_packets).sum();
     assert_eq!(stats.dma_lines_to_cache, packets);
 }
 
@@ -321,7 +322,8 @@ fn bad_tph_input_names_the_key() {
 #[test]
 fn the_sdci_affinity_scenario_moves_the_consumers_fills_from_l2_to_peer_l2() {
     let source = steer_sim::scenario::builtin("sdci-affinity").unwrap().source;
-    let scenario = load(&ScenarioSource { text: source, origin: "sdci-affinity", default_name: "sdci-affinity" }, &[]).unwrap();
+    let scenario =
+        load(&ScenarioSource { text: source, origin: "sdci-affinity", default_name: "sdci-affinity" }, &[]).unwrap();
     let r = steer_sim::run(scenario, &mut |_| true).unwrap();
     let queue = &r["devices"]["nic0"]["queues"][0];
     assert_eq!((queue["restarts"].as_u64(), queue["steering_cpu"].as_u64()), (Some(1), Some(2)));

@@ -75,22 +75,18 @@ pub enum CapError {
 impl fmt::Display for CapError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CapError::PointerBelowBase { from, pointer } => write!(
-                f,
-                "capability pointer {pointer:#x} read at {from:#x} is below the capability region"
-            ),
-            CapError::Unaligned { from, pointer } => write!(
-                f,
-                "capability pointer {pointer:#x} read at {from:#x} is not dword aligned"
-            ),
-            CapError::Loop { from, pointer } => write!(
-                f,
-                "capability list loops: pointer at {from:#x} returns to {pointer:#x}"
-            ),
-            CapError::Truncated { offset, len } => write!(
-                f,
-                "capability data at {offset:#x} is past the end of the {len}-byte dump"
-            ),
+            CapError::PointerBelowBase { from, pointer } => {
+                write!(f, "capability pointer {pointer:#x} read at {from:#x} is below the capability region")
+            }
+            CapError::Unaligned { from, pointer } => {
+                write!(f, "capability pointer {pointer:#x} read at {from:#x} is not dword aligned")
+            }
+            CapError::Loop { from, pointer } => {
+                write!(f, "capability list loops: pointer at {from:#x} returns to {pointer:#x}")
+            }
+            CapError::Truncated { offset, len } => {
+                write!(f, "capability data at {offset:#x} is past the end of the {len}-byte dump")
+            }
         }
     }
 }
@@ -113,20 +109,13 @@ pub struct ExtCapHeader {
 impl ExtCapHeader {
     /// Splits the raw header dword read at `offset` into its fields.
     pub fn from_raw(offset: u16, raw: u32) -> Self {
-        Self {
-            offset,
-            id: (raw & 0xFFFF) as u16,
-            version: ((raw >> 16) & 0xF) as u8,
-            next: (raw >> 20) as u16,
-        }
+        Self { offset, id: (raw & 0xFFFF) as u16, version: ((raw >> 16) & 0xF) as u8, next: (raw >> 20) as u16 }
     }
 
     /// The header dword for these fields. `version` and `next` are masked to
     /// their 4 and 12 bits.
     pub fn to_raw(&self) -> u32 {
-        u32::from(self.id)
-            | (u32::from(self.version & 0xF) << 16)
-            | (u32::from(self.next & 0xFFF) << 20)
+        u32::from(self.id) | (u32::from(self.version & 0xF) << 16) | (u32::from(self.next & 0xFFF) << 20)
     }
 }
 
@@ -184,11 +173,7 @@ pub struct ExtCaps<'a> {
 /// header at 0x100 (such as a 256-byte `lspci -xxx` dump) yields
 /// [`CapError::Truncated`], because the list cannot be known to be empty.
 pub fn ext_caps(cs: &ConfigSpace) -> ExtCaps<'_> {
-    ExtCaps {
-        cs,
-        state: Walk::Start,
-        visited: Visited::new(),
-    }
+    ExtCaps { cs, state: Walk::Start, visited: Visited::new() }
 }
 
 impl Iterator for ExtCaps<'_> {
@@ -203,12 +188,7 @@ impl Iterator for ExtCaps<'_> {
         };
         let raw = match self.cs.read_u32(usize::from(offset)) {
             Ok(raw) => raw,
-            Err(_) => {
-                return Some(Err(CapError::Truncated {
-                    offset,
-                    len: self.cs.len(),
-                }))
-            }
+            Err(_) => return Some(Err(CapError::Truncated { offset, len: self.cs.len() })),
         };
         if offset == EXT_CAP_START && (raw == 0 || raw == u32::MAX) {
             return None;
@@ -240,43 +220,23 @@ pub struct StdCaps<'a> {
 /// each capability in list order, then ends; or yields one `Err` and ends.
 /// Pointers must be dword aligned and at least 0x40.
 pub fn std_caps(cs: &ConfigSpace) -> StdCaps<'_> {
-    StdCaps {
-        cs,
-        state: Walk::Start,
-        visited: Visited::new(),
-    }
+    StdCaps { cs, state: Walk::Start, visited: Visited::new() }
 }
 
 impl StdCaps<'_> {
     fn truncated(&self, offset: u16) -> CapError {
-        CapError::Truncated {
-            offset,
-            len: self.cs.len(),
-        }
+        CapError::Truncated { offset, len: self.cs.len() }
     }
 
     /// Reads the first pointer, or `None` when there is no list.
     fn first_pointer(&self) -> Result<Option<(u16, u16)>, CapError> {
-        let status = self
-            .cs
-            .read_u16(usize::from(STATUS))
-            .map_err(|_| self.truncated(STATUS))?;
+        let status = self.cs.read_u16(usize::from(STATUS)).map_err(|_| self.truncated(STATUS))?;
         if status & STATUS_CAP_LIST == 0 {
             return Ok(None);
         }
-        let header_type = self
-            .cs
-            .read_u8(usize::from(HEADER_TYPE))
-            .map_err(|_| self.truncated(HEADER_TYPE))?;
-        let register = if header_type & 0x7F == 2 {
-            CARDBUS_CAP_POINTER
-        } else {
-            CAP_POINTER
-        };
-        let pointer = self
-            .cs
-            .read_u8(usize::from(register))
-            .map_err(|_| self.truncated(register))?;
+        let header_type = self.cs.read_u8(usize::from(HEADER_TYPE)).map_err(|_| self.truncated(HEADER_TYPE))?;
+        let register = if header_type & 0x7F == 2 { CARDBUS_CAP_POINTER } else { CAP_POINTER };
+        let pointer = self.cs.read_u8(usize::from(register)).map_err(|_| self.truncated(register))?;
         Ok(Some((register, u16::from(pointer))))
     }
 }
@@ -293,40 +253,26 @@ impl Iterator for StdCaps<'_> {
                 Err(e) => return Some(Err(e)),
                 Ok(None) | Ok(Some((_, 0))) => return None,
                 Ok(Some((register, pointer))) => {
-                    if let Err(e) =
-                        check_pointer(register, pointer, u16::from(STD_CAP_MIN), &self.visited)
-                    {
+                    if let Err(e) = check_pointer(register, pointer, u16::from(STD_CAP_MIN), &self.visited) {
                         return Some(Err(e));
                     }
                     pointer
                 }
             },
         };
-        let (id, next) = match (
-            self.cs.read_u8(usize::from(offset)),
-            self.cs.read_u8(usize::from(offset) + 1),
-        ) {
+        let (id, next) = match (self.cs.read_u8(usize::from(offset)), self.cs.read_u8(usize::from(offset) + 1)) {
             (Ok(id), Ok(next)) => (id, next),
             _ => return Some(Err(self.truncated(offset))),
         };
         self.visited.insert(offset);
         self.state = match next {
             0 => Walk::Done,
-            next => match check_pointer(
-                offset,
-                u16::from(next),
-                u16::from(STD_CAP_MIN),
-                &self.visited,
-            ) {
+            next => match check_pointer(offset, u16::from(next), u16::from(STD_CAP_MIN), &self.visited) {
                 Ok(()) => Walk::At(u16::from(next)),
                 Err(e) => Walk::Failed(e),
             },
         };
-        Some(Ok(StdCapHeader {
-            offset: offset as u8,
-            id,
-            next,
-        }))
+        Some(Ok(StdCapHeader { offset: offset as u8, id, next }))
     }
 }
 
@@ -383,13 +329,7 @@ mod tests {
     use super::*;
 
     fn ext_header(id: u16, version: u8, next: u16) -> u32 {
-        ExtCapHeader {
-            offset: 0,
-            id,
-            version,
-            next,
-        }
-        .to_raw()
+        ExtCapHeader { offset: 0, id, version, next }.to_raw()
     }
 
     fn space_with_ext(headers: &[(u16, u32)]) -> ConfigSpace {
@@ -429,10 +369,7 @@ mod tests {
         ]);
         let caps = list_ext_caps(&cs).unwrap();
         let summary: Vec<_> = caps.iter().map(|h| (h.offset, h.id, h.version)).collect();
-        assert_eq!(
-            summary,
-            vec![(0x100, 0x0001, 2), (0x260, 0x0017, 1), (0x148, 0x0003, 1)]
-        );
+        assert_eq!(summary, vec![(0x100, 0x0001, 2), (0x260, 0x0017, 1), (0x148, 0x0003, 1)]);
         assert_eq!(find_ext_cap(&cs, 0x17).unwrap().unwrap().offset, 0x260);
         assert_eq!(find_ext_cap(&cs, 0x0B).unwrap(), None);
     }
@@ -446,71 +383,32 @@ mod tests {
 
     #[test]
     fn extended_list_loop_is_reported() {
-        let cs = space_with_ext(&[
-            (0x100, ext_header(0x0001, 2, 0x200)),
-            (0x200, ext_header(0x0017, 1, 0x100)),
-        ]);
+        let cs = space_with_ext(&[(0x100, ext_header(0x0001, 2, 0x200)), (0x200, ext_header(0x0017, 1, 0x100))]);
         let items: Vec<_> = ext_caps(&cs).collect();
         assert_eq!(items.len(), 3);
         assert!(items[0].is_ok() && items[1].is_ok());
-        assert_eq!(
-            items[2],
-            Err(CapError::Loop {
-                from: 0x200,
-                pointer: 0x100
-            })
-        );
+        assert_eq!(items[2], Err(CapError::Loop { from: 0x200, pointer: 0x100 }));
         // A capability pointing at itself.
         let cs = space_with_ext(&[(0x100, ext_header(0x0001, 1, 0x100))]);
-        assert_eq!(
-            list_ext_caps(&cs),
-            Err(CapError::Loop {
-                from: 0x100,
-                pointer: 0x100
-            })
-        );
+        assert_eq!(list_ext_caps(&cs), Err(CapError::Loop { from: 0x100, pointer: 0x100 }));
     }
 
     #[test]
     fn extended_pointer_below_base_and_unaligned() {
         let cs = space_with_ext(&[(0x100, ext_header(0x0001, 1, 0x0FC))]);
-        assert_eq!(
-            list_ext_caps(&cs),
-            Err(CapError::PointerBelowBase {
-                from: 0x100,
-                pointer: 0x0FC
-            })
-        );
+        assert_eq!(list_ext_caps(&cs), Err(CapError::PointerBelowBase { from: 0x100, pointer: 0x0FC }));
         let cs = space_with_ext(&[(0x100, ext_header(0x0001, 1, 0x202))]);
-        assert_eq!(
-            list_ext_caps(&cs),
-            Err(CapError::Unaligned {
-                from: 0x100,
-                pointer: 0x202
-            })
-        );
+        assert_eq!(list_ext_caps(&cs), Err(CapError::Unaligned { from: 0x100, pointer: 0x202 }));
     }
 
     #[test]
     fn extended_walk_on_truncated_dump() {
         let cs = ConfigSpace::zeroed(256).unwrap();
-        assert_eq!(
-            list_ext_caps(&cs),
-            Err(CapError::Truncated {
-                offset: 0x100,
-                len: 256
-            })
-        );
+        assert_eq!(list_ext_caps(&cs), Err(CapError::Truncated { offset: 0x100, len: 256 }));
         // The list points past the end of a 1 KiB dump.
         let mut cs = ConfigSpace::zeroed(0x400).unwrap();
         cs.write_u32(0x100, ext_header(1, 1, 0x800)).unwrap();
-        assert_eq!(
-            list_ext_caps(&cs),
-            Err(CapError::Truncated {
-                offset: 0x800,
-                len: 0x400
-            })
-        );
+        assert_eq!(list_ext_caps(&cs), Err(CapError::Truncated { offset: 0x800, len: 0x400 }));
     }
 
     #[test]
@@ -519,18 +417,7 @@ mod tests {
         let caps = list_std_caps(&cs).unwrap();
         assert_eq!(
             caps,
-            vec![
-                StdCapHeader {
-                    offset: 0x40,
-                    id: 0x10,
-                    next: 0xA0
-                },
-                StdCapHeader {
-                    offset: 0xA0,
-                    id: 0x11,
-                    next: 0
-                }
-            ]
+            vec![StdCapHeader { offset: 0x40, id: 0x10, next: 0xA0 }, StdCapHeader { offset: 0xA0, id: 0x11, next: 0 }]
         );
         assert_eq!(find_std_cap(&cs, 0x11).unwrap().unwrap().offset, 0xA0);
         assert_eq!(find_std_cap(&cs, 0x05).unwrap(), None);
@@ -554,53 +441,20 @@ mod tests {
     #[test]
     fn standard_list_errors() {
         let cs = space_with_std(0x20, &[]);
-        assert_eq!(
-            list_std_caps(&cs),
-            Err(CapError::PointerBelowBase {
-                from: 0x34,
-                pointer: 0x20
-            })
-        );
+        assert_eq!(list_std_caps(&cs), Err(CapError::PointerBelowBase { from: 0x34, pointer: 0x20 }));
         let cs = space_with_std(0x41, &[]);
-        assert_eq!(
-            list_std_caps(&cs),
-            Err(CapError::Unaligned {
-                from: 0x34,
-                pointer: 0x41
-            })
-        );
+        assert_eq!(list_std_caps(&cs), Err(CapError::Unaligned { from: 0x34, pointer: 0x41 }));
         let cs = space_with_std(0x40, &[(0x40, 0x10, 0x50), (0x50, 0x11, 0x40)]);
-        assert_eq!(
-            list_std_caps(&cs),
-            Err(CapError::Loop {
-                from: 0x50,
-                pointer: 0x40
-            })
-        );
+        assert_eq!(list_std_caps(&cs), Err(CapError::Loop { from: 0x50, pointer: 0x40 }));
         let cs = space_with_std(0x40, &[(0x40, 0x10, 0x3C)]);
-        assert_eq!(
-            list_std_caps(&cs),
-            Err(CapError::PointerBelowBase {
-                from: 0x40,
-                pointer: 0x3C
-            })
-        );
+        assert_eq!(list_std_caps(&cs), Err(CapError::PointerBelowBase { from: 0x40, pointer: 0x3C }));
         // A 64-byte unprivileged dump: the pointer leads past the end.
         let mut cs = ConfigSpace::zeroed(64).unwrap();
         cs.write_u16(0x06, STATUS_CAP_LIST).unwrap();
         cs.write_u8(0x34, 0x40).unwrap();
-        assert_eq!(
-            list_std_caps(&cs),
-            Err(CapError::Truncated {
-                offset: 0x40,
-                len: 64
-            })
-        );
+        assert_eq!(list_std_caps(&cs), Err(CapError::Truncated { offset: 0x40, len: 64 }));
         let cs = ConfigSpace::zeroed(4).unwrap();
-        assert_eq!(
-            list_std_caps(&cs),
-            Err(CapError::Truncated { offset: 6, len: 4 })
-        );
+        assert_eq!(list_std_caps(&cs), Err(CapError::Truncated { offset: 6, len: 4 }));
     }
 
     #[test]
@@ -626,8 +480,7 @@ mod tests {
             for offset in (0x100..0x1000).step_by(4) {
                 let raw = cs.read_u32(offset).unwrap();
                 let next = ((raw >> 20) & 0xFFC).max(0x100);
-                cs.write_u32(offset, (raw & 0xF_FFFF) | (next << 20) | 1)
-                    .unwrap();
+                cs.write_u32(offset, (raw & 0xF_FFFF) | (next << 20) | 1).unwrap();
             }
             let last = ext_caps(&cs).last().unwrap();
             assert!(matches!(last, Err(CapError::Loop { .. })), "{last:?}");

@@ -38,14 +38,12 @@ impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ConfigError::Empty => write!(f, "config space is empty"),
-            ConfigError::TooLong { len } => write!(
-                f,
-                "config space of {len} bytes exceeds the {CONFIG_SPACE_SIZE}-byte maximum"
-            ),
-            ConfigError::OutOfBounds { offset, width, len } => write!(
-                f,
-                "{width}-byte access at {offset:#x} is past the end of the {len}-byte config space"
-            ),
+            ConfigError::TooLong { len } => {
+                write!(f, "config space of {len} bytes exceeds the {CONFIG_SPACE_SIZE}-byte maximum")
+            }
+            ConfigError::OutOfBounds { offset, width, len } => {
+                write!(f, "{width}-byte access at {offset:#x} is past the end of the {len}-byte config space")
+            }
         }
     }
 }
@@ -106,10 +104,7 @@ impl fmt::Display for HexError {
                     HexLineError::BadByte(s) => write!(f, "bad hex byte {s:?}"),
                     HexLineError::NoBytes => write!(f, "no bytes after the offset label"),
                     HexLineError::TooManyBytes(n) => {
-                        write!(
-                            f,
-                            "{n} bytes on one line, at most {HEX_BYTES_PER_LINE} allowed"
-                        )
+                        write!(f, "{n} bytes on one line, at most {HEX_BYTES_PER_LINE} allowed")
                     }
                     HexLineError::PastEnd => {
                         write!(f, "dump runs past {CONFIG_SPACE_SIZE} bytes")
@@ -138,9 +133,7 @@ pub struct ConfigSpace {
 impl fmt::Debug for ConfigSpace {
     // Printing thousands of bytes helps nobody; show the size only.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ConfigSpace")
-            .field("len", &self.bytes.len())
-            .finish()
+        f.debug_struct("ConfigSpace").field("len", &self.bytes.len()).finish()
     }
 }
 
@@ -148,18 +141,14 @@ impl ConfigSpace {
     /// An all-zero config space of `len` bytes (1..=4096).
     pub fn zeroed(len: usize) -> Result<Self, ConfigError> {
         check_len(len)?;
-        Ok(Self {
-            bytes: vec![0; len],
-        })
+        Ok(Self { bytes: vec![0; len] })
     }
 
     /// Copies a binary dump (such as `/sys/bus/pci/devices/*/config`).
     /// Accepts 1..=4096 bytes; anything shorter than 4096 is truncated.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, ConfigError> {
         check_len(bytes.len())?;
-        Ok(Self {
-            bytes: bytes.to_vec(),
-        })
+        Ok(Self { bytes: bytes.to_vec() })
     }
 
     /// Number of bytes held (1..=4096).
@@ -201,18 +190,14 @@ impl ConfigSpace {
     /// No alignment is required.
     pub fn read_u16(&self, offset: usize) -> Result<u16, ConfigError> {
         let r = self.range(offset, 2)?;
-        Ok(u16::from_le_bytes(
-            self.bytes[r].try_into().expect("2 bytes"),
-        ))
+        Ok(u16::from_le_bytes(self.bytes[r].try_into().expect("2 bytes")))
     }
 
     /// Reads the little-endian u32 at `offset`; errors past the held bytes.
     /// No alignment is required.
     pub fn read_u32(&self, offset: usize) -> Result<u32, ConfigError> {
         let r = self.range(offset, 4)?;
-        Ok(u32::from_le_bytes(
-            self.bytes[r].try_into().expect("4 bytes"),
-        ))
+        Ok(u32::from_le_bytes(self.bytes[r].try_into().expect("4 bytes")))
     }
 
     /// Writes one byte at `offset`; errors (writing nothing) past the held bytes.
@@ -261,11 +246,7 @@ impl ConfigSpace {
         let mut data: Vec<u8> = Vec::new();
 
         // Moves the dump collected so far (if any) into `devices`.
-        fn finish(
-            devices: &mut Vec<(Option<String>, ConfigSpace)>,
-            label: &mut Option<String>,
-            data: &mut Vec<u8>,
-        ) {
+        fn finish(devices: &mut Vec<(Option<String>, ConfigSpace)>, label: &mut Option<String>, data: &mut Vec<u8>) {
             if !data.is_empty() {
                 let bytes = std::mem::take(data);
                 devices.push((label.take(), ConfigSpace { bytes }));
@@ -275,10 +256,7 @@ impl ConfigSpace {
         for (index, raw_line) in text.lines().enumerate() {
             let line_no = index + 1;
             let line = raw_line.trim_end();
-            let err = |kind| HexError::Line {
-                line: line_no,
-                kind,
-            };
+            let err = |kind| HexError::Line { line: line_no, kind };
 
             if line.is_empty() {
                 finish(&mut devices, &mut label, &mut data);
@@ -296,10 +274,7 @@ impl ConfigSpace {
                     finish(&mut devices, &mut label, &mut data);
                 }
                 if offset != data.len() {
-                    return Err(err(HexLineError::OutOfOrder {
-                        expected: data.len(),
-                        found: offset,
-                    }));
+                    return Err(err(HexLineError::OutOfOrder { expected: data.len(), found: offset }));
                 }
                 let line_bytes = parse_hex_bytes(&line[first.len()..]).map_err(err)?;
                 if data.len() + line_bytes.len() > CONFIG_SPACE_SIZE {
@@ -397,10 +372,7 @@ mod tests {
     #[test]
     fn from_bytes_accepts_1_to_4096() {
         assert_eq!(ConfigSpace::from_bytes(&[]), Err(ConfigError::Empty));
-        assert_eq!(
-            ConfigSpace::from_bytes(&[0; 4097]),
-            Err(ConfigError::TooLong { len: 4097 })
-        );
+        assert_eq!(ConfigSpace::from_bytes(&[0; 4097]), Err(ConfigError::TooLong { len: 4097 }));
         let short = ConfigSpace::from_bytes(&[0; 256]).unwrap();
         assert!(short.is_truncated());
         let full = ConfigSpace::from_bytes(&[0; 4096]).unwrap();
@@ -414,14 +386,7 @@ mod tests {
         assert_eq!(cs.read_u32(0), Ok(0x1234_8086));
         assert_eq!(cs.read_u32(1), Ok(0xff12_3480));
         assert_eq!(cs.read_u8(4), Ok(0xff));
-        assert_eq!(
-            cs.read_u32(2),
-            Err(ConfigError::OutOfBounds {
-                offset: 2,
-                width: 4,
-                len: 5
-            })
-        );
+        assert_eq!(cs.read_u32(2), Err(ConfigError::OutOfBounds { offset: 2, width: 4, len: 5 }));
         assert!(cs.read_u8(5).is_err());
         assert!(cs.read_u16(usize::MAX).is_err());
     }
@@ -465,16 +430,10 @@ mod tests {
 ";
         let devices = ConfigSpace::parse_lspci_hex(text).unwrap();
         assert_eq!(devices.len(), 3);
-        assert_eq!(
-            devices[0].0.as_deref(),
-            Some("01:00.0 Ethernet controller: Example NIC")
-        );
+        assert_eq!(devices[0].0.as_deref(), Some("01:00.0 Ethernet controller: Example NIC"));
         assert_eq!(devices[0].1.len(), 24);
         assert_eq!(devices[0].1.read_u16(0), Ok(0x14e4));
-        assert_eq!(
-            devices[1].0.as_deref(),
-            Some("0000:00:01.1 PCI bridge: Example root port")
-        );
+        assert_eq!(devices[1].0.as_deref(), Some("0000:00:01.1 PCI bridge: Example root port"));
         assert_eq!(devices[1].1.len(), 16);
         // Offset 0 after data starts an unlabelled device.
         assert_eq!(devices[2].0, None);
@@ -486,86 +445,28 @@ mod tests {
         let cases: &[(&str, HexError)] = &[
             ("", HexError::NoData),
             ("\n\n# nothing here\n", HexError::NoData),
-            (
-                "01:00.0 NIC\n00: 00 11 2g\n",
-                HexError::Line {
-                    line: 2,
-                    kind: HexLineError::BadByte("2g".into()),
-                },
-            ),
-            (
-                "00: 00 11 222\n",
-                HexError::Line {
-                    line: 1,
-                    kind: HexLineError::BadByte("222".into()),
-                },
-            ),
+            ("01:00.0 NIC\n00: 00 11 2g\n", HexError::Line { line: 2, kind: HexLineError::BadByte("2g".into()) }),
+            ("00: 00 11 222\n", HexError::Line { line: 1, kind: HexLineError::BadByte("222".into()) }),
             (
                 "00: 00\n20: 11\n",
-                HexError::Line {
-                    line: 2,
-                    kind: HexLineError::OutOfOrder {
-                        expected: 1,
-                        found: 0x20,
-                    },
-                },
+                HexError::Line { line: 2, kind: HexLineError::OutOfOrder { expected: 1, found: 0x20 } },
             ),
-            (
-                "10: 00\n",
-                HexError::Line {
-                    line: 1,
-                    kind: HexLineError::OutOfOrder {
-                        expected: 0,
-                        found: 0x10,
-                    },
-                },
-            ),
-            (
-                "zz: 00\n",
-                HexError::Line {
-                    line: 1,
-                    kind: HexLineError::BadOffset("zz".into()),
-                },
-            ),
-            (
-                "00:\n",
-                HexError::Line {
-                    line: 1,
-                    kind: HexLineError::NoBytes,
-                },
-            ),
+            ("10: 00\n", HexError::Line { line: 1, kind: HexLineError::OutOfOrder { expected: 0, found: 0x10 } }),
+            ("zz: 00\n", HexError::Line { line: 1, kind: HexLineError::BadOffset("zz".into()) }),
+            ("00:\n", HexError::Line { line: 1, kind: HexLineError::NoBytes }),
             (
                 "00: 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n",
-                HexError::Line {
-                    line: 1,
-                    kind: HexLineError::TooManyBytes(17),
-                },
+                HexError::Line { line: 1, kind: HexLineError::TooManyBytes(17) },
             ),
-            (
-                "garbage here\n",
-                HexError::Line {
-                    line: 1,
-                    kind: HexLineError::Unrecognised("garbage here".into()),
-                },
-            ),
+            ("garbage here\n", HexError::Line { line: 1, kind: HexLineError::Unrecognised("garbage here".into()) }),
         ];
         for (text, expected) in cases {
-            assert_eq!(
-                ConfigSpace::parse_lspci_hex(text).as_ref().err(),
-                Some(expected),
-                "input {text:?}"
-            );
+            assert_eq!(ConfigSpace::parse_lspci_hex(text).as_ref().err(), Some(expected), "input {text:?}");
         }
         // Past 4096 bytes.
         let mut text = ConfigSpace::zeroed(4096).unwrap().to_lspci_hex();
         text.push_str("1000: 00\n");
-        assert_eq!(
-            ConfigSpace::parse_lspci_hex(&text),
-            Err(HexError::Line {
-                line: 257,
-                kind: HexLineError::PastEnd
-            })
-        );
+        assert_eq!(ConfigSpace::parse_lspci_hex(&text), Err(HexError::Line { line: 257, kind: HexLineError::PastEnd }));
     }
 
     #[test]

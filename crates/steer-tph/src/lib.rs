@@ -29,8 +29,7 @@ pub mod synth;
 pub mod tph;
 
 pub use caps::{
-    ext_caps, find_ext_cap, find_std_cap, list_ext_caps, list_std_caps, std_caps, CapError,
-    ExtCapHeader, StdCapHeader,
+    ext_caps, find_ext_cap, find_std_cap, list_ext_caps, list_std_caps, std_caps, CapError, ExtCapHeader, StdCapHeader,
 };
 pub use config::{ConfigError, ConfigSpace, HexError, HexLineError};
 pub use error::{Result, TphError};
@@ -38,6 +37,5 @@ pub use lspci::{format_lspci_like, parse_lspci_vv, LspciError, LspciTph};
 pub use msix::{encode_msix, find_msix, msix_st, with_msix_st, MsixCapability, MsixTable};
 pub use pcie::{find_pcie, tph_completer, PcieCapability, TphCompleter};
 pub use tph::{
-    decode, decode_at, encode, st_lower, st_upper, st_word, RequesterEnable, StMode,
-    StTableLocation, TphCapability,
+    decode, decode_at, encode, st_lower, st_upper, st_word, RequesterEnable, StMode, StTableLocation, TphCapability,
 };

@@ -124,11 +124,7 @@ pub fn parse_lspci_vv(text: &str) -> Result<Vec<LspciTph>, LspciError> {
     // split across lines.
     let mut comp_flags: (Option<bool>, Option<bool>) = (None, None);
 
-    fn finish(
-        found: &mut Vec<LspciTph>,
-        current: Option<LspciTph>,
-        comp_flags: (Option<bool>, Option<bool>),
-    ) {
+    fn finish(found: &mut Vec<LspciTph>, current: Option<LspciTph>, comp_flags: (Option<bool>, Option<bool>)) {
         if let Some(mut device) = current {
             if let (Some(tph), ext) = comp_flags {
                 device.completer = Some(completer_from_flags(tph, ext.unwrap_or(false)));
@@ -237,14 +233,9 @@ fn parse_tph_cap_line(rest: &str, line: usize) -> Result<Option<(u16, Option<u8>
 }
 
 fn location_from_text(text: &str) -> Option<StTableLocation> {
-    [
-        StTableLocation::None,
-        StTableLocation::InCapability,
-        StTableLocation::MsixTable,
-        StTableLocation::Reserved,
-    ]
-    .into_iter()
-    .find(|location| location.lspci_text() == text)
+    [StTableLocation::None, StTableLocation::InCapability, StTableLocation::MsixTable, StTableLocation::Reserved]
+        .into_iter()
+        .find(|location| location.lspci_text() == text)
 }
 
 fn completer_from_flags(tph: bool, extended: bool) -> TphCompleter {
@@ -277,16 +268,8 @@ pub fn format_lspci_like(cap: &TphCapability, completer: Option<TphCompleter>) -
     out
 }
 
-fn write_lspci_like(
-    out: &mut String,
-    cap: &TphCapability,
-    completer: Option<TphCompleter>,
-) -> fmt::Result {
-    writeln!(
-        out,
-        "\tCapabilities: [{:03x} v{}] {LSPCI_TPH_NAME}",
-        cap.offset, cap.version
-    )?;
+fn write_lspci_like(out: &mut String, cap: &TphCapability, completer: Option<TphCompleter>) -> fmt::Result {
+    writeln!(out, "\tCapabilities: [{:03x} v{}] {LSPCI_TPH_NAME}", cap.offset, cap.version)?;
     if cap.interrupt_vector {
         writeln!(out, "\t\tInterrupt vector mode supported")?;
     }
@@ -299,27 +282,11 @@ fn write_lspci_like(
     writeln!(out, "\t\t{}", cap.st_table_location.lspci_text())?;
 
     writeln!(out, "\tNot shown by lspci:")?;
-    let no_st_note = if cap.no_st {
-        ""
-    } else {
-        " (required by the spec)"
-    };
-    writeln!(
-        out,
-        "\t\tNo ST mode supported: {}{no_st_note}",
-        yes_no(cap.no_st)
-    )?;
+    let no_st_note = if cap.no_st { "" } else { " (required by the spec)" };
+    writeln!(out, "\t\tNo ST mode supported: {}{no_st_note}", yes_no(cap.no_st))?;
     writeln!(out, "\t\tST table size: {}", cap.st_table_size)?;
-    writeln!(
-        out,
-        "\t\tControl: ST mode {}, requester enable {}",
-        cap.mode, cap.requester_enable
-    )?;
-    writeln!(
-        out,
-        "\t\tRaw: capability {:#010x}, control {:#010x}",
-        cap.raw_capability, cap.raw_control
-    )?;
+    writeln!(out, "\t\tControl: ST mode {}, requester enable {}", cap.mode, cap.requester_enable)?;
+    writeln!(out, "\t\tRaw: capability {:#010x}, control {:#010x}", cap.raw_capability, cap.raw_control)?;
     if let Some(completer) = completer {
         let flags = match completer {
             TphCompleter::Reserved => "reserved encoding 2".to_string(),
@@ -363,15 +330,9 @@ mod tests {
         assert_eq!(parse_lspci_vv(&older).unwrap(), parsed);
 
         let both = NEW_SPELLING.replace("TPHComp+ ExtTPHComp-", "TPHComp+ ExtTPHComp+");
-        assert_eq!(
-            parse_lspci_vv(&both).unwrap()[0].completer,
-            Some(TphCompleter::TphAndExtended)
-        );
+        assert_eq!(parse_lspci_vv(&both).unwrap()[0].completer, Some(TphCompleter::TphAndExtended));
         let none = NEW_SPELLING.replace("TPHComp+ ExtTPHComp-", "TPHComp-, ExtTPHComp-");
-        assert_eq!(
-            parse_lspci_vv(&none).unwrap()[0].completer,
-            Some(TphCompleter::None)
-        );
+        assert_eq!(parse_lspci_vv(&none).unwrap()[0].completer, Some(TphCompleter::None));
         // The reserved value prints nothing, so the device has no TPH info.
         let reserved = NEW_SPELLING.replace("TPHComp+ ExtTPHComp- ", "");
         assert_eq!(parse_lspci_vv(&reserved).unwrap(), vec![]);
@@ -471,10 +432,7 @@ mod tests {
         assert_eq!(parsed[0].cap_offset, Some(0x200));
         assert_eq!(parsed[0].version, Some(1));
         assert!(parsed[0].interrupt_vector && !parsed[0].device_specific);
-        assert_eq!(
-            parsed[0].st_table_location,
-            Some(StTableLocation::InCapability)
-        );
+        assert_eq!(parsed[0].st_table_location, Some(StTableLocation::InCapability));
         // The completer line is not a DevCap2 line.
         assert_eq!(parsed[0].completer, None);
     }

@@ -95,10 +95,7 @@ impl MsixCapability {
     /// `raw_message_control`. Errors if `table_size` is outside 1..=2048.
     pub fn message_control(&self) -> Result<u16> {
         if !(1..=MSIX_TABLE_MAX).contains(&self.table_size) {
-            return Err(TphError::InvalidField {
-                field: "table_size",
-                value: self.table_size.into(),
-            });
+            return Err(TphError::InvalidField { field: "table_size", value: self.table_size.into() });
         }
         let mut word = self.raw_message_control & !CTRL_DECODED;
         word |= (self.table_size - 1) & CTRL_SIZE_MASK;
@@ -112,23 +109,12 @@ impl MsixCapability {
     }
 }
 
-fn offset_bir_word(
-    field_bir: &'static str,
-    bir: u8,
-    field_offset: &'static str,
-    offset: u32,
-) -> Result<u32> {
+fn offset_bir_word(field_bir: &'static str, bir: u8, field_offset: &'static str, offset: u32) -> Result<u32> {
     if u32::from(bir) > BIR_MASK {
-        return Err(TphError::InvalidField {
-            field: field_bir,
-            value: bir.into(),
-        });
+        return Err(TphError::InvalidField { field: field_bir, value: bir.into() });
     }
     if offset & BIR_MASK != 0 {
-        return Err(TphError::InvalidField {
-            field: field_offset,
-            value: offset,
-        });
+        return Err(TphError::InvalidField { field: field_offset, value: offset });
     }
     Ok(offset | u32::from(bir))
 }
@@ -141,11 +127,7 @@ pub fn find_msix(cs: &ConfigSpace) -> Result<Option<MsixCapability>> {
         return Ok(None);
     };
     let base = usize::from(header.offset);
-    let truncated = || TphError::Truncated {
-        offset: header.offset.into(),
-        end: base + MSIX_CAP_LEN,
-        len: cs.len(),
-    };
+    let truncated = || TphError::Truncated { offset: header.offset.into(), end: base + MSIX_CAP_LEN, len: cs.len() };
     let control = cs.read_u16(base + MSG_CTRL).map_err(|_| truncated())?;
     let table = cs.read_u32(base + TABLE_REG).map_err(|_| truncated())?;
     let pba = cs.read_u32(base + PBA_REG).map_err(|_| truncated())?;
@@ -171,25 +153,16 @@ pub fn find_msix(cs: &ConfigSpace) -> Result<Option<MsixCapability>> {
 pub fn encode_msix(cap: &MsixCapability, cs: &mut ConfigSpace) -> Result<()> {
     let base = usize::from(cap.offset);
     if cap.offset < STD_CAP_MIN || cap.offset & 3 != 0 || base + MSIX_CAP_LEN > 0x100 {
-        return Err(TphError::BadOffset {
-            offset: cap.offset.into(),
-        });
+        return Err(TphError::BadOffset { offset: cap.offset.into() });
     }
     if cap.next != 0 && (cap.next < STD_CAP_MIN || cap.next & 3 != 0) {
-        return Err(TphError::InvalidField {
-            field: "next",
-            value: cap.next.into(),
-        });
+        return Err(TphError::InvalidField { field: "next", value: cap.next.into() });
     }
     let control = cap.message_control()?;
     let table = offset_bir_word("table_bir", cap.table_bir, "table_offset", cap.table_offset)?;
     let pba = offset_bir_word("pba_bir", cap.pba_bir, "pba_offset", cap.pba_offset)?;
     if base + MSIX_CAP_LEN > cs.len() {
-        return Err(TphError::Truncated {
-            offset: cap.offset.into(),
-            end: base + MSIX_CAP_LEN,
-            len: cs.len(),
-        });
+        return Err(TphError::Truncated { offset: cap.offset.into(), end: base + MSIX_CAP_LEN, len: cs.len() });
     }
     let ok = "bounds checked above";
     cs.write_u8(base, MSIX_CAP_ID).expect(ok);
@@ -210,19 +183,15 @@ pub struct MsixTable {
 impl MsixTable {
     /// A table of `entries` all-zero entries.
     pub fn zeroed(entries: usize) -> Self {
-        Self {
-            bytes: vec![0; entries * MSIX_ENTRY_SIZE],
-        }
+        Self { bytes: vec![0; entries * MSIX_ENTRY_SIZE] }
     }
 
     /// Copies raw table bytes; the length must be a multiple of 16.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        if bytes.len() % MSIX_ENTRY_SIZE != 0 {
+        if !bytes.len().is_multiple_of(MSIX_ENTRY_SIZE) {
             return Err(TphError::MsixTableLength { len: bytes.len() });
         }
-        Ok(Self {
-            bytes: bytes.to_vec(),
-        })
+        Ok(Self { bytes: bytes.to_vec() })
     }
 
     /// The raw bytes.
@@ -239,19 +208,14 @@ impl MsixTable {
         if index < self.entries() {
             Ok(index * MSIX_ENTRY_SIZE + MSIX_VECTOR_CONTROL)
         } else {
-            Err(TphError::MsixEntryOutOfRange {
-                index,
-                entries: self.entries(),
-            })
+            Err(TphError::MsixEntryOutOfRange { index, entries: self.entries() })
         }
     }
 
     /// Vector Control dword of entry `index`.
     pub fn vector_control(&self, index: usize) -> Result<u32> {
         let at = self.vector_control_at(index)?;
-        Ok(u32::from_le_bytes(
-            self.bytes[at..at + 4].try_into().expect("4 bytes"),
-        ))
+        Ok(u32::from_le_bytes(self.bytes[at..at + 4].try_into().expect("4 bytes")))
     }
 
     /// Replaces the Vector Control dword of entry `index`.
@@ -275,9 +239,7 @@ impl MsixTable {
 
     /// Steering tags of all entries, in order.
     pub fn st_table(&self) -> Vec<u16> {
-        (0..self.entries())
-            .map(|i| self.st(i).expect("index in range"))
-            .collect()
+        (0..self.entries()).map(|i| self.st(i).expect("index in range")).collect()
     }
 }
 
@@ -311,22 +273,10 @@ mod tests {
         assert_eq!(table.st(2), Ok(0x0A0B));
         assert_eq!(table.st_table(), vec![0, 0, 0x0A0B, 0]);
         // Little-endian bytes at entry 2 + 0xC.
-        assert_eq!(
-            table.as_bytes()[2 * 16 + 12..2 * 16 + 16],
-            [1, 0, 0x0B, 0x0A]
-        );
-        assert_eq!(
-            table.st(4),
-            Err(TphError::MsixEntryOutOfRange {
-                index: 4,
-                entries: 4
-            })
-        );
+        assert_eq!(table.as_bytes()[2 * 16 + 12..2 * 16 + 16], [1, 0, 0x0B, 0x0A]);
+        assert_eq!(table.st(4), Err(TphError::MsixEntryOutOfRange { index: 4, entries: 4 }));
         assert!(table.set_st(9, 1).is_err());
-        assert_eq!(
-            MsixTable::from_bytes(&[0; 17]),
-            Err(TphError::MsixTableLength { len: 17 })
-        );
+        assert_eq!(MsixTable::from_bytes(&[0; 17]), Err(TphError::MsixTableLength { len: 17 }));
         let copy = MsixTable::from_bytes(table.as_bytes()).unwrap();
         assert_eq!(copy, table);
     }
@@ -361,10 +311,7 @@ mod tests {
     fn encode_rejects_bad_values() {
         let mut cs = ConfigSpace::zeroed(256).unwrap();
         let mut cap = MsixCapability::new(0xF8, 8, 0);
-        assert_eq!(
-            encode_msix(&cap, &mut cs),
-            Err(TphError::BadOffset { offset: 0xF8 })
-        );
+        assert_eq!(encode_msix(&cap, &mut cs), Err(TphError::BadOffset { offset: 0xF8 }));
         cap.offset = 0x40;
         cap.table_offset = 0x1004;
         assert!(encode_msix(&cap, &mut cs).is_err());

@@ -127,9 +127,7 @@ impl PcieCapability {
     /// The TPH Completer field; [`TphCompleter::None`] when there is no
     /// DevCap2 (a version 1 capability cannot advertise TPH).
     pub fn tph_completer(&self) -> TphCompleter {
-        self.devcap2
-            .map(TphCompleter::from_devcap2)
-            .unwrap_or(TphCompleter::None)
+        self.devcap2.map(TphCompleter::from_devcap2).unwrap_or(TphCompleter::None)
     }
 }
 
@@ -141,14 +139,8 @@ pub fn find_pcie(cs: &ConfigSpace) -> Result<Option<PcieCapability>> {
         return Ok(None);
     };
     let base = usize::from(header.offset);
-    let truncated = |end: usize| TphError::Truncated {
-        offset: header.offset.into(),
-        end,
-        len: cs.len(),
-    };
-    let caps = cs
-        .read_u16(base + PCIE_CAPABILITIES)
-        .map_err(|_| truncated(base + PCIE_CAPABILITIES + 2))?;
+    let truncated = |end: usize| TphError::Truncated { offset: header.offset.into(), end, len: cs.len() };
+    let caps = cs.read_u16(base + PCIE_CAPABILITIES).map_err(|_| truncated(base + PCIE_CAPABILITIES + 2))?;
     let version = (caps & 0xF) as u8;
     let devcap2 = if version >= 2 {
         let at = base + PCIE_DEVCAP2;
@@ -156,12 +148,7 @@ pub fn find_pcie(cs: &ConfigSpace) -> Result<Option<PcieCapability>> {
     } else {
         None
     };
-    Ok(Some(PcieCapability {
-        offset: header.offset,
-        version,
-        port_type: ((caps >> 4) & 0xF) as u8,
-        devcap2,
-    }))
+    Ok(Some(PcieCapability { offset: header.offset, version, port_type: ((caps >> 4) & 0xF) as u8, devcap2 }))
 }
 
 /// The TPH Completer support advertised in DevCap2 of the device's PCI
@@ -183,11 +170,7 @@ mod tests {
         cs.write_u8(0x0E, 0x01).unwrap();
         cs.write_u8(0x34, 0x58).unwrap();
         cs.write_u8(0x58, PCIE_CAP_ID).unwrap();
-        cs.write_u16(
-            0x5A,
-            u16::from(version) | (u16::from(PORT_TYPE_ROOT_PORT) << 4),
-        )
-        .unwrap();
+        cs.write_u16(0x5A, u16::from(version) | (u16::from(PORT_TYPE_ROOT_PORT) << 4)).unwrap();
         cs.write_u32(0x58 + PCIE_DEVCAP2, devcap2).unwrap();
         cs
     }
@@ -229,27 +212,14 @@ mod tests {
     fn walk_errors_propagate() {
         let mut cs = root_port(2, 1 << 12);
         cs.write_u8(0x34, 0x5A).unwrap();
-        assert_eq!(
-            tph_completer(&cs),
-            Err(TphError::Walk(CapError::Unaligned {
-                from: 0x34,
-                pointer: 0x5A
-            }))
-        );
+        assert_eq!(tph_completer(&cs), Err(TphError::Walk(CapError::Unaligned { from: 0x34, pointer: 0x5A })));
     }
 
     #[test]
     fn devcap2_past_truncated_dump() {
         let cs = root_port(2, 1 << 12);
         let short = ConfigSpace::from_bytes(&cs.as_bytes()[..0x70]).unwrap();
-        assert_eq!(
-            tph_completer(&short),
-            Err(TphError::Truncated {
-                offset: 0x58,
-                end: 0x80,
-                len: 0x70
-            })
-        );
+        assert_eq!(tph_completer(&short), Err(TphError::Truncated { offset: 0x58, end: 0x80, len: 0x70 }));
     }
 
     #[test]

@@ -24,8 +24,8 @@ use crate::config::{ConfigError, ConfigSpace, CONFIG_SPACE_SIZE, LEGACY_CONFIG_S
 use crate::error::TphError;
 use crate::msix::{encode_msix, MsixCapability, MSIX_CAP_LEN};
 use crate::pcie::{
-    TphCompleter, PCIE_CAPABILITIES, PCIE_CAP_ID, PCIE_CAP_V2_LEN, PCIE_DEVCAP2,
-    PORT_TYPE_ENDPOINT, PORT_TYPE_ROOT_PORT,
+    TphCompleter, PCIE_CAPABILITIES, PCIE_CAP_ID, PCIE_CAP_V2_LEN, PCIE_DEVCAP2, PORT_TYPE_ENDPOINT,
+    PORT_TYPE_ROOT_PORT,
 };
 use crate::tph::{encode, TphCapability};
 
@@ -71,19 +71,13 @@ impl fmt::Display for SynthError {
         match self {
             SynthError::Size(e) => write!(f, "{e}"),
             SynthError::BadOffset { what, offset } => {
-                write!(
-                    f,
-                    "{what} at {offset:#x}: offset outside its region or unaligned"
-                )
+                write!(f, "{what} at {offset:#x}: offset outside its region or unaligned")
             }
             SynthError::Overlap { first, second } => {
                 write!(f, "structures at {first:#x} and {second:#x} overlap")
             }
             SynthError::DoesNotFit { what, offset, end } => {
-                write!(
-                    f,
-                    "{what} at {offset:#x} ends at {end:#x}, past the space available"
-                )
+                write!(f, "{what} at {offset:#x} ends at {end:#x}, past the space available")
             }
             SynthError::Encode(e) => write!(f, "{e}"),
         }
@@ -158,11 +152,7 @@ impl DeviceBuilder {
             class_code: 0x02_00_00,
             header_type: 0,
             size: CONFIG_SPACE_SIZE,
-            pcie: Some(PcieSpec {
-                offset: 0x40,
-                port_type: PORT_TYPE_ENDPOINT,
-                completer: TphCompleter::None,
-            }),
+            pcie: Some(PcieSpec { offset: 0x40, port_type: PORT_TYPE_ENDPOINT, completer: TphCompleter::None }),
             msix: None,
             tph: None,
             placeholders: Vec::new(),
@@ -175,11 +165,7 @@ impl DeviceBuilder {
         Self {
             class_code: 0x06_04_00,
             header_type: 1,
-            pcie: Some(PcieSpec {
-                offset: 0x40,
-                port_type: PORT_TYPE_ROOT_PORT,
-                completer,
-            }),
+            pcie: Some(PcieSpec { offset: 0x40, port_type: PORT_TYPE_ROOT_PORT, completer }),
             ..Self::endpoint(vendor_id, device_id)
         }
     }
@@ -231,12 +217,7 @@ impl DeviceBuilder {
 
     /// Adds a placeholder extended capability.
     pub fn ext_placeholder(mut self, offset: u16, id: u16, version: u8, len: u16) -> Self {
-        self.placeholders.push(ExtPlaceholder {
-            offset,
-            id,
-            version,
-            len,
-        });
+        self.placeholders.push(ExtPlaceholder { offset, id, version, len });
         self
     }
 
@@ -254,11 +235,7 @@ impl DeviceBuilder {
     fn write_header(&self, cs: &mut ConfigSpace) -> Result<(), SynthError> {
         // The header must be complete before a capability list can be read.
         if self.size < usize::from(STD_CAP_MIN) {
-            return Err(SynthError::DoesNotFit {
-                what: "header",
-                offset: 0,
-                end: STD_CAP_MIN.into(),
-            });
+            return Err(SynthError::DoesNotFit { what: "header", offset: 0, end: STD_CAP_MIN.into() });
         }
         let ok = "size checked above";
         cs.write_u16(0x00, self.vendor_id).expect(ok);
@@ -280,18 +257,10 @@ impl DeviceBuilder {
     fn write_std_caps(&self, cs: &mut ConfigSpace) -> Result<(), SynthError> {
         let mut layout = Vec::new();
         if let Some(pcie) = &self.pcie {
-            layout.push(Region::new(
-                "PCI Express capability",
-                pcie.offset.into(),
-                PCIE_CAP_V2_LEN,
-            ));
+            layout.push(Region::new("PCI Express capability", pcie.offset.into(), PCIE_CAP_V2_LEN));
         }
         if let Some(msix) = &self.msix {
-            layout.push(Region::new(
-                "MSI-X capability",
-                msix.offset.into(),
-                MSIX_CAP_LEN,
-            ));
+            layout.push(Region::new("MSI-X capability", msix.offset.into(), MSIX_CAP_LEN));
         }
         let limit = LEGACY_CONFIG_SIZE.min(self.size);
         check_layout(&mut layout, STD_CAP_MIN.into(), limit)?;
@@ -309,8 +278,7 @@ impl DeviceBuilder {
                 // Capability version 2, so DevCap2 exists.
                 let caps = 2 | (u16::from(pcie.port_type & 0xF) << 4);
                 cs.write_u16(base + PCIE_CAPABILITIES, caps).expect(ok);
-                cs.write_u32(base + PCIE_DEVCAP2, pcie.completer.apply_to_devcap2(0))
-                    .expect(ok);
+                cs.write_u32(base + PCIE_DEVCAP2, pcie.completer.apply_to_devcap2(0)).expect(ok);
             } else {
                 let mut msix = self.msix.clone().expect("region is MSI-X");
                 msix.next = next;
@@ -318,21 +286,18 @@ impl DeviceBuilder {
             }
             first = offset;
         }
-        cs.write_u8(CAP_POINTER.into(), first)
-            .map_err(|_| SynthError::DoesNotFit {
-                what: "capabilities pointer",
-                offset: CAP_POINTER,
-                end: usize::from(CAP_POINTER) + 1,
-            })?;
+        cs.write_u8(CAP_POINTER.into(), first).map_err(|_| SynthError::DoesNotFit {
+            what: "capabilities pointer",
+            offset: CAP_POINTER,
+            end: usize::from(CAP_POINTER) + 1,
+        })?;
         Ok(())
     }
 
     fn write_ext_caps(&self, cs: &mut ConfigSpace) -> Result<(), SynthError> {
         let mut placeholders = self.placeholders.clone();
-        let mut layout: Vec<Region> = placeholders
-            .iter()
-            .map(|p| Region::new("extended capability", p.offset, p.len.max(4).into()))
-            .collect();
+        let mut layout: Vec<Region> =
+            placeholders.iter().map(|p| Region::new("extended capability", p.offset, p.len.max(4).into())).collect();
         if let Some(tph) = &self.tph {
             layout.push(Region::new("TPH capability", tph.offset, tph.byte_len()));
         }
@@ -340,12 +305,7 @@ impl DeviceBuilder {
             return Ok(());
         }
         if !layout.iter().any(|r| r.offset == EXT_CAP_START) {
-            placeholders.push(ExtPlaceholder {
-                offset: EXT_CAP_START,
-                id: VSEC_CAP_ID,
-                version: 1,
-                len: 8,
-            });
+            placeholders.push(ExtPlaceholder { offset: EXT_CAP_START, id: VSEC_CAP_ID, version: 1, len: 8 });
             layout.push(Region::new("VSEC filler", EXT_CAP_START, 8));
         }
         check_layout(&mut layout, EXT_CAP_START.into(), self.size)?;
@@ -359,10 +319,7 @@ impl DeviceBuilder {
                     encode(&tph, cs)?;
                 }
                 None => {
-                    let p = placeholders
-                        .iter()
-                        .find(|p| p.offset == region.offset)
-                        .expect("region is a placeholder");
+                    let p = placeholders.iter().find(|p| p.offset == region.offset).expect("region is a placeholder");
                     write_placeholder(cs, p, next)?;
                 }
             }
@@ -371,31 +328,17 @@ impl DeviceBuilder {
     }
 }
 
-fn write_placeholder(
-    cs: &mut ConfigSpace,
-    p: &ExtPlaceholder,
-    next: u16,
-) -> Result<(), SynthError> {
+fn write_placeholder(cs: &mut ConfigSpace, p: &ExtPlaceholder, next: u16) -> Result<(), SynthError> {
     if p.version > 0xF {
-        return Err(TphError::InvalidField {
-            field: "version",
-            value: p.version.into(),
-        }
-        .into());
+        return Err(TphError::InvalidField { field: "version", value: p.version.into() }.into());
     }
-    let header = crate::caps::ExtCapHeader {
-        offset: p.offset,
-        id: p.id,
-        version: p.version,
-        next,
-    };
+    let header = crate::caps::ExtCapHeader { offset: p.offset, id: p.id, version: p.version, next };
     let base = usize::from(p.offset);
     let ok = "layout checked";
     cs.write_u32(base, header.to_raw()).expect(ok);
     if p.id == VSEC_CAP_ID && p.len >= 8 {
         // VSEC header: ID 0, revision 0, length in bits 31:20.
-        cs.write_u32(base + 4, u32::from(p.len & 0xFFF) << 20)
-            .expect(ok);
+        cs.write_u32(base + 4, u32::from(p.len & 0xFFF) << 20).expect(ok);
     }
     Ok(())
 }
@@ -419,26 +362,16 @@ fn check_layout(layout: &mut [Region], low: usize, high: usize) -> Result<(), Sy
     layout.sort_by_key(|r| r.offset);
     for r in layout.iter() {
         if usize::from(r.offset) < low || r.offset & 3 != 0 {
-            return Err(SynthError::BadOffset {
-                what: r.what,
-                offset: r.offset,
-            });
+            return Err(SynthError::BadOffset { what: r.what, offset: r.offset });
         }
         let end = usize::from(r.offset) + r.len;
         if end > high {
-            return Err(SynthError::DoesNotFit {
-                what: r.what,
-                offset: r.offset,
-                end,
-            });
+            return Err(SynthError::DoesNotFit { what: r.what, offset: r.offset, end });
         }
     }
     for pair in layout.windows(2) {
         if usize::from(pair[0].offset) + pair[0].len > usize::from(pair[1].offset) {
-            return Err(SynthError::Overlap {
-                first: pair[0].offset,
-                second: pair[1].offset,
-            });
+            return Err(SynthError::Overlap { first: pair[0].offset, second: pair[1].offset });
         }
     }
     Ok(())
@@ -448,12 +381,7 @@ fn check_layout(layout: &mut [Region], low: usize, high: usize) -> Result<(), Sy
 /// capability at 0x40, an MSI-X capability at 0xA0 with `msix_vectors`
 /// entries (table in BAR 4) when `msix_vectors > 0`, and `tph` at
 /// `tph.offset` (with the VSEC filler at 0x100 if `tph` is elsewhere).
-pub fn nic(
-    vendor_id: u16,
-    device_id: u16,
-    msix_vectors: u16,
-    tph: TphCapability,
-) -> Result<ConfigSpace, SynthError> {
+pub fn nic(vendor_id: u16, device_id: u16, msix_vectors: u16, tph: TphCapability) -> Result<ConfigSpace, SynthError> {
     let mut builder = DeviceBuilder::endpoint(vendor_id, device_id).tph(tph);
     if msix_vectors > 0 {
         builder = builder.msix(MsixCapability::new(0xA0, msix_vectors, 4));
@@ -477,17 +405,9 @@ mod tests {
         assert_eq!(cs.len(), 4096);
         assert_eq!(cs.read_u16(0), Ok(0x14e4));
         assert_eq!(cs.read_u16(2), Ok(0x1750));
-        let std: Vec<_> = list_std_caps(&cs)
-            .unwrap()
-            .iter()
-            .map(|h| (h.offset, h.id))
-            .collect();
+        let std: Vec<_> = list_std_caps(&cs).unwrap().iter().map(|h| (h.offset, h.id)).collect();
         assert_eq!(std, vec![(0x40, 0x10), (0xA0, 0x11)]);
-        let ext: Vec<_> = list_ext_caps(&cs)
-            .unwrap()
-            .iter()
-            .map(|h| (h.offset, h.id))
-            .collect();
+        let ext: Vec<_> = list_ext_caps(&cs).unwrap().iter().map(|h| (h.offset, h.id)).collect();
         assert_eq!(ext, vec![(0x100, VSEC_CAP_ID), (0x260, 0x17)]);
         assert_eq!(decode(&cs).unwrap().unwrap(), tph);
         assert_eq!(find_msix(&cs).unwrap().unwrap().table_size, 16);
@@ -506,10 +426,7 @@ mod tests {
 
     #[test]
     fn root_port_without_ext_caps() {
-        let cs = DeviceBuilder::root_port(0x1022, 0x14ab, TphCompleter::TphOnly)
-            .size(256)
-            .build()
-            .unwrap();
+        let cs = DeviceBuilder::root_port(0x1022, 0x14ab, TphCompleter::TphOnly).size(256).build().unwrap();
         assert_eq!(cs.len(), 256);
         assert_eq!(cs.read_u8(0x0E), Ok(1));
         assert_eq!(tph_completer(&cs), Ok(Some(TphCompleter::TphOnly)));
@@ -525,60 +442,28 @@ mod tests {
             .tph(tph)
             .build()
             .unwrap();
-        let ext: Vec<_> = list_ext_caps(&cs)
-            .unwrap()
-            .iter()
-            .map(|h| (h.offset, h.id, h.version))
-            .collect();
+        let ext: Vec<_> = list_ext_caps(&cs).unwrap().iter().map(|h| (h.offset, h.id, h.version)).collect();
         assert_eq!(ext, vec![(0x100, 1, 2), (0x1c0, 0x17, 1), (0x300, 3, 1)]);
     }
 
     #[test]
     fn layout_errors() {
         let tph = TphCapability::new(0x120, StTableLocation::None, 1);
-        let err = DeviceBuilder::endpoint(1, 2)
-            .ext_placeholder(0x100, 0x0001, 2, 0x48)
-            .tph(tph.clone())
-            .build()
-            .unwrap_err();
-        assert_eq!(
-            err,
-            SynthError::Overlap {
-                first: 0x100,
-                second: 0x120
-            }
-        );
+        let err =
+            DeviceBuilder::endpoint(1, 2).ext_placeholder(0x100, 0x0001, 2, 0x48).tph(tph.clone()).build().unwrap_err();
+        assert_eq!(err, SynthError::Overlap { first: 0x100, second: 0x120 });
 
-        let err = DeviceBuilder::endpoint(1, 2)
-            .size(256)
-            .tph(tph)
-            .build()
-            .unwrap_err();
-        assert!(matches!(
-            err,
-            SynthError::BadOffset { .. } | SynthError::DoesNotFit { .. }
-        ));
+        let err = DeviceBuilder::endpoint(1, 2).size(256).tph(tph).build().unwrap_err();
+        assert!(matches!(err, SynthError::BadOffset { .. } | SynthError::DoesNotFit { .. }));
 
         let big = TphCapability::new(0xF00, StTableLocation::InCapability, 2048);
         let err = DeviceBuilder::endpoint(1, 2).tph(big).build().unwrap_err();
         assert!(matches!(err, SynthError::DoesNotFit { offset: 0xF00, .. }));
 
-        let err = DeviceBuilder::endpoint(1, 2)
-            .msix(MsixCapability::new(0x70, 4, 0))
-            .build()
-            .unwrap_err();
-        assert_eq!(
-            err,
-            SynthError::Overlap {
-                first: 0x40,
-                second: 0x70
-            }
-        );
+        let err = DeviceBuilder::endpoint(1, 2).msix(MsixCapability::new(0x70, 4, 0)).build().unwrap_err();
+        assert_eq!(err, SynthError::Overlap { first: 0x40, second: 0x70 });
 
-        let err = DeviceBuilder::endpoint(1, 2)
-            .msix(MsixCapability::new(0xF8, 4, 0))
-            .build()
-            .unwrap_err();
+        let err = DeviceBuilder::endpoint(1, 2).msix(MsixCapability::new(0xF8, 4, 0)).build().unwrap_err();
         assert!(matches!(err, SynthError::DoesNotFit { offset: 0xF8, .. }));
 
         let err = DeviceBuilder::endpoint(1, 2).size(0).build().unwrap_err();

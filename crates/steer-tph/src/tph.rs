@@ -38,8 +38,7 @@ const CAP_LOC_SHIFT: u32 = 9;
 const CAP_LOC_MASK: u32 = 0b11 << CAP_LOC_SHIFT;
 const CAP_SIZE_SHIFT: u32 = 16;
 const CAP_SIZE_MASK: u32 = 0x7FF << CAP_SIZE_SHIFT;
-const CAP_DECODED: u32 =
-    CAP_NO_ST | CAP_INT_VEC | CAP_DEV_SPEC | CAP_EXT_TPH | CAP_LOC_MASK | CAP_SIZE_MASK;
+const CAP_DECODED: u32 = CAP_NO_ST | CAP_INT_VEC | CAP_DEV_SPEC | CAP_EXT_TPH | CAP_LOC_MASK | CAP_SIZE_MASK;
 
 // Control register fields.
 const CTRL_MODE_MASK: u32 = 0b111;
@@ -303,34 +302,19 @@ impl TphCapability {
     /// The header dword to write: ID 0x0017, `version`, `next`.
     pub fn header_word(&self) -> Result<u32> {
         if self.version > 0xF {
-            return Err(TphError::InvalidField {
-                field: "version",
-                value: self.version.into(),
-            });
+            return Err(TphError::InvalidField { field: "version", value: self.version.into() });
         }
         if self.next != 0 && !valid_ext_offset(self.next) {
-            return Err(TphError::InvalidField {
-                field: "next",
-                value: self.next.into(),
-            });
+            return Err(TphError::InvalidField { field: "next", value: self.next.into() });
         }
-        Ok(ExtCapHeader {
-            offset: self.offset,
-            id: TPH_CAP_ID,
-            version: self.version,
-            next: self.next,
-        }
-        .to_raw())
+        Ok(ExtCapHeader { offset: self.offset, id: TPH_CAP_ID, version: self.version, next: self.next }.to_raw())
     }
 
     /// The capability register to write: decoded fields merged over
     /// `raw_capability`. Errors if `st_table_size` is outside 1..=2048.
     pub fn capability_word(&self) -> Result<u32> {
         if !(1..=ST_TABLE_MAX).contains(&self.st_table_size) {
-            return Err(TphError::InvalidField {
-                field: "st_table_size",
-                value: self.st_table_size.into(),
-            });
+            return Err(TphError::InvalidField { field: "st_table_size", value: self.st_table_size.into() });
         }
         let mut word = self.raw_capability & !CAP_DECODED;
         word |= flag(self.no_st, CAP_NO_ST)
@@ -347,10 +331,7 @@ impl TphCapability {
     pub fn control_word(&self) -> Result<u32> {
         let mode = self.mode.bits();
         if u32::from(mode) > CTRL_MODE_MASK {
-            return Err(TphError::InvalidField {
-                field: "mode",
-                value: mode.into(),
-            });
+            return Err(TphError::InvalidField { field: "mode", value: mode.into() });
         }
         Ok((self.raw_control & !CTRL_DECODED)
             | u32::from(mode)
@@ -399,24 +380,14 @@ pub fn decode_at(cs: &ConfigSpace, offset: u16) -> Result<TphCapability> {
     }
     let base = usize::from(offset);
     let registers_end = base + usize::from(TPH_ST_TABLE);
-    let truncated = TphError::Truncated {
-        offset,
-        end: registers_end,
-        len: cs.len(),
-    };
+    let truncated = TphError::Truncated { offset, end: registers_end, len: cs.len() };
     if registers_end > cs.len() {
         return Err(truncated);
     }
-    let read = |reg: u16| {
-        cs.read_u32(base + usize::from(reg))
-            .map_err(|_| truncated.clone())
-    };
+    let read = |reg: u16| cs.read_u32(base + usize::from(reg)).map_err(|_| truncated.clone());
     let header = ExtCapHeader::from_raw(offset, read(0)?);
     if header.id != TPH_CAP_ID {
-        return Err(TphError::NotTph {
-            offset,
-            id: header.id,
-        });
+        return Err(TphError::NotTph { offset, id: header.id });
     }
     let cap_word = read(TPH_CAPABILITY)?;
     let ctrl_word = read(TPH_CONTROL)?;
@@ -427,17 +398,10 @@ pub fn decode_at(cs: &ConfigSpace, offset: u16) -> Result<TphCapability> {
     let st_table = if location == StTableLocation::InCapability {
         let available = cs.len().saturating_sub(registers_end) / 2;
         if available < usize::from(st_table_size) {
-            return Err(TphError::StTableTruncated {
-                offset,
-                table_size: st_table_size,
-                available: available as u16,
-            });
+            return Err(TphError::StTableTruncated { offset, table_size: st_table_size, available: available as u16 });
         }
         (0..usize::from(st_table_size))
-            .map(|i| {
-                cs.read_u16(registers_end + 2 * i)
-                    .expect("bounds checked above")
-            })
+            .map(|i| cs.read_u16(registers_end + 2 * i).expect("bounds checked above"))
             .collect()
     } else {
         Vec::new()
@@ -454,9 +418,7 @@ pub fn decode_at(cs: &ConfigSpace, offset: u16) -> Result<TphCapability> {
         st_table_location: location,
         st_table_size,
         mode: StMode::from_bits((ctrl_word & CTRL_MODE_MASK) as u8),
-        requester_enable: RequesterEnable::from_bits(
-            ((ctrl_word & CTRL_ENABLE_MASK) >> CTRL_ENABLE_SHIFT) as u8,
-        ),
+        requester_enable: RequesterEnable::from_bits(((ctrl_word & CTRL_ENABLE_MASK) >> CTRL_ENABLE_SHIFT) as u8),
         raw_capability: cap_word,
         raw_control: ctrl_word,
         st_table,
@@ -481,36 +443,23 @@ pub fn encode(cap: &TphCapability, cs: &mut ConfigSpace) -> Result<()> {
     let header = cap.header_word()?;
     let cap_word = cap.capability_word()?;
     let ctrl_word = cap.control_word()?;
-    let expected_entries = if cap.st_table_location == StTableLocation::InCapability {
-        usize::from(cap.st_table_size)
-    } else {
-        0
-    };
+    let expected_entries =
+        if cap.st_table_location == StTableLocation::InCapability { usize::from(cap.st_table_size) } else { 0 };
     if cap.st_table.len() != expected_entries {
-        return Err(TphError::StTableLength {
-            table_size: cap.st_table_size,
-            entries: cap.st_table.len(),
-        });
+        return Err(TphError::StTableLength { table_size: cap.st_table_size, entries: cap.st_table.len() });
     }
     let base = usize::from(cap.offset);
     let end = base + cap.byte_len();
     if end > cs.len() {
-        return Err(TphError::Truncated {
-            offset: cap.offset,
-            end,
-            len: cs.len(),
-        });
+        return Err(TphError::Truncated { offset: cap.offset, end, len: cs.len() });
     }
 
     let ok = "bounds checked above";
     cs.write_u32(base, header).expect(ok);
-    cs.write_u32(base + usize::from(TPH_CAPABILITY), cap_word)
-        .expect(ok);
-    cs.write_u32(base + usize::from(TPH_CONTROL), ctrl_word)
-        .expect(ok);
+    cs.write_u32(base + usize::from(TPH_CAPABILITY), cap_word).expect(ok);
+    cs.write_u32(base + usize::from(TPH_CONTROL), ctrl_word).expect(ok);
     for (i, &entry) in cap.st_table.iter().enumerate() {
-        cs.write_u16(base + usize::from(TPH_ST_TABLE) + 2 * i, entry)
-            .expect(ok);
+        cs.write_u16(base + usize::from(TPH_ST_TABLE) + 2 * i, entry).expect(ok);
     }
     Ok(())
 }
@@ -614,10 +563,7 @@ mod tests {
             assert_eq!(copy, cs);
         }
         let cs = tph_space(0x0000_0001, 0x200, &[]);
-        assert_eq!(
-            decode(&cs).unwrap().unwrap().requester_enable,
-            RequesterEnable::Reserved
-        );
+        assert_eq!(decode(&cs).unwrap().unwrap().requester_enable, RequesterEnable::Reserved);
     }
 
     #[test]
@@ -627,47 +573,23 @@ mod tests {
         cs.write_u32(0x100, 0x3F01_0001).unwrap();
         cs.write_u32(0x3F0, 0x0001_0017).unwrap();
         cs.write_u32(0x3F4, 0x0007_0201).unwrap();
-        assert_eq!(
-            decode(&cs),
-            Err(TphError::StTableTruncated {
-                offset: 0x3F0,
-                table_size: 8,
-                available: 2
-            })
-        );
+        assert_eq!(decode(&cs), Err(TphError::StTableTruncated { offset: 0x3F0, table_size: 8, available: 2 }));
         // Same at the very end of a full 4 KiB space.
         let mut cs = ConfigSpace::zeroed(4096).unwrap();
         cs.write_u32(0x100, 0xFF01_0001).unwrap();
         cs.write_u32(0xFF0, 0x0001_0017).unwrap();
         cs.write_u32(0xFF4, 0x0002_0201).unwrap();
-        assert_eq!(
-            decode(&cs),
-            Err(TphError::StTableTruncated {
-                offset: 0xFF0,
-                table_size: 3,
-                available: 2
-            })
-        );
+        assert_eq!(decode(&cs), Err(TphError::StTableTruncated { offset: 0xFF0, table_size: 3, available: 2 }));
     }
 
     #[test]
     fn truncated_registers_are_an_error() {
         let mut cs = ConfigSpace::zeroed(0x108).unwrap();
         cs.write_u32(0x100, 0x0001_0017).unwrap();
-        assert_eq!(
-            decode(&cs),
-            Err(TphError::Truncated {
-                offset: 0x100,
-                end: 0x10C,
-                len: 0x108
-            })
-        );
+        assert_eq!(decode(&cs), Err(TphError::Truncated { offset: 0x100, end: 0x10C, len: 0x108 }));
         assert_eq!(
             decode(&ConfigSpace::zeroed(256).unwrap()),
-            Err(TphError::Walk(CapError::Truncated {
-                offset: 0x100,
-                len: 256
-            }))
+            Err(TphError::Walk(CapError::Truncated { offset: 0x100, len: 256 }))
         );
     }
 
@@ -675,21 +597,9 @@ mod tests {
     fn decode_at_checks_offset_and_id() {
         let cs = tph_space(1, 0, &[]);
         assert!(decode_at(&cs, 0x100).is_ok());
-        assert_eq!(
-            decode_at(&cs, 0x0FC),
-            Err(TphError::BadOffset { offset: 0x0FC })
-        );
-        assert_eq!(
-            decode_at(&cs, 0x102),
-            Err(TphError::BadOffset { offset: 0x102 })
-        );
-        assert_eq!(
-            decode_at(&cs, 0x200),
-            Err(TphError::NotTph {
-                offset: 0x200,
-                id: 0
-            })
-        );
+        assert_eq!(decode_at(&cs, 0x0FC), Err(TphError::BadOffset { offset: 0x0FC }));
+        assert_eq!(decode_at(&cs, 0x102), Err(TphError::BadOffset { offset: 0x102 }));
+        assert_eq!(decode_at(&cs, 0x200), Err(TphError::NotTph { offset: 0x200, id: 0 }));
     }
 
     #[test]
@@ -697,21 +607,9 @@ mod tests {
         let mut cs = ConfigSpace::zeroed(4096).unwrap();
         let mut cap = TphCapability::new(0x200, StTableLocation::InCapability, 4);
         cap.st_table.pop();
-        assert_eq!(
-            encode(&cap, &mut cs),
-            Err(TphError::StTableLength {
-                table_size: 4,
-                entries: 3
-            })
-        );
+        assert_eq!(encode(&cap, &mut cs), Err(TphError::StTableLength { table_size: 4, entries: 3 }));
         let mut cap = TphCapability::new(0x200, StTableLocation::MsixTable, 0);
-        assert_eq!(
-            encode(&cap, &mut cs),
-            Err(TphError::InvalidField {
-                field: "st_table_size",
-                value: 0
-            })
-        );
+        assert_eq!(encode(&cap, &mut cs), Err(TphError::InvalidField { field: "st_table_size", value: 0 }));
         cap.st_table_size = 2049;
         assert!(encode(&cap, &mut cs).is_err());
         cap.st_table_size = 2048;
@@ -722,19 +620,9 @@ mod tests {
         assert!(encode(&cap, &mut cs).is_err());
         cap.next = 0;
         cap.offset = 0x1002;
-        assert_eq!(
-            encode(&cap, &mut cs),
-            Err(TphError::BadOffset { offset: 0x1002 })
-        );
+        assert_eq!(encode(&cap, &mut cs), Err(TphError::BadOffset { offset: 0x1002 }));
         let cap = TphCapability::new(0xFF8, StTableLocation::None, 1);
-        assert_eq!(
-            encode(&cap, &mut cs),
-            Err(TphError::Truncated {
-                offset: 0xFF8,
-                end: 0x1004,
-                len: 4096
-            })
-        );
+        assert_eq!(encode(&cap, &mut cs), Err(TphError::Truncated { offset: 0xFF8, end: 0x1004, len: 4096 }));
         assert!(cs.as_bytes().iter().all(|&b| b == 0));
     }
 

@@ -3,8 +3,8 @@
 //! byte-exactly, printed lspci-style and read back.
 
 use steer_tph::{
-    decode, encode, format_lspci_like, list_ext_caps, parse_lspci_vv, ConfigSpace, MsixTable,
-    RequesterEnable, StMode, StTableLocation,
+    decode, encode, format_lspci_like, list_ext_caps, parse_lspci_vv, ConfigSpace, MsixTable, RequesterEnable, StMode,
+    StTableLocation,
 };
 
 const TPH_AT: usize = 0x1A0;
@@ -21,11 +21,7 @@ fn all_cases() -> Vec<Case> {
     for mode in 0..3 {
         for location in 0..4 {
             for extended in [false, true] {
-                cases.push(Case {
-                    mode,
-                    location,
-                    extended,
-                });
+                cases.push(Case { mode, location, extended });
             }
         }
     }
@@ -57,14 +53,10 @@ fn entries(case: &Case) -> Vec<u16> {
 /// into the two TPH words.
 fn build_space(case: &Case, reserved: (u32, u32)) -> ConfigSpace {
     let mut cs = ConfigSpace::zeroed(4096).unwrap();
-    cs.write_u32(0x100, 0x0001 | (2 << 16) | ((TPH_AT as u32) << 20))
-        .unwrap();
-    cs.write_u32(TPH_AT, 0x0017 | (1 << 16) | (0x300 << 20))
-        .unwrap();
-    cs.write_u32(TPH_AT + 4, cap_word(case) | reserved.0)
-        .unwrap();
-    cs.write_u32(TPH_AT + 8, control_word(case) | reserved.1)
-        .unwrap();
+    cs.write_u32(0x100, 0x0001 | (2 << 16) | ((TPH_AT as u32) << 20)).unwrap();
+    cs.write_u32(TPH_AT, 0x0017 | (1 << 16) | (0x300 << 20)).unwrap();
+    cs.write_u32(TPH_AT + 4, cap_word(case) | reserved.0).unwrap();
+    cs.write_u32(TPH_AT + 8, control_word(case) | reserved.1).unwrap();
     if case.location == 1 {
         for (i, e) in entries(case).into_iter().enumerate() {
             cs.write_u16(TPH_AT + 0x0C + 2 * i, e).unwrap();
@@ -75,12 +67,8 @@ fn build_space(case: &Case, reserved: (u32, u32)) -> ConfigSpace {
 }
 
 fn expected_location(location: u32) -> StTableLocation {
-    [
-        StTableLocation::None,
-        StTableLocation::InCapability,
-        StTableLocation::MsixTable,
-        StTableLocation::Reserved,
-    ][location as usize]
+    [StTableLocation::None, StTableLocation::InCapability, StTableLocation::MsixTable, StTableLocation::Reserved]
+        [location as usize]
 }
 
 #[test]
@@ -88,10 +76,7 @@ fn decode_every_combination() {
     for case in all_cases() {
         let cs = build_space(&case, (0, 0));
         let cap = decode(&cs).unwrap().expect("TPH present");
-        let label = format!(
-            "mode {} loc {} ext {}",
-            case.mode, case.location, case.extended
-        );
+        let label = format!("mode {} loc {} ext {}", case.mode, case.location, case.extended);
         assert_eq!(cap.offset as usize, TPH_AT, "{label}");
         assert_eq!(cap.version, 1, "{label}");
         assert_eq!(cap.next, 0x300, "{label}");
@@ -99,28 +84,16 @@ fn decode_every_combination() {
         assert_eq!(cap.interrupt_vector, case.mode == 1, "{label}");
         assert_eq!(cap.device_specific, case.mode == 2, "{label}");
         assert_eq!(cap.extended_requester, case.extended, "{label}");
-        assert_eq!(
-            cap.st_table_location,
-            expected_location(case.location),
-            "{label}"
-        );
+        assert_eq!(cap.st_table_location, expected_location(case.location), "{label}");
         assert_eq!(cap.st_table_size, TABLE_SIZE, "{label}");
         assert_eq!(
             cap.mode,
-            [
-                StMode::NoSt,
-                StMode::InterruptVector,
-                StMode::DeviceSpecific
-            ][case.mode as usize],
+            [StMode::NoSt, StMode::InterruptVector, StMode::DeviceSpecific][case.mode as usize],
             "{label}"
         );
         assert_eq!(
             cap.requester_enable,
-            if case.extended {
-                RequesterEnable::TphAndExtended
-            } else {
-                RequesterEnable::TphOnly
-            },
+            if case.extended { RequesterEnable::TphAndExtended } else { RequesterEnable::TphOnly },
             "{label}"
         );
         if case.location == 1 {
@@ -151,10 +124,7 @@ fn assert_round_trip(cs: &ConfigSpace, label: &str) {
 #[test]
 fn round_trip_every_combination() {
     for case in all_cases() {
-        let label = format!(
-            "mode {} loc {} ext {}",
-            case.mode, case.location, case.extended
-        );
+        let label = format!("mode {} loc {} ext {}", case.mode, case.location, case.extended);
         assert_round_trip(&build_space(&case, (0, 0)), &label);
     }
 }
@@ -192,30 +162,12 @@ fn lspci_view_of_every_combination() {
         let cs = build_space(&case, (0, 0));
         let cap = decode(&cs).unwrap().unwrap();
         let text = format_lspci_like(&cap, None);
-        let label = format!(
-            "mode {} loc {} ext {}",
-            case.mode, case.location, case.extended
-        );
+        let label = format!("mode {} loc {} ext {}", case.mode, case.location, case.extended);
 
-        assert!(
-            text.starts_with("\tCapabilities: [1a0 v1] Transaction Processing Hints\n"),
-            "{label}: {text}"
-        );
-        assert_eq!(
-            text.contains("\t\tInterrupt vector mode supported\n"),
-            case.mode == 1,
-            "{label}"
-        );
-        assert_eq!(
-            text.contains("\t\tDevice specific mode supported\n"),
-            case.mode == 2,
-            "{label}"
-        );
-        assert_eq!(
-            text.contains("\t\tExtended requester support\n"),
-            case.extended,
-            "{label}"
-        );
+        assert!(text.starts_with("\tCapabilities: [1a0 v1] Transaction Processing Hints\n"), "{label}: {text}");
+        assert_eq!(text.contains("\t\tInterrupt vector mode supported\n"), case.mode == 1, "{label}");
+        assert_eq!(text.contains("\t\tDevice specific mode supported\n"), case.mode == 2, "{label}");
+        assert_eq!(text.contains("\t\tExtended requester support\n"), case.extended, "{label}");
         let location_line = format!("\t\t{}\n", expected_location(case.location).lspci_text());
         assert!(text.contains(&location_line), "{label}");
         assert!(text.contains("\t\tNo ST mode supported: yes\n"), "{label}");
@@ -238,11 +190,7 @@ fn lspci_view_of_every_combination() {
 fn msix_located_tags_follow_vectors() {
     // With the table in MSI-X, the tags for the capability's vectors live in
     // the (separately captured) MSI-X table.
-    let case = Case {
-        mode: 1,
-        location: 2,
-        extended: true,
-    };
+    let case = Case { mode: 1, location: 2, extended: true };
     let cap = decode(&build_space(&case, (0, 0))).unwrap().unwrap();
     let mut table = MsixTable::zeroed(usize::from(cap.st_table_size));
     for i in 0..table.entries() {

@@ -23,7 +23,9 @@ pub struct Evicted {
 pub enum Lookup {
     Miss,
     /// A hit; `prefetched` if this is the first use of a prefetched line.
-    Hit { prefetched: bool },
+    Hit {
+        prefetched: bool,
+    },
 }
 
 impl Lookup {
@@ -128,10 +130,7 @@ impl Cache {
         if self.tags[self.last_used] == line.0 {
             return Some((set, self.last_used - base));
         }
-        self.tags[base..base + self.ways]
-            .iter()
-            .position(|&tag| tag == line.0)
-            .map(|way| (set, way))
+        self.tags[base..base + self.ways].iter().position(|&tag| tag == line.0).map(|way| (set, way))
     }
 
     /// Starts loading the host memory a lookup of `line` reads: its set's tags, bits and
@@ -283,12 +282,7 @@ mod tests {
     use super::*;
 
     fn cache(sets: usize, ways: usize) -> Cache {
-        Cache::new(&Geometry {
-            sets,
-            ways,
-            policy: "lru",
-            options: PolicyOptions { write_hit_updates_recency: true },
-        })
+        Cache::new(&Geometry { sets, ways, policy: "lru", options: PolicyOptions { write_hit_updates_recency: true } })
     }
 
     #[test]

@@ -363,7 +363,7 @@ impl ReplacementPolicy for Rrip {
             }
         }
         self.insertions = self.insertions.wrapping_add(1);
-        let distant = self.bimodal_in(set) && self.insertions % 32 != 0;
+        let distant = self.bimodal_in(set) && !self.insertions.is_multiple_of(32);
         self.rrpv[set * self.ways + way] = if distant { RRPV_MAX } else { RRPV_MAX - 1 };
     }
 
@@ -472,7 +472,8 @@ mod tests {
                 match hit {
                     Some(way) => policy.on_hit(set, way, false),
                     None => {
-                        let way = tags[set].iter().position(|&t| t == usize::MAX).unwrap_or_else(|| policy.victim(set, 0xff));
+                        let way =
+                            tags[set].iter().position(|&t| t == usize::MAX).unwrap_or_else(|| policy.victim(set, 0xff));
                         tags[set][way] = line;
                         policy.on_fill(set, way);
                     }

@@ -126,16 +126,20 @@ impl NicSpec {
             ensure(q.buffer_bytes >= q.packet_bytes, &qkey("buffer_bytes"), || {
                 format!("{} B buffers cannot hold {} B packets", q.buffer_bytes, q.packet_bytes)
             })?;
-            ensure(q.offered_gbps > 0.0, &qkey("offered_gbps"), || format!("must be positive (got {})", q.offered_gbps))?;
+            ensure(q.offered_gbps > 0.0, &qkey("offered_gbps"), || {
+                format!("must be positive (got {})", q.offered_gbps)
+            })?;
             ensure(q.completion_bytes >= 1, &qkey("completion_bytes"), || "must be at least 1".into())?;
             ensure(q.descriptor_bytes >= 1, &qkey("descriptor_bytes"), || "must be at least 1".into())?;
             ensure(q.count >= 1, &qkey("count"), || "must be at least 1".into())?;
             ensure(q.consumer_cpu + q.count <= cpus, &qkey("consumer_cpu"), || {
                 format!("CPU {} out of range (the platform has {cpus})", q.consumer_cpu + q.count - 1)
             })?;
-            ensure(q.buffer_stride_bytes == 0 || q.buffer_stride_bytes >= q.buffer_bytes, &qkey("buffer_stride_bytes"), || {
-                format!("a stride of {} B cannot hold {} B buffers", q.buffer_stride_bytes, q.buffer_bytes)
-            })?;
+            ensure(
+                q.buffer_stride_bytes == 0 || q.buffer_stride_bytes >= q.buffer_bytes,
+                &qkey("buffer_stride_bytes"),
+                || format!("a stride of {} B cannot hold {} B buffers", q.buffer_stride_bytes, q.buffer_bytes),
+            )?;
             ensure(q.pool_buffers == 0 || q.pool_buffers >= q.ring_entries, &qkey("pool_buffers"), || {
                 format!("a pool of {} cannot fill {} descriptors", q.pool_buffers, q.ring_entries)
             })?;
@@ -358,7 +362,13 @@ pub struct Nic {
 impl Nic {
     /// Builds a NIC from a validated spec, allocating its rings and buffers, registering it with
     /// the hierarchy and running its driver's TPH setup.
-    pub fn new(spec: &NicSpec, platform: &PlatformSpec, allocator: &mut Allocator, hierarchy: &mut Hierarchy, seed: u64) -> Nic {
+    pub fn new(
+        spec: &NicSpec,
+        platform: &PlatformSpec,
+        allocator: &mut Allocator,
+        hierarchy: &mut Hierarchy,
+        seed: u64,
+    ) -> Nic {
         let line_bits = hierarchy.line_bits();
         let queues = spec
             .expanded_queues()
@@ -440,7 +450,13 @@ impl Nic {
     /// A packet of `bytes` reaches queue `q` at `now`: it is DMA-written with its completion
     /// entry, or dropped if no descriptor is posted. Returns when it becomes visible to the host
     /// (`None` if dropped) and the workload to wake, if one was waiting.
-    pub fn deliver(&mut self, q: usize, bytes: u32, now: Time, hierarchy: &mut Hierarchy) -> (Option<Time>, Option<(usize, Time)>) {
+    pub fn deliver(
+        &mut self,
+        q: usize,
+        bytes: u32,
+        now: Time,
+        hierarchy: &mut Hierarchy,
+    ) -> (Option<Time>, Option<(usize, Time)>) {
         let line_bits = self.line_bits;
         let queue = &mut self.queues[q];
         queue.stats.arrived_packets += 1;
@@ -461,12 +477,14 @@ impl Nic {
                 for line in first.0..=last.0 {
                     let kind = if line == first.0 { DmaKind::Header } else { DmaKind::Payload };
                     let hint = self.tph.hint(q, kind);
-                    let destination = self.placement.destination(&DmaWrite { kind, consumer_cpu, llc_ccx, consumer_ccx, hint });
+                    let destination =
+                        self.placement.destination(&DmaWrite { kind, consumer_cpu, llc_ccx, consumer_ccx, hint });
                     hierarchy.dma_write(self.device, Line(line), destination, now);
                 }
                 let slot = queue.completions_written % queue.spec.ring_entries as u64;
                 queue.completions_written += 1;
-                let entry_line = queue.completion_ring.offset(slot * queue.spec.completion_bytes as u64).line(line_bits);
+                let entry_line =
+                    queue.completion_ring.offset(slot * queue.spec.completion_bytes as u64).line(line_bits);
                 let hint = self.tph.hint(q, DmaKind::Completion);
                 let write = DmaWrite { kind: DmaKind::Completion, consumer_cpu, llc_ccx, consumer_ccx, hint };
                 let destination = self.placement.destination(&write);

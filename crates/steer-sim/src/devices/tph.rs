@@ -208,7 +208,9 @@ impl NicTphSpec {
                 "`off` is not an ST mode (no_st, iv, ds)".into()
             })?;
         }
-        ensure(self.restart_us >= 0.0, &key("restart_us"), || format!("must not be negative (got {})", self.restart_us))?;
+        ensure(self.restart_us >= 0.0, &key("restart_us"), || {
+            format!("must not be negative (got {})", self.restart_us)
+        })?;
         if self.mode != TphMode::Off {
             ensure(queues <= self.table_limit(), &key("st_table"), || {
                 format!("{queues} RX queues need {queues} ST entries; this table holds at most {}", self.table_limit())
@@ -219,7 +221,9 @@ impl NicTphSpec {
             ensure((change.queue as usize) < queues, &key("queue"), || {
                 format!("queue {} out of range (the device has {queues})", change.queue)
             })?;
-            ensure(change.cpu < cpus, &key("cpu"), || format!("CPU {} out of range (the platform has {cpus})", change.cpu))?;
+            ensure(change.cpu < cpus, &key("cpu"), || {
+                format!("CPU {} out of range (the platform has {cpus})", change.cpu)
+            })?;
             ensure(change.at_us.is_finite() && change.at_us >= 0.0, &key("at_us"), || {
                 format!("must be a time from the start (got {})", change.at_us)
             })?;
@@ -319,7 +323,12 @@ impl NicTph {
             root_port: DeviceBuilder::root_port(ROOT_PORT_VENDOR, 0, completer).build().expect("a root port fits"),
             notph: host.notph,
             st_map,
-            status: TphStatus { enabled: false, mode: spec.mode, request: RequesterEnable::Disabled, reason_disabled: None },
+            status: TphStatus {
+                enabled: false,
+                mode: spec.mode,
+                request: RequesterEnable::Disabled,
+                reason_disabled: None,
+            },
             st_mode: StMode::NoSt,
             irq_cpu: irq_cpus.to_vec(),
             latched: vec![0; irq_cpus.len()],
@@ -394,12 +403,20 @@ impl NicTph {
         if let Some(cap) = self.capability() {
             self.write_control(&cap, StMode::NoSt, RequesterEnable::Disabled);
         }
-        self.status = TphStatus { enabled: false, request: RequesterEnable::Disabled, reason_disabled: Some(reason), ..self.status.clone() };
+        self.status = TphStatus {
+            enabled: false,
+            request: RequesterEnable::Disabled,
+            reason_disabled: Some(reason),
+            ..self.status.clone()
+        };
     }
 
     fn write_control(&mut self, cap: &TphCapability, mode: StMode, request: RequesterEnable) {
-        let word = TphCapability { mode, requester_enable: request, ..cap.clone() }.control_word().expect("a defined mode");
-        self.config.write_u32(cap.offset as usize + TPH_CONTROL as usize, word).expect("the capability is in the space");
+        let word =
+            TphCapability { mode, requester_enable: request, ..cap.clone() }.control_word().expect("a defined mode");
+        self.config
+            .write_u32(cap.offset as usize + TPH_CONTROL as usize, word)
+            .expect("the capability is in the space");
     }
 
     /// The Requester Enable field, read back through the codec.
@@ -434,7 +451,9 @@ impl NicTph {
                 let at = cap.offset as usize + TPH_ST_TABLE as usize + 2 * index;
                 self.config.write_u16(at, tag).map_err(|e| e.to_string())
             }
-            StTableLocation::InCapability => Err(format!("entry {index} is beyond the {}-entry ST table", cap.st_table_size)),
+            StTableLocation::InCapability => {
+                Err(format!("entry {index} is beyond the {}-entry ST table", cap.st_table_size))
+            }
             location => Err(format!("nowhere to write a tag: {}", location.lspci_text())),
         };
         if let Err(error) = written {
@@ -469,7 +488,9 @@ impl NicTph {
         }
         Some(match self.st_mode {
             StMode::NoSt => Hint::NoSt,
-            _ => Hint::Tag { st: self.latched[queue], extended: self.status.request == RequesterEnable::TphAndExtended },
+            _ => {
+                Hint::Tag { st: self.latched[queue], extended: self.status.request == RequesterEnable::TphAndExtended }
+            }
         })
     }
 
@@ -581,7 +602,11 @@ mod tests {
         let cases = [
             (iv(), TphHostSpec { notph: true, ..TphHostSpec::default() }, "pci=notph"),
             (NicTphSpec { capability: false, ..iv() }, TphHostSpec::default(), "no TPH Requester capability"),
-            (NicTphSpec { supported_modes: vec![TphMode::NoSt], ..iv() }, TphHostSpec::default(), "does not support ST mode `iv`"),
+            (
+                NicTphSpec { supported_modes: vec![TphMode::NoSt], ..iv() },
+                TphHostSpec::default(),
+                "does not support ST mode `iv`",
+            ),
             (iv(), TphHostSpec { completer: Completer::None, ..TphHostSpec::default() }, "not a TPH completer"),
             (NicTphSpec::default(), TphHostSpec::default(), "tph.mode = off"),
         ];
@@ -701,7 +726,11 @@ mod tests {
 
     #[test]
     fn without_tph_an_affinity_change_only_moves_the_irq() {
-        let spec = NicTphSpec { capability: false, affinity_changes: vec![AffinityChange { queue: 0, at_us: 1.0, cpu: 3 }], ..iv() };
+        let spec = NicTphSpec {
+            capability: false,
+            affinity_changes: vec![AffinityChange { queue: 0, at_us: 1.0, cpu: 3 }],
+            ..iv()
+        };
         let mut tph = device(spec, TphHostSpec::default(), &[1]);
         assert_eq!(tph.affinity_changes_due(Time::from_us(1.0)), Vec::<usize>::new());
         assert_eq!(tph.irq_cpu, vec![3]);

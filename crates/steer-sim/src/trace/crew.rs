@@ -178,7 +178,7 @@ impl Wait {
     /// Pauses before the next poll; false once the wait has lasted `SPIN` (checked at hand-overs).
     fn pause(&mut self) -> bool {
         self.polls = self.polls.wrapping_add(1);
-        if self.polls % POLLS_PER_YIELD != 0 {
+        if !self.polls.is_multiple_of(POLLS_PER_YIELD) {
             std::hint::spin_loop();
             return true;
         }

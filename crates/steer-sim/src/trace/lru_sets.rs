@@ -147,8 +147,13 @@ pub(super) trait SetKernel {
     fn load(entries: &[u32; SET_WAYS]) -> Self::Register;
     fn store(entries: &mut [u32; SET_WAYS], set: Self::Register);
     /// `Entry::use_or_fill` on a set held in a register: returns the set after it too.
-    fn use_or_fill<const CLEAN: bool>(set: Self::Register, key: u32, write: bool, ways: usize, use_on_write: bool)
-        -> (Self::Register, bool, u32);
+    fn use_or_fill<const CLEAN: bool>(
+        set: Self::Register,
+        key: u32,
+        write: bool,
+        ways: usize,
+        use_on_write: bool,
+    ) -> (Self::Register, bool, u32);
 }
 
 /// `SetKernel` of the portable set operations (for tests of replays by level on any host).
@@ -689,7 +694,7 @@ mod tests {
                 let (mut narrow, mut wide) = (LruSets::<u32>::new(&geometry), LruSets::<u64>::new(&geometry));
                 for _ in 0..4000 {
                     let line = rng.next_u64() % (8 * ways as u64 + 8);
-                    let flag = rng.next_u64() % 2 == 0;
+                    let flag = rng.next_u64().is_multiple_of(2);
                     let (a, b) = match rng.next_u64() % 5 {
                         0 | 1 => (narrow.access(line, flag) as u64, wide.access(line, flag) as u64),
                         2 if !narrow.contains(line) => {

@@ -24,14 +24,14 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use crate::cache::{replacement, Cache, Geometry};
-use crate::hierarchy::LevelStats;
-use crate::platform::{CacheSpec, MaskAgent, PlatformSpec, Relation};
 use super::crew::Crew;
 #[cfg(target_arch = "x86_64")]
 use super::lru_sets::avx512::{self, Avx512};
 use super::lru_sets::{Entry, LruSets, SetKernel, Victim, SET_WAYS};
 use super::{replay_record, replay_records, AccessKind, LineSink, Record};
+use crate::cache::{replacement, Cache, Geometry};
+use crate::hierarchy::LevelStats;
+use crate::platform::{CacheSpec, MaskAgent, PlatformSpec, Relation};
 use crate::units::Line;
 
 /// Why `SingleCore` cannot stand for the general path on a platform (which then replays through it).
@@ -238,7 +238,11 @@ impl Sorter<'_> {
             let Run { line, kinds } = self.run;
             let repeat = |write: bool| (write as u64) << 62 | line << line_bits;
             repeats = [false, true].map(|write| {
-                if kinds & Run::kind(write) != 0 { repeat(write) } else { NO_REPEAT[write as usize] }
+                if kinds & Run::kind(write) != 0 {
+                    repeat(write)
+                } else {
+                    NO_REPEAT[write as usize]
+                }
             });
         }
         self.tally.repeats += repeated;
@@ -312,7 +316,11 @@ impl SetGroups {
     /// How many parts a batch of `records` records is best sorted in: `PARTS_PER_THREAD` per
     /// host thread, or one on a single host thread or if it is too small to share.
     pub(super) fn parts_for(&self, records: usize) -> usize {
-        if records < THREAD_MIN_BATCH || self.threads == 1 { 1 } else { self.queues.len() }
+        if records < THREAD_MIN_BATCH || self.threads == 1 {
+            1
+        } else {
+            self.queues.len()
+        }
     }
 
     /// Replays the reads and writes among `records` (see `replay_records`); returns how many.
@@ -1374,7 +1382,11 @@ mod tests {
             for batch in trace.chunks(groups.batch()) {
                 let parts = batch.chunks(batch.len().div_ceil(groups.parts_for(batch.len()))).collect();
                 let sort = |part: &[[u8; 8]], sorter: &mut Sorter<'_>| {
-                    if binary { sorter.sort_binary(part, 6).unwrap() } else { replay_records(sorter, part, 6) }
+                    if binary {
+                        sorter.sort_binary(part, 6).unwrap()
+                    } else {
+                        replay_records(sorter, part, 6)
+                    }
                 };
                 replayed += groups.replay_parts(parts, sort).iter().sum::<u64>();
             }

@@ -129,10 +129,8 @@ impl SystemShape<'_> {
     }
 
     pub fn check_device(&self, path: &str, device: &str) -> ConfigResult<&[u32]> {
-        self.devices
-            .iter()
-            .find(|(name, _)| *name == device)
-            .map(|(_, cpus)| cpus.as_slice())
-            .ok_or_else(|| crate::error::ConfigError::new(format!("{path}.device"), format!("no device named `{device}`")))
+        self.devices.iter().find(|(name, _)| *name == device).map(|(_, cpus)| cpus.as_slice()).ok_or_else(|| {
+            crate::error::ConfigError::new(format!("{path}.device"), format!("no device named `{device}`"))
+        })
     }
 }

@@ -45,7 +45,9 @@ impl PingPongSpec {
         ensure(self.header_bytes + self.payload_bytes >= 1, &format!("{path}.payload_bytes"), || {
             "a message needs at least one byte".into()
         })?;
-        ensure(self.tx_ns >= 0.0 && self.one_way_ns >= 0.0, &format!("{path}.one_way_ns"), || "must not be negative".into())
+        ensure(self.tx_ns >= 0.0 && self.one_way_ns >= 0.0, &format!("{path}.one_way_ns"), || {
+            "must not be negative".into()
+        })
     }
 }
 

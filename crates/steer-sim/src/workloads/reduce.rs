@@ -51,7 +51,9 @@ impl ReduceSpec {
         system.check_cpu(path, self.cpu)?;
         system.check_queue(path, &self.device, self.queue)?;
         ensure(self.element_bytes >= 1, &format!("{path}.element_bytes"), || "must be at least 1".into())?;
-        ensure(self.cycles_per_element >= 0.0, &format!("{path}.cycles_per_element"), || "must not be negative".into())?;
+        ensure(self.cycles_per_element >= 0.0, &format!("{path}.cycles_per_element"), || {
+            "must not be negative".into()
+        })?;
         ensure(self.delay_ns >= 0.0, &format!("{path}.delay_ns"), || "must not be negative".into())
     }
 }

@@ -1,9 +1,9 @@
 //! A receive loop: poll the completion ring, read the packet, copy it into a reused application
 //! buffer, release the RX buffer (re-posting its descriptor).
 
+use crate::devices::nic::Poll;
 use crate::engine::System;
 use crate::error::{ensure, ConfigResult};
-use crate::devices::nic::Poll;
 use crate::params::params;
 use crate::units::{Addr, Clock, Line, Time};
 use crate::workloads::timing::{Activity, CoreTimer};

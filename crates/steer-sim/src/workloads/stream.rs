@@ -74,7 +74,7 @@ impl Workload for Stream {
         for _ in 0..LINES_PER_STEP {
             let line = Line(self.base.0 + self.cursor);
             self.timer.issue(&mut system.hierarchy, line, false);
-            if self.spec.write_every > 0 && self.cursor % self.spec.write_every as u64 == 0 {
+            if self.spec.write_every > 0 && self.cursor.is_multiple_of(self.spec.write_every as u64) {
                 self.timer.issue(&mut system.hierarchy, line, true);
             }
             self.timer.compute(self.spec.cycles_per_line);

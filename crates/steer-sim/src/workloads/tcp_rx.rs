@@ -81,11 +81,8 @@ impl TcpRxSpec {
 
     /// The CPUs the path runs on: each queue's IRQ CPU and its application's CPU.
     pub fn cpus(&self, system: &SystemShape) -> Vec<u32> {
-        let mut cpus: Vec<u32> = system
-            .queue_cpus(&self.device)
-            .into_iter()
-            .flat_map(|irq| [irq, irq + self.app_offset])
-            .collect();
+        let mut cpus: Vec<u32> =
+            system.queue_cpus(&self.device).into_iter().flat_map(|irq| [irq, irq + self.app_offset]).collect();
         cpus.sort_unstable();
         cpus.dedup();
         cpus
@@ -135,7 +132,13 @@ pub struct Socket {
 
 impl Socket {
     /// The socket of RX queue `queue` for a path with `spec`, with the page metadata of its pool.
-    pub fn for_queue(spec: &TcpRxSpec, queue: &RxQueue, allocator: &mut Allocator, node: u32, line_bits: u32) -> Socket {
+    pub fn for_queue(
+        spec: &TcpRxSpec,
+        queue: &RxQueue,
+        allocator: &mut Allocator,
+        node: u32,
+        line_bits: u32,
+    ) -> Socket {
         let shared_lines = spec.socket_lines as u64;
         Socket {
             queue: VecDeque::new(),
