@@ -123,5 +123,5 @@ def test_instruction_fetches_are_skipped_and_bad_lines_are_named(tmp_path: Path)
 
     bad = tmp_path / "bad.din"
     bad.write_text("0 1000\n7 2000\n")
-    with pytest.raises(ValueError, match=r"bad\.din:2: unknown label `7`"):
+    with pytest.raises(steer.ScenarioError, match=r"bad\.din:2: unknown label `7`"):
         steer.trace(str(bad), platform="turin-9655")

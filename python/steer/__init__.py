@@ -11,13 +11,16 @@ plotting and reporting the results.
 >>> df = steer.load("results/rx-placement")        # one row per run (needs pandas)
 """
 
-from steer._core import ScenarioError, __version__
+from steer._core import InternalError, ScenarioError, SteerError, TooLargeError, __version__
 from steer.api import describe_platform, platforms, resolve, run, scenarios, trace
 from steer.result import Result
 
 __all__ = [
+    "InternalError",
     "Result",
     "ScenarioError",
+    "SteerError",
+    "TooLargeError",
     "__version__",
     "describe_platform",
     "export",

@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 
 from steer import api, output
-from steer._core import ScenarioError
+from steer._core import ScenarioError, SteerError
 from steer.workflow_cli import add_commands as add_workflow_commands
 
 FILL_SOURCES = ("l1", "l2", "peer_l2", "l3", "remote_cache", "dram")
@@ -370,6 +370,9 @@ def main(argv: list[str] | None = None) -> int:
     except ScenarioError as error:
         print(f"steer: error: {error}", file=sys.stderr)
         return 2
+    except SteerError as error:
+        print(f"steer: {error} (please report it)", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("steer: interrupted", file=sys.stderr)
         return 130

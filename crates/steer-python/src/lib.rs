@@ -2,16 +2,35 @@
 //! and overrides to the Rust core and returns JSON and TOML strings for the Python layer to shape.
 
 use pyo3::create_exception;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyException, PyKeyboardInterrupt};
 use pyo3::prelude::*;
 
 use steer_sim::params::Describe;
 use steer_sim::{platform, scenario, ScenarioSource};
 
-create_exception!(_core, ScenarioError, PyValueError, "A scenario, platform or trace that steer cannot accept.");
+create_exception!(_core, SteerError, PyException, "Anything steer could not do.");
+create_exception!(_core, ScenarioError, SteerError, "A scenario, platform, override or file that steer cannot accept.");
+create_exception!(
+    _core,
+    TooLargeError,
+    ScenarioError,
+    "A run that would need more memory or time than the limits allow."
+);
+create_exception!(_core, InternalError, SteerError, "A broken invariant inside steer: a bug to report.");
+
+/// The Python exception of each kind of error.
+fn to_py(error: steer_sim::Error) -> PyErr {
+    let message = error.to_string();
+    match error {
+        steer_sim::Error::Input(_) => ScenarioError::new_err(message),
+        steer_sim::Error::TooLarge(_) => TooLargeError::new_err(message),
+        steer_sim::Error::Stopped => PyKeyboardInterrupt::new_err(message),
+        steer_sim::Error::Internal(_) => InternalError::new_err(message),
+    }
+}
 
 fn load(text: &str, origin: &str, default_name: &str, overrides: &[String]) -> PyResult<steer_sim::Scenario> {
-    steer_sim::load(&ScenarioSource { text, origin, default_name }, overrides).map_err(ScenarioError::new_err)
+    steer_sim::load(&ScenarioSource { text, origin, default_name }, overrides).map_err(to_py)
 }
 
 /// Resolves a scenario (defaults filled, parameters substituted) and returns it as TOML.
@@ -50,10 +69,23 @@ fn run_scenario(
         }
     });
     match (result, failure) {
-        (Some(result), _) => Ok((result.to_string(), resolved)),
-        (None, Some(error)) => Err(error),
-        (None, None) => Err(ScenarioError::new_err("the run was stopped")),
+        (Ok(result), _) => Ok((result.value.to_string(), resolved)),
+        (Err(_), Some(error)) => Err(error),
+        (Err(error), None) => Err(to_py(error)),
     }
+}
+
+/// Every key the results of a scenario have: (key, unit, meaning), without running it.
+#[pyfunction]
+#[pyo3(signature = (text, origin, default_name, overrides=Vec::new()))]
+fn result_schema(
+    text: &str,
+    origin: &str,
+    default_name: &str,
+    overrides: Vec<String>,
+) -> PyResult<Vec<(String, String, String)>> {
+    let simulation = steer_sim::Simulation::new(load(text, origin, default_name, &overrides)?).map_err(to_py)?;
+    Ok(simulation.schema().into_iter().map(|e| (e.key, e.unit.to_string(), e.meaning)).collect())
 }
 
 /// Built-in scenarios: (name, description, TOML source).
@@ -114,10 +146,14 @@ fn describe_tph(data: &[u8]) -> PyResult<String> {
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("SteerError", m.py().get_type::<SteerError>())?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
+    m.add("TooLargeError", m.py().get_type::<TooLargeError>())?;
+    m.add("InternalError", m.py().get_type::<InternalError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(resolve_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
+    m.add_function(wrap_pyfunction!(result_schema, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_scenarios, m)?)?;
     m.add_function(wrap_pyfunction!(platform_presets, m)?)?;
     m.add_function(wrap_pyfunction!(describe_platform, m)?)?;

@@ -7,8 +7,9 @@ fn main() {
         Err(_) => steer_sim::scenario::builtin(name).expect("scenario file or built-in").source.to_string(),
     };
     let source = steer_sim::ScenarioSource { text: &text, origin: name, default_name: name };
-    match steer_sim::load(&source, &args[1.min(args.len())..]) {
-        Ok(scenario) => println!("{:#}", steer_sim::run(scenario, &mut |_| true).expect("not interrupted")),
+    let result = steer_sim::load(&source, &args[1.min(args.len())..]).and_then(|s| steer_sim::run(s, &mut |_| true));
+    match result {
+        Ok(result) => println!("{:#}", result.value),
         Err(e) => {
             eprintln!("error: {e}");
             std::process::exit(2)

@@ -1,203 +1,236 @@
-//! The event-driven engine. Agents (NIC queues generating packets, workloads on CPUs) run in time
-//! order; ties break by scheduling order, so a scenario and seed always give the same run.
-//! Statistics are reset when the warm-up ends; results cover the measured window only.
+//! The event-driven engine. Everything that acts (a CPU running programs, a NIC, a copy engine) is
+//! an `Agent`: the engine runs agents in time order and each `step` says when to run it again
+//! (`Step::At`) or that it sleeps until a signal it waits on is notified (`Step::Wait`). Ties
+//! break by scheduling order, so a scenario and seed always give the same run.
+//!
+//! Bounded run-ahead: an agent may simulate past the time of the next pending event (its
+//! *horizon*: nothing else can act before it) by at most `sim.max_runahead_ns`; the engine hands
+//! it that limit, and a notification it sends lowers the limit to the notified time plus the same
+//! allowance, since the woken agent may act from then on. With a limit of 0 agents interleave
+//! exactly in time at the granularity they step at.
+//!
+//! The engine knows no kind of agent: devices and workloads register themselves (`devices`,
+//! `workloads`), and agents meet only through the ports in `Shared` and through signals.
 
+use std::any::Any;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::devices::nic::{Allocator, Nic};
-use crate::hierarchy::Hierarchy;
-use crate::platform::PlatformSpec;
-use crate::results::{self, RunResult};
-use crate::scenario::Scenario;
-use crate::units::{Clock, Time};
-use crate::workloads::l2fwd::L2fwd;
-use crate::workloads::pingpong::PingPong;
-use crate::workloads::reduce::Reduce;
-use crate::workloads::rx_loop::RxLoop;
-use crate::workloads::stream::Stream;
-use crate::workloads::tcp_rx::{Role, Socket, TcpRx};
-use crate::workloads::{Workload, WorkloadSpec};
+use crate::system::Shared;
+use crate::units::Time;
 
-/// Everything agents act on.
-pub struct System {
-    pub platform: PlatformSpec,
-    pub hierarchy: Hierarchy,
-    pub nics: Vec<Nic>,
-    pub allocator: Allocator,
-    /// TX engines to start, as (nic, queue, time): a workload posted to an idle one.
-    pub tx_kicks: Vec<(usize, usize, Time)>,
-    /// Workloads to wake, as (workload index, time): another workload has work for them.
-    pub wakes: Vec<(usize, Time)>,
-    /// Sockets between the two halves of TCP receive paths.
-    pub sockets: Vec<Socket>,
-    /// When each logical CPU is next free: workloads sharing a CPU take turns.
-    pub cpu_free_at: Vec<Time>,
+/// An agent's index in the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AgentId(pub u32);
+
+/// Something agents wait on and others notify: a queue got a completion, a socket got data, a
+/// device was handed work. Made by `Builder::signal`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Signal(pub u32);
+
+/// What an agent does after a step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Run again at this time, or earlier if a signal it waits on is notified first.
+    At(Time),
+    /// Sleep until a signal it waits on (`Cx::wait_on`) is notified.
+    Wait,
+    /// It cannot go on: reported as a stall, with the reason, and never run again.
+    Stall(String),
 }
 
-impl System {
-    /// NUMA node closest to a CPU (memory nodes split a socket's CCXs evenly).
-    pub fn node_of_cpu(&self, cpu: u32) -> u32 {
-        let t = &self.platform.topology;
-        let ccx = t.ccx_of_core(t.core_of_cpu(cpu));
-        let nodes_per_socket = self.platform.memory.nodes_per_socket;
-        let socket = t.socket_of_ccx(ccx);
-        let ccx_in_socket = ccx % t.ccx_per_socket;
-        socket * nodes_per_socket + ccx_in_socket * nodes_per_socket / t.ccx_per_socket
+/// The contract of everything that acts in a simulation.
+pub trait Agent: Any {
+    /// What the agent is, as stall reports name it (`cpu 3 (irq)`, `nic0`).
+    fn name(&self) -> String;
+    /// Runs from `now`. `limit` is the latest time it may simulate to before it returns (the
+    /// next event that could interact, plus the run-ahead allowance); `Cx::limit` gives the
+    /// current value, which notifications can lower.
+    fn step(&mut self, cx: &mut Cx, now: Time, limit: Time) -> Step;
+    /// What it is waiting for, for stall reports (empty if nothing in particular).
+    fn waiting_for(&self) -> String {
+        String::new()
+    }
+    /// Zeroes its statistics at `now` (the end of the warm-up).
+    fn reset_stats(&mut self, _now: Time) {}
+    /// Writes its statistics into the result (`cores.N`, `devices.NAME`, ...).
+    fn report(&self, _out: &mut crate::stats::Report, _view: &ReportView) {}
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// What an agent's report may read: the shared state and the measured window.
+pub struct ReportView<'a> {
+    pub shared: &'a Shared,
+    /// Start of the measured window.
+    pub window_start: Time,
+    /// End of the measured window.
+    pub now: Time,
+}
+
+impl ReportView<'_> {
+    /// Length of the measured window in ns (never zero, so rates are finite).
+    pub fn window_ns(&self) -> f64 {
+        (self.now - self.window_start).as_ns().max(1e-9)
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Agent {
-    Queue {
-        nic: usize,
-        queue: usize,
-    },
-    Transmit {
-        nic: usize,
-        queue: usize,
-    },
-    Workload(usize),
-    /// A NIC driver's timed work (IRQ affinity changes).
-    Driver {
-        nic: usize,
-    },
+/// An agent that could not go on, or waited through the whole measured window with nothing to
+/// wake it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stall {
+    pub agent: String,
+    /// When it last ran.
+    pub since: Time,
+    pub reason: String,
 }
 
-/// A validated scenario assembled into a runnable system.
-pub struct Simulation {
-    pub scenario: Scenario,
-    pub system: System,
-    workloads: Vec<Box<dyn Workload>>,
-    events: BinaryHeap<Reverse<(Time, u64, usize)>>,
-    agents: Vec<Agent>,
-    /// Agent id of each workload, so a wake-up finds it without a search.
-    workload_agents: Vec<usize>,
-    /// Agent id of each queue's TX engine, by nic then queue.
-    tx_agents: Vec<Vec<usize>>,
+/// The engine's scheduling state, which `Cx` lets the running agent use.
+struct Schedule {
+    events: BinaryHeap<Reverse<(Time, u64, AgentId, u32)>>,
+    /// Per agent: its current epoch. Events and waits made in an older epoch are stale: an
+    /// agent's epoch advances each time it runs.
+    epoch: Vec<u32>,
+    /// Per agent: the earliest time it is scheduled at in its current epoch.
+    pending: Vec<Option<Time>>,
+    /// Per signal: the agents waiting on it, with the epoch they waited in.
+    waiters: Vec<Vec<(AgentId, u32)>>,
     sequence: u64,
-    now: Time,
 }
 
-impl Simulation {
-    /// Builds the system for a scenario that passed `Scenario::validate`.
-    pub fn new(scenario: Scenario) -> Simulation {
-        let platform = scenario.platform.clone();
-        let mut allocator = Allocator::new(platform.memory.nodes(&platform.topology));
-        let mut hierarchy = Hierarchy::new(&platform);
-        let nics: Vec<Nic> = scenario
-            .devices
-            .iter()
-            .enumerate()
-            .map(|(i, spec)| {
-                Nic::new(spec, &platform, &mut allocator, &mut hierarchy, scenario.seed.wrapping_add(i as u64))
-            })
-            .collect();
-        let cpus = platform.topology.cpus() as usize;
-        let mut system = System {
-            hierarchy,
-            nics,
-            allocator,
-            platform,
-            tx_kicks: Vec::new(),
-            wakes: Vec::new(),
-            sockets: Vec::new(),
-            cpu_free_at: vec![Time::ZERO; cpus],
-        };
-        let clock = Clock::new(system.platform.core.freq_ghz);
-        let mut workloads: Vec<Box<dyn Workload>> = Vec::new();
-        for spec in &scenario.workloads {
-            let nic_of =
-                |device: &str| scenario.devices.iter().position(|d| d.name == device).expect("validated device");
-            match spec {
-                WorkloadSpec::RxLoop(rx) => {
-                    let nic = nic_of(&rx.device);
-                    workloads.push(Box::new(RxLoop::new(workloads.len(), rx, nic, clock, &mut system)));
-                }
-                WorkloadSpec::Pingpong(pingpong) => {
-                    let nic = nic_of(&pingpong.device);
-                    workloads.push(Box::new(PingPong::new(pingpong, nic, clock, &mut system)));
-                }
-                WorkloadSpec::Reduce(reduce) => {
-                    let nic = nic_of(&reduce.device);
-                    workloads.push(Box::new(Reduce::new(workloads.len(), reduce, nic, clock, &mut system)));
-                }
-                WorkloadSpec::TcpRx(tcp) => {
-                    let nic = nic_of(&tcp.device);
-                    for queue in 0..system.nics[nic].queues.len() {
-                        let socket = system.sockets.len();
-                        // Page metadata lives with the pages, on the NIC's node.
-                        let (rx, node) = (&system.nics[nic].queues[queue], system.nics[nic].spec.numa_node);
-                        let line_bits = system.platform.line_bits();
-                        system.sockets.push(Socket::for_queue(tcp, rx, &mut system.allocator, node, line_bits));
-                        for role in [Role::Napi, Role::Recv] {
-                            let half = TcpRx::new(workloads.len(), tcp, role, (nic, queue), socket, clock, &mut system);
-                            workloads.push(Box::new(half));
-                        }
-                    }
-                }
-                WorkloadSpec::Stream(stream) => workloads.push(Box::new(Stream::new(stream, clock, &mut system))),
-                WorkloadSpec::L2fwd(fwd) => {
-                    let nic = nic_of(&fwd.device);
-                    for queue in 0..system.nics[nic].queues.len() {
-                        workloads.push(Box::new(L2fwd::new(workloads.len(), fwd, nic, queue, clock, &system)));
-                    }
-                }
-            }
+impl Schedule {
+    fn wake(&mut self, agent: AgentId, at: Time) {
+        let i = agent.0 as usize;
+        if self.pending[i].is_some_and(|t| t <= at) {
+            return;
         }
-        let mut simulation = Simulation {
-            scenario,
-            system,
-            workloads,
-            events: BinaryHeap::new(),
-            agents: Vec::new(),
-            workload_agents: Vec::new(),
-            tx_agents: Vec::new(),
-            sequence: 0,
-            now: Time::ZERO,
-        };
-        for nic in 0..simulation.system.nics.len() {
-            let mut tx = Vec::new();
-            for queue in 0..simulation.system.nics[nic].queues.len() {
-                let agent = simulation.add_agent(Agent::Queue { nic, queue });
-                if let Some(first) = simulation.system.nics[nic].first_arrival(queue) {
-                    simulation.schedule(first, agent);
-                }
-                tx.push(simulation.add_agent(Agent::Transmit { nic, queue }));
-            }
-            simulation.tx_agents.push(tx);
-            if let Some(at) = simulation.system.nics[nic].next_driver_event() {
-                let agent = simulation.add_agent(Agent::Driver { nic });
-                simulation.schedule(at, agent);
-            }
-        }
-        for index in 0..simulation.workloads.len() {
-            let agent = simulation.add_agent(Agent::Workload(index));
-            simulation.workload_agents.push(agent);
-            simulation.schedule(Time::ZERO, agent);
-        }
-        simulation
-    }
-
-    fn add_agent(&mut self, agent: Agent) -> usize {
-        self.agents.push(agent);
-        self.agents.len() - 1
-    }
-
-    fn schedule(&mut self, time: Time, agent: usize) {
+        self.pending[i] = Some(at);
         self.sequence += 1;
-        self.events.push(Reverse((time, self.sequence, agent)));
+        self.events.push(Reverse((at, self.sequence, agent, self.epoch[i])));
     }
 
-    /// Runs all events before `until`; `progress` is called with the simulated time now and then
-    /// and stops the run by returning false. Returns whether `until` was reached.
-    pub fn run_until(&mut self, until: Time, progress: &mut dyn FnMut(Time) -> bool) -> bool {
+    /// The time of the next event that is not stale, dropping stale ones from the top.
+    fn horizon(&mut self) -> Option<Time> {
+        while let Some(&Reverse((time, _, agent, epoch))) = self.events.peek() {
+            if epoch == self.epoch[agent.0 as usize] {
+                return Some(time);
+            }
+            self.events.pop();
+        }
+        None
+    }
+}
+
+/// What a running agent may do besides its own work: use the shared ports, notify signals and
+/// wait on them.
+pub struct Cx<'a> {
+    pub shared: &'a mut Shared,
+    schedule: &'a mut Schedule,
+    me: AgentId,
+    now: Time,
+    limit: Time,
+    max_runahead: Time,
+}
+
+impl Cx<'_> {
+    /// The engine's time: when this step started.
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    /// The latest time the running agent may simulate to.
+    pub fn limit(&self) -> Time {
+        self.limit
+    }
+
+    /// Wakes every agent waiting on `signal` at `at` (not before the step's start). The running
+    /// agent may then not run past `at` by more than the run-ahead allowance.
+    pub fn notify(&mut self, signal: Signal, at: Time) {
+        let at = at.max(self.now);
+        let waiters = &mut self.schedule.waiters[signal.0 as usize];
+        let current = &self.schedule.epoch;
+        waiters.retain(|&(agent, epoch)| epoch == current[agent.0 as usize]);
+        if waiters.is_empty() {
+            return;
+        }
+        for (agent, _) in std::mem::take(waiters) {
+            if agent != self.me {
+                self.limit = self.limit.min(at + self.max_runahead);
+            }
+            self.schedule.wake(agent, at);
+        }
+    }
+
+    /// The running agent sleeps on `signal` too: a notification wakes it (until it runs again).
+    pub fn wait_on(&mut self, signal: Signal) {
+        let epoch = self.schedule.epoch[self.me.0 as usize];
+        let waiters = &mut self.schedule.waiters[signal.0 as usize];
+        if !waiters.contains(&(self.me, epoch)) {
+            waiters.push((self.me, epoch));
+        }
+    }
+}
+
+/// Runs agents in time order.
+pub struct Engine {
+    agents: Vec<Box<dyn Agent>>,
+    schedule: Schedule,
+    /// When each agent last ran.
+    last_run: Vec<Time>,
+    /// Agents that said they cannot go on.
+    stalled: Vec<Option<Stall>>,
+    max_runahead: Time,
+    now: Time,
+    /// When the engine ran out of events before the time it was asked to reach, if it did.
+    pub ran_dry_at: Option<Time>,
+}
+
+impl Engine {
+    /// An engine for `agents` over `signals` signals; each agent first runs at its start time
+    /// (`None`: it waits to be notified).
+    pub fn new(agents: Vec<(Box<dyn Agent>, Option<Time>)>, signals: u32, max_runahead: Time) -> Engine {
+        let count = agents.len();
+        let mut engine = Engine {
+            agents: Vec::with_capacity(count),
+            schedule: Schedule {
+                events: BinaryHeap::new(),
+                epoch: vec![0; count],
+                pending: vec![None; count],
+                waiters: vec![Vec::new(); signals as usize],
+                sequence: 0,
+            },
+            last_run: vec![Time::ZERO; count],
+            stalled: vec![None; count],
+            max_runahead,
+            now: Time::ZERO,
+            ran_dry_at: None,
+        };
+        for (i, (agent, start)) in agents.into_iter().enumerate() {
+            engine.agents.push(agent);
+            if let Some(at) = start {
+                engine.schedule.wake(AgentId(i as u32), at);
+            }
+        }
+        engine
+    }
+
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    pub fn agents(&self) -> &[Box<dyn Agent>] {
+        &self.agents
+    }
+
+    /// Runs every event before `until`; `progress` is called with the simulated time now and
+    /// then and stops the run by returning false. Returns whether `until` was reached.
+    pub fn run_until(&mut self, shared: &mut Shared, until: Time, progress: &mut dyn FnMut(Time) -> bool) -> bool {
         let mut next_report = self.now;
-        while let Some(&Reverse((time, _, agent))) = self.events.peek() {
+        while let Some(time) = self.schedule.horizon() {
             if time >= until {
                 break;
             }
-            self.events.pop();
+            let Reverse((_, _, agent, _)) = self.schedule.events.pop().expect("the horizon is an event");
+            let i = agent.0 as usize;
             self.now = time;
             if time >= next_report {
                 if !progress(time) {
@@ -205,79 +238,197 @@ impl Simulation {
                 }
                 next_report = time + Time::from_us(50.0);
             }
-            match self.agents[agent] {
-                Agent::Queue { nic, queue } => {
-                    let (next, wake) = self.system.nics[nic].arrive(queue, time, &mut self.system.hierarchy);
-                    if let Some(next) = next {
-                        self.schedule(next, agent);
-                    }
-                    if let Some((workload, at)) = wake {
-                        self.schedule(at, self.workload_agents[workload]);
-                    }
-                }
-                Agent::Transmit { nic, queue } => {
-                    if let Some(next) = self.system.nics[nic].transmit(queue, time, &mut self.system.hierarchy) {
-                        self.schedule(next, agent);
-                    }
-                }
-                Agent::Driver { nic } => {
-                    if let Some(next) = self.system.nics[nic].driver_event(time, &mut self.system.allocator) {
-                        self.schedule(next, agent);
-                    }
-                }
-                Agent::Workload(index) => {
-                    if let Some(next) = self.workloads[index].step(&mut self.system, time) {
-                        self.schedule(next, agent);
-                    }
-                    for (nic, queue, at) in std::mem::take(&mut self.system.tx_kicks) {
-                        let start = self.system.nics[nic].queues[queue].tx_start(at);
-                        self.schedule(start, self.tx_agents[nic][queue]);
-                    }
-                    for (workload, at) in std::mem::take(&mut self.system.wakes) {
-                        self.schedule(at, self.workload_agents[workload]);
-                    }
+            self.schedule.epoch[i] += 1;
+            self.schedule.pending[i] = None;
+            let horizon = self.schedule.horizon().unwrap_or(until).min(until);
+            let limit = horizon + self.max_runahead;
+            let mut cx = Cx {
+                shared,
+                schedule: &mut self.schedule,
+                me: agent,
+                now: time,
+                limit,
+                max_runahead: self.max_runahead,
+            };
+            let step = self.agents[i].step(&mut cx, time, limit);
+            self.last_run[i] = time;
+            match step {
+                Step::At(at) => self.schedule.wake(agent, at.max(time)),
+                Step::Wait => {}
+                Step::Stall(reason) => {
+                    self.stalled[i] = Some(Stall { agent: self.agents[i].name(), since: time, reason });
+                    self.schedule.epoch[i] += 1;
                 }
             }
+        }
+        if self.schedule.horizon().is_none() && self.ran_dry_at.is_none() {
+            // Nothing is scheduled and nobody can be woken: nothing will ever happen again.
+            self.ran_dry_at = Some(self.now);
         }
         self.now = until;
         true
     }
 
+    /// Zeroes every agent's statistics.
     pub fn reset_stats(&mut self) {
-        self.system.hierarchy.reset_stats();
-        for nic in &mut self.system.nics {
-            for queue in &mut nic.queues {
-                queue.reset_stats();
+        let now = self.now;
+        for agent in &mut self.agents {
+            agent.reset_stats(now);
+        }
+    }
+
+    /// Agents that stalled: those that said so, and those that are waiting and have not run since
+    /// before `window_start` (nothing woke them for the whole measured window).
+    pub fn stalls(&self, window_start: Time) -> Vec<Stall> {
+        let mut stalls = Vec::new();
+        for (i, agent) in self.agents.iter().enumerate() {
+            if let Some(stall) = &self.stalled[i] {
+                stalls.push(stall.clone());
+            } else if self.schedule.pending[i].is_none() && self.last_run[i] < window_start {
+                let waiting = agent.waiting_for();
+                let reason = if waiting.is_empty() { "waiting, and nothing woke it".to_string() } else { waiting };
+                stalls.push(Stall { agent: agent.name(), since: self.last_run[i], reason });
             }
         }
-        let now = self.now;
-        for workload in &mut self.workloads {
-            workload.reset_stats(now);
+        stalls
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::system::Shared;
+
+    /// Records when it runs; runs again after `period` until `times` runs, notifying `signal`
+    /// each time; or waits on `signal` when `period` is None.
+    struct Probe {
+        period: Option<Time>,
+        signal: Signal,
+        notify_at: Option<Time>,
+        runs: Vec<(Time, Time)>,
+        stall_after: Option<usize>,
+    }
+
+    impl Agent for Probe {
+        fn name(&self) -> String {
+            "probe".into()
+        }
+        fn step(&mut self, cx: &mut Cx, now: Time, limit: Time) -> Step {
+            self.runs.push((now, limit));
+            if let Some(at) = self.notify_at {
+                cx.notify(self.signal, at);
+            }
+            if self.stall_after == Some(self.runs.len()) {
+                return Step::Stall("gave up".into());
+            }
+            match self.period {
+                Some(period) => Step::At(now + period),
+                None => {
+                    cx.wait_on(self.signal);
+                    Step::Wait
+                }
+            }
+        }
+        fn as_any(&self) -> &dyn Any {
+            self
         }
     }
 
-    pub fn workloads(&self) -> &[Box<dyn Workload>] {
-        &self.workloads
+    fn probe(period: Option<f64>, notify_at: Option<f64>) -> Box<dyn Agent> {
+        Box::new(Probe {
+            period: period.map(Time::from_ns),
+            signal: Signal(0),
+            notify_at: notify_at.map(Time::from_ns),
+            runs: Vec::new(),
+            stall_after: None,
+        })
     }
 
-    pub fn now(&self) -> Time {
-        self.now
+    fn runs(engine: &Engine, agent: usize) -> Vec<(f64, f64)> {
+        let probe = engine.agents()[agent].as_any().downcast_ref::<Probe>().unwrap();
+        probe.runs.iter().map(|(t, l)| (t.as_ns(), l.as_ns())).collect()
     }
 
-    /// Warm-up, reset, measured window; returns the results, or `None` if `progress` (called
-    /// with the completed fraction) stopped the run by returning false.
-    pub fn run(mut self, progress: &mut dyn FnMut(f64) -> bool) -> Option<RunResult> {
-        let started = std::time::Instant::now();
-        let warmup = Time::from_us(self.scenario.sim.warmup_us);
-        let end = warmup + Time::from_us(self.scenario.sim.measure_us);
-        let total = end.0.max(1) as f64;
-        if !self.run_until(warmup, &mut |t| progress(t.0 as f64 / total)) {
-            return None;
+    fn ns(t: f64) -> Time {
+        Time::from_ns(t)
+    }
+
+    #[test]
+    fn agents_run_in_time_order_and_see_the_next_event_plus_the_allowance_as_their_limit() {
+        let agents = vec![(probe(Some(100.0), None), Some(ns(0.0))), (probe(Some(30.0), None), Some(ns(10.0)))];
+        let mut engine = Engine::new(agents, 1, ns(5.0));
+        let mut shared = Shared::empty();
+        assert!(engine.run_until(&mut shared, ns(75.0), &mut |_| true));
+        // Agent 0 at 0 (next event: agent 1 at 10), then agent 1 at 10, 40, 70 (next event of
+        // another agent: agent 0 at 100, capped by the end at 75).
+        assert_eq!(runs(&engine, 0), [(0.0, 15.0)]);
+        assert_eq!(runs(&engine, 1), [(10.0, 80.0), (40.0, 80.0), (70.0, 80.0)]);
+        assert_eq!(engine.now(), ns(75.0));
+    }
+
+    #[test]
+    fn a_notification_wakes_waiters_at_its_time_and_lowers_the_notifiers_limit() {
+        // Agent 0 waits; agent 1 runs at 50 and notifies at 70.
+        let agents = vec![(probe(None, None), Some(ns(0.0))), (probe(Some(1000.0), Some(70.0)), Some(ns(50.0)))];
+        let mut engine = Engine::new(agents, 1, ns(5.0));
+        let mut shared = Shared::empty();
+        engine.run_until(&mut shared, ns(500.0), &mut |_| true);
+        assert_eq!(runs(&engine, 0), [(0.0, 55.0), (70.0, 505.0)]);
+        let probe = engine.agents()[1].as_any().downcast_ref::<Probe>().unwrap();
+        assert_eq!(probe.runs[0], (ns(50.0), ns(505.0)));
+    }
+
+    #[test]
+    fn a_wake_earlier_than_a_scheduled_one_wins_and_the_later_one_is_dropped() {
+        // Agent 0 runs every 100 ns and waits on signal 0 as well.
+        struct Both(Vec<Time>);
+        impl Agent for Both {
+            fn name(&self) -> String {
+                "both".into()
+            }
+            fn step(&mut self, cx: &mut Cx, now: Time, _limit: Time) -> Step {
+                self.0.push(now);
+                cx.wait_on(Signal(0));
+                Step::At(now + Time::from_ns(100.0))
+            }
+            fn as_any(&self) -> &dyn Any {
+                self
+            }
         }
-        self.reset_stats();
-        if !self.run_until(end, &mut |t| progress(t.0 as f64 / total)) || !progress(1.0) {
-            return None;
-        }
-        Some(results::collect(&self, warmup, started.elapsed().as_secs_f64()))
+        let agents: Vec<(Box<dyn Agent>, Option<Time>)> =
+            vec![(Box::new(Both(Vec::new())), Some(ns(0.0))), (probe(Some(1000.0), Some(30.0)), Some(ns(20.0)))];
+        let mut engine = Engine::new(agents, 1, Time::ZERO);
+        engine.run_until(&mut Shared::empty(), ns(250.0), &mut |_| true);
+        let both = engine.agents()[0].as_any().downcast_ref::<Both>().unwrap();
+        assert_eq!(both.0, [ns(0.0), ns(30.0), ns(130.0), ns(230.0)]);
+    }
+
+    #[test]
+    fn stalls_are_reported_whether_said_or_seen() {
+        let mut gives_up = Probe {
+            period: Some(ns(10.0)),
+            signal: Signal(0),
+            notify_at: None,
+            runs: Vec::new(),
+            stall_after: Some(2),
+        };
+        gives_up.runs.clear();
+        let agents: Vec<(Box<dyn Agent>, Option<Time>)> =
+            vec![(Box::new(gives_up), Some(ns(0.0))), (probe(None, None), Some(ns(0.0)))];
+        let mut engine = Engine::new(agents, 1, Time::ZERO);
+        engine.run_until(&mut Shared::empty(), ns(100.0), &mut |_| true);
+        assert_eq!(engine.ran_dry_at, Some(ns(10.0)));
+        let stalls = engine.stalls(ns(50.0));
+        assert_eq!(stalls.len(), 2);
+        assert_eq!((stalls[0].since, stalls[0].reason.as_str()), (ns(10.0), "gave up"));
+        assert_eq!((stalls[1].since, stalls[1].reason.as_str()), (ns(0.0), "waiting, and nothing woke it"));
+        // A waiter that ran inside the window is not stalled.
+        assert_eq!(engine.stalls(Time::ZERO).len(), 1);
+    }
+
+    #[test]
+    fn a_stopped_run_says_so() {
+        let mut engine = Engine::new(vec![(probe(Some(10.0), None), Some(ns(0.0)))], 1, Time::ZERO);
+        assert!(!engine.run_until(&mut Shared::empty(), ns(1e6), &mut |t| t < ns(60.0)));
     }
 }

@@ -1,5 +1,6 @@
-//! Configuration errors: each names the dotted key path it is about, so the scenario loader can
-//! point at the file position.
+//! Errors. Validation works with `ConfigError`s, each naming the dotted key path it is about, so
+//! the scenario loader can point at the file position; what leaves the crate is an `Error`, whose
+//! kind says whose fault it is (the input's, the limits', the caller's, or steer's own).
 
 use std::fmt;
 
@@ -38,3 +39,30 @@ pub fn ensure(ok: bool, path: &str, message: impl FnOnce() -> String) -> ConfigR
         Err(ConfigError::new(path, message()))
     }
 }
+
+/// Why steer could not do what it was asked. Each message is one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// Input steer cannot accept: a scenario, platform, override or file (`file:line:col: key:
+    /// message`). Bad input: the command line exits with 2.
+    Input(String),
+    /// A run that would need more memory or simulated work than the limits allow; the message
+    /// names the key and the estimate.
+    TooLarge(String),
+    /// The caller stopped the run.
+    Stopped,
+    /// A broken invariant inside steer: a bug to report.
+    Internal(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Input(message) | Error::TooLarge(message) => write!(f, "{message}"),
+            Error::Stopped => write!(f, "the run was stopped"),
+            Error::Internal(message) => write!(f, "internal error: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}

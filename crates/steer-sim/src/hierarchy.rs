@@ -148,7 +148,49 @@ pub struct LevelStats {
     pub prefetch: PrefetchStats,
 }
 
+crate::stats::stat!(
+    LEVEL_READS,
+    "reads",
+    "requests",
+    "read requests to this level (demand, prefetch, fills from above)"
+);
+crate::stats::stat!(
+    LEVEL_WRITES,
+    "writes",
+    "requests",
+    "write requests to this level (stores, write-backs from above)"
+);
+crate::stats::stat!(LEVEL_READ_HITS, "read_hits", "requests", "read requests that hit");
+crate::stats::stat!(LEVEL_WRITE_HITS, "write_hits", "requests", "write requests that hit");
+crate::stats::stat!(LEVEL_MISSES, "misses", "requests", "requests that missed");
+crate::stats::stat!(LEVEL_WRITEBACKS, "writebacks", "lines", "dirty lines evicted from this level");
+crate::stats::stat!(PREFETCH_ISSUED, "issued", "prefetches", "prefetches that fetched a line into this level");
+crate::stats::stat!(PREFETCH_USEFUL, "useful", "prefetches", "prefetched lines later used by a demand access");
+crate::stats::stat!(
+    PREFETCH_LATE,
+    "late",
+    "prefetches",
+    "useful prefetches whose data arrived after the demand asked for it"
+);
+crate::stats::stat!(PREFETCH_USELESS, "useless", "prefetches", "prefetched lines evicted before any use");
+
 impl LevelStats {
+    /// Puts every counter, prefetches in a `prefetch` section.
+    pub fn report(&self, out: &mut crate::stats::Report) {
+        out.put(&LEVEL_READS, self.reads);
+        out.put(&LEVEL_WRITES, self.writes);
+        out.put(&LEVEL_READ_HITS, self.read_hits);
+        out.put(&LEVEL_WRITE_HITS, self.write_hits);
+        out.put(&LEVEL_MISSES, self.misses);
+        out.put(&LEVEL_WRITEBACKS, self.writebacks);
+        out.section("prefetch", |r| {
+            r.put(&PREFETCH_ISSUED, self.prefetch.issued);
+            r.put(&PREFETCH_USEFUL, self.prefetch.useful);
+            r.put(&PREFETCH_LATE, self.prefetch.late);
+            r.put(&PREFETCH_USELESS, self.prefetch.useless);
+        });
+    }
+
     fn request(&mut self, write: bool, hit: bool) {
         if write {
             self.writes += 1;
@@ -161,17 +203,18 @@ impl LevelStats {
     }
 }
 
-/// Line transfers of one device (reset after warm-up).
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct DeviceTraffic {
-    /// Lines written by the device.
-    pub writes: u64,
-    /// Writes that found their line in an L3 (an LLC write hit, whatever the placement).
-    pub write_llc_hits: u64,
-    /// Lines read by the device.
-    pub reads: u64,
-    /// Reads served by a cache rather than memory.
-    pub read_cache_hits: u64,
+crate::stats::stats! {
+    /// Line transfers of one device (reset after warm-up).
+    pub struct DeviceTraffic {
+        /// Lines written by the device.
+        writes: u64 ["lines"],
+        /// Writes that found their line in an L3 (an LLC write hit, whatever the placement).
+        write_llc_hits: u64 ["lines"],
+        /// Lines read by the device.
+        reads: u64 ["lines"],
+        /// Reads served by a cache rather than memory.
+        read_cache_hits: u64 ["lines"],
+    }
 }
 
 /// What the first demand use of a prefetched line found: how long its data is still in flight

@@ -1,31 +1,37 @@
 //! steer's simulation core: where I/O data lands in the memory hierarchy, and what that costs.
 //!
-//! The layout follows the data path: `devices` (NICs and their DMA placement policies) ->
-//! `hierarchy` (coherent caches built from `cache` arrays) -> `memory` (DRAM channels). `workloads`
-//! run on CPUs with the timing model in `workloads::timing`; `engine` orders everything in time;
-//! `scenario` loads what users write; `results` shapes what they read; `trace` replays traces.
+//! The layout follows the data path: `devices` (NICs, the rings they share with programs, DMA
+//! placement, PCIe TPH) -> `hierarchy` (coherent caches built from `cache` arrays) -> `memory`
+//! (DRAM channels). Workload programs (`workloads`) run on CPUs (`cpu`, with the core timing
+//! model); `engine` runs every agent in time order; `system` assembles a scenario into agents;
+//! `scenario` loads what users write; `stats` and `results` declare and shape what they read;
+//! `trace` replays traces.
 
 pub mod cache;
+pub mod cpu;
 pub mod devices;
 pub mod engine;
 pub mod error;
 pub mod hierarchy;
 mod host;
+pub mod kinds;
 pub mod memory;
 pub mod params;
 pub mod platform;
 pub mod results;
 pub mod scenario;
+pub mod stats;
+pub mod system;
 pub mod trace;
 pub mod units;
 pub mod workloads;
 
-pub use engine::Simulation;
-pub use results::RunResult;
+pub use error::Error;
 pub use scenario::{load, Scenario, ScenarioSource};
+pub use system::{RunResult, Simulation};
 
-/// Runs a validated scenario, reporting progress as a fraction in [0, 1]; `progress` returning
-/// false stops the run (then `None`).
-pub fn run(scenario: Scenario, progress: &mut dyn FnMut(f64) -> bool) -> Option<RunResult> {
-    Simulation::new(scenario).run(progress)
+/// Validates and runs a scenario, reporting progress as a fraction in [0, 1]; `progress`
+/// returning false stops the run (`Error::Stopped`).
+pub fn run(scenario: Scenario, progress: &mut dyn FnMut(f64) -> bool) -> Result<RunResult, Error> {
+    Simulation::new(scenario)?.run(progress)
 }

@@ -316,6 +316,15 @@ params! {
 pub const MAX_TRACKED_CACHES: u32 = 384;
 
 impl PlatformSpec {
+    /// The NUMA node closest to a CPU (memory nodes split a socket's CCXs evenly).
+    pub fn node_of_cpu(&self, cpu: u32) -> u32 {
+        let t = &self.topology;
+        let ccx = t.ccx_of_core(t.core_of_cpu(cpu));
+        let nodes_per_socket = self.memory.nodes_per_socket;
+        let ccx_in_socket = ccx % t.ccx_per_socket;
+        t.socket_of_ccx(ccx) * nodes_per_socket + ccx_in_socket * nodes_per_socket / t.ccx_per_socket
+    }
+
     pub fn line_bytes(&self) -> u32 {
         self.l1d.line_bytes
     }

@@ -1,156 +1,94 @@
 //! Results of a run, shaped as users of real machines measure them: DRAM bandwidth per channel,
-//! where each CPU's demand fills came from, device throughput and drops.
+//! where each CPU's demand fills came from, device throughput and drops. Every key is declared
+//! (`stat!`) where it is computed; agents write their own parts (`cores.N`, `devices.NAME`).
 //!
 //! Units: `dram.*_gbps` are GB/s (bytes, as memory-controller counters report them);
 //! `devices.*.*_gbps` are Gb/s (bits, as NIC tools report them).
 
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
-use crate::engine::Simulation;
-use crate::hierarchy::Source;
+use crate::engine::{ReportView, Stall};
+use crate::stats::{stat, Report, SchemaEntry};
+use crate::system::Simulation;
 use crate::units::Time;
 
-/// The JSON document of one run.
-pub type RunResult = Value;
+stat!(SCENARIO, "scenario", "name", "the scenario's name");
+stat!(PLATFORM, "platform", "name", "the platform's name");
+stat!(READ_GBPS, "read_gbps", "GB/s", "DRAM read bandwidth");
+stat!(WRITE_GBPS, "write_gbps", "GB/s", "DRAM write bandwidth");
+stat!(TOTAL_GBPS, "total_gbps", "GB/s", "DRAM read plus write bandwidth");
+stat!(CHANNEL_READ_GBPS, "read_gbps", "GB/s", "the channel's read bandwidth");
+stat!(CHANNEL_WRITE_GBPS, "write_gbps", "GB/s", "the channel's write bandwidth");
+stat!(READ_QUEUE_NS, "read_queue_ns", "ns", "mean time a read waited for the channel");
+stat!(DMA_TO_MEMORY, "dma_lines_to_memory", "lines", "device line writes that went to DRAM");
+stat!(DMA_TO_CACHE, "dma_lines_to_cache", "lines", "device line writes placed in a cache");
+stat!(SIMULATED_NS, "simulated_ns", "ns", "simulated time at the end of the run");
+stat!(WARMUP_NS, "warmup_ns", "ns", "simulated time before statistics started");
+stat!(MEASURED_NS, "measured_ns", "ns", "length of the measured window");
+stat!(HOST_SECONDS, "host_seconds", "s", "host time the run took");
+stat!(LINE_OPS, "line_ops", "operations", "cache-line operations in the measured window (demand, prefetch, device)");
+stat!(SEED, "seed", "seed", "the seed of every random choice");
+stat!(
+    STALLED_AT,
+    "stalled_at_ns",
+    "ns",
+    "when nothing was left to happen, if the run ran out of events (null: it did not)"
+);
+stat!(STALL_AGENT, "agent", "name", "the agent that stalled");
+stat!(STALL_SINCE, "since_ns", "ns", "when it last made progress");
+stat!(STALL_REASON, "reason", "text", "why it cannot go on, or what it was waiting for");
 
-fn fractions(counts: &[u64; 6], skip_l1: bool) -> Value {
-    let total: u64 = counts.iter().enumerate().filter(|(i, _)| !(skip_l1 && *i == 0)).map(|(_, c)| c).sum();
-    let mut map = Map::new();
-    for source in Source::ALL {
-        if skip_l1 && source == Source::L1 {
-            continue;
-        }
-        let count = counts[source as usize];
-        map.insert(source.name().into(), json!(if total > 0 { count as f64 / total as f64 } else { 0.0 }));
-    }
-    Value::Object(map)
-}
-
-/// p50, p99 and mean of packet latencies (nearest-rank percentiles), or null without packets.
-fn latency_summary(samples: &mut [f64]) -> Value {
-    if samples.is_empty() {
-        return Value::Null;
-    }
-    samples.sort_by(|a, b| a.total_cmp(b));
-    let rank = |p: f64| samples[((p * samples.len() as f64).ceil() as usize).clamp(1, samples.len()) - 1];
-    json!({
-        "p50": rank(0.50),
-        "p99": rank(0.99),
-        "mean": samples.iter().sum::<f64>() / samples.len() as f64,
-        "count": samples.len(),
-    })
-}
-
-pub fn collect(simulation: &Simulation, warmup: Time, host_seconds: f64) -> RunResult {
-    let system = &simulation.system;
-    let window_ns = (simulation.now() - warmup).as_ns().max(1e-9);
-    let hierarchy = &system.hierarchy;
-
-    let channels: Vec<Value> = hierarchy
-        .memory
-        .stats()
-        .map(|c| {
-            json!({
-                "read_gbps": c.read_bytes as f64 / window_ns,
-                "write_gbps": c.write_bytes as f64 / window_ns,
-                "read_queue_ns": c.mean_read_queue_ns(),
-            })
-        })
-        .collect();
-    let (read, write) = hierarchy.memory.stats().fold((0u64, 0u64), |(r, w), c| (r + c.read_bytes, w + c.write_bytes));
-
-    let mut cores = Map::new();
-    for workload in simulation.workloads() {
-        let cpu = workload.cpu();
-        // Workloads sharing a CPU share its counters: one entry, roles joined with `+`.
-        if let Some(Value::Object(entry)) = cores.get_mut(&cpu.to_string()) {
-            let role = format!("{}+{}", entry["role"].as_str().unwrap_or_default(), workload.role());
-            entry.insert("role".into(), json!(role));
-            entry.insert(format!("workload_{}", workload.role()), workload.report(simulation.now()));
-            continue;
-        }
-        let counts = &hierarchy.stats.fills[cpu as usize];
-        let mut fill_counts = Map::new();
-        for source in Source::ALL {
-            fill_counts.insert(source.name().into(), json!(counts[source as usize]));
-        }
-        cores.insert(
-            cpu.to_string(),
-            json!({
-                "role": workload.role(),
-                "fills": fractions(counts, false),
-                "dc_fills": fractions(counts, true),
-                "fill_counts": fill_counts,
-                "workload": workload.report(simulation.now()),
-            }),
-        );
-    }
-
-    let mut devices = Map::new();
-    for nic in &system.nics {
-        let queues: Vec<Value> = nic
-            .queues
-            .iter()
-            .enumerate()
-            .map(|(i, q)| {
-                let mut stats = serde_json::to_value(&q.stats).expect("plain counters");
-                stats["in_flight_bytes_end"] = json!(q.in_flight_bytes);
-                stats["irq_cpu"] = json!(nic.tph.irq_cpu[i]);
-                stats["steering_cpu"] = json!(nic.tph.steering_cpu(i));
-                stats["restarts"] = json!(q.restarts);
-                stats["rx_gbps"] = json!((q.stats.arrived_bytes - q.stats.dropped_bytes) as f64 * 8.0 / window_ns);
-                stats
-            })
-            .collect();
-        let sum = |f: fn(&crate::devices::nic::QueueStats) -> u64| nic.queues.iter().map(|q| f(&q.stats)).sum::<u64>();
-        let accepted = sum(|s| s.arrived_bytes) - sum(|s| s.dropped_bytes);
-        let traffic = &hierarchy.stats.devices[nic.device_id() as usize];
-        let ratio = |part: u64, whole: u64| if whole > 0 { json!(part as f64 / whole as f64) } else { Value::Null };
-        let mut latencies: Vec<f64> = nic.queues.iter().flat_map(|q| q.stats.latencies_ns.iter().copied()).collect();
-        devices.insert(
-            nic.spec.name.clone(),
-            json!({
-                "rx_gbps": accepted as f64 * 8.0 / window_ns,
-                "tx_gbps": sum(|s| s.transmitted_bytes) as f64 * 8.0 / window_ns,
-                "offered_gbps": sum(|s| s.arrived_bytes) as f64 * 8.0 / window_ns,
-                "drops": sum(|s| s.dropped_packets),
-                "placement": nic.spec.placement.policy,
-                "dma_write_hit_rate": ratio(traffic.write_llc_hits, traffic.writes),
-                "dma_read_hit_rate": ratio(traffic.read_cache_hits, traffic.reads),
-                "dma": traffic,
-                "latency_ns": latency_summary(&mut latencies),
-                "tph": nic.tph.report(),
-                "queues": queues,
-            }),
-        );
-    }
-
+/// The result document of a simulation's measured window, and its schema.
+pub fn collect(
+    simulation: &Simulation,
+    view: &ReportView,
+    stalls: &[Stall],
+    ran_dry_at: Option<Time>,
+    host_seconds: f64,
+) -> (Value, Vec<SchemaEntry>) {
+    let window = view.window_ns();
+    let hierarchy = &view.shared.hierarchy;
+    let mut root = Report::root();
+    root.put(&SCENARIO, simulation.scenario.name.clone());
+    root.put(&PLATFORM, simulation.scenario.platform.name.clone());
+    let channels: Vec<_> = hierarchy.memory.stats().collect();
+    let read: u64 = channels.iter().map(|c| c.read_bytes).sum();
+    let write: u64 = channels.iter().map(|c| c.write_bytes).sum();
+    root.section("dram", |dram| {
+        dram.put(&READ_GBPS, read as f64 / window);
+        dram.put(&WRITE_GBPS, write as f64 / window);
+        dram.put(&TOTAL_GBPS, (read + write) as f64 / window);
+        dram.list("channels", channels.iter(), |r, c| {
+            r.put(&CHANNEL_READ_GBPS, c.read_bytes as f64 / window);
+            r.put(&CHANNEL_WRITE_GBPS, c.write_bytes as f64 / window);
+            r.put(&READ_QUEUE_NS, c.mean_read_queue_ns());
+        });
+    });
+    // Keys every result has, even without CPUs or devices.
+    root.section("cores", |_| {});
+    root.section("devices", |_| {});
+    simulation.report_agents(&mut root, view);
     let stats = &hierarchy.stats;
-    json!({
-        "scenario": simulation.scenario.name,
-        "platform": system.platform.name,
-        "dram": {
-            "read_gbps": read as f64 / window_ns,
-            "write_gbps": write as f64 / window_ns,
-            "total_gbps": (read + write) as f64 / window_ns,
-            "channels": channels,
-        },
-        "cores": cores,
-        "devices": devices,
-        "caches": {
-            "l1d": stats.l1d,
-            "l2": stats.l2,
-            "l3": stats.l3,
-            "dma_lines_to_memory": stats.dma_lines_to_memory,
-            "dma_lines_to_cache": stats.dma_lines_to_cache,
-        },
-        "sim": {
-            "simulated_ns": simulation.now().as_ns(),
-            "warmup_ns": warmup.as_ns(),
-            "measured_ns": window_ns,
-            "host_seconds": host_seconds,
-            "line_ops": stats.line_ops,
-            "seed": simulation.scenario.seed,
-        },
-    })
+    root.section("caches", |caches| {
+        caches.section("l1d", |r| stats.l1d.report(r));
+        caches.section("l2", |r| stats.l2.report(r));
+        caches.section("l3", |r| stats.l3.report(r));
+        caches.put(&DMA_TO_MEMORY, stats.dma_lines_to_memory);
+        caches.put(&DMA_TO_CACHE, stats.dma_lines_to_cache);
+    });
+    root.section("sim", |sim| {
+        sim.put(&SIMULATED_NS, view.now.as_ns());
+        sim.put(&WARMUP_NS, view.window_start.as_ns());
+        sim.put(&MEASURED_NS, window);
+        sim.put(&HOST_SECONDS, host_seconds);
+        sim.put(&LINE_OPS, stats.line_ops);
+        sim.put(&SEED, simulation.scenario.seed);
+        sim.put(&STALLED_AT, ran_dry_at.map(|t| t.as_ns()));
+        sim.list("stalls", stalls, |r, stall| {
+            r.put(&STALL_AGENT, stall.agent.clone());
+            r.put(&STALL_SINCE, stall.since.as_ns());
+            r.put(&STALL_REASON, stall.reason.clone());
+        });
+    });
+    root.finish()
 }

@@ -6,13 +6,18 @@
 //! deserialize (unknown keys and wrong types rejected) -> validate values. Every error becomes one
 //! line naming the key and where it is: `file:line:column: key: message`.
 
+use std::fmt;
 use std::ops::Range;
+use std::sync::Arc;
 
-use crate::devices::nic::NicSpec;
-use crate::error::{ensure, ConfigError, ConfigResult};
-use crate::params::{params, Describe, ParamDoc};
+use serde::Serialize;
+
+use crate::devices::{DeviceSpec, DEVICES};
+use crate::error::{ensure, ConfigError, ConfigResult, Error};
+use crate::kinds::{deserialize_at, Kind, SpecBase};
+use crate::params::{join_key, params, Describe, ParamDoc};
 use crate::platform::{self, MaskAgent, PlatformSpec};
-use crate::workloads::{SystemShape, WorkloadSpec};
+use crate::workloads::{SystemShape, WorkloadSpec, WORKLOADS};
 
 params! {
     /// The simulated time window.
@@ -21,24 +26,106 @@ params! {
         warmup_us: f64 = 200.0,
         /// Measured window after the warm-up (µs).
         measure_us: f64 = 1000.0,
+        /// How far an agent may simulate past the next event that could interact with it (ns):
+        /// a CPU stops between two accesses, a device between two packets, once it is this far
+        /// ahead. Smaller is more exact and slower; results have converged at the default (see
+        /// docs/engine.md).
+        max_runahead_ns: f64 = 100.0,
     }
 }
 
 impl Describe for toml::Table {
     fn describe_into(&self, prefix: &str, meaning: &str, out: &mut Vec<ParamDoc>) {
         for (key, value) in self {
-            out.push(ParamDoc {
-                key: crate::params::join_key(prefix, key),
-                value: value.to_string(),
-                meaning: meaning.to_string(),
-            });
+            out.push(ParamDoc { key: join_key(prefix, key), value: value.to_string(), meaning: meaning.to_string() });
         }
     }
 }
 
+/// A device or workload of a scenario: its registered kind and its parameters.
+pub struct Entry<S: ?Sized + 'static> {
+    pub kind: &'static Kind<S>,
+    pub spec: Arc<S>,
+}
+
+/// A device of a scenario (`[[devices]]`).
+pub type Device = Entry<dyn DeviceSpec>;
+/// A workload of a scenario (`[[workloads]]`).
+pub type Workload = Entry<dyn WorkloadSpec>;
+
+impl<S: ?Sized> Clone for Entry<S> {
+    fn clone(&self) -> Self {
+        Entry { kind: self.kind, spec: self.spec.clone() }
+    }
+}
+
+impl<S: ?Sized + SpecBase> PartialEq for Entry<S> {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind.name == other.kind.name && self.spec.eq_dyn(other.spec.as_any())
+    }
+}
+
+impl<S: ?Sized + SpecBase> fmt::Debug for Entry<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {:?}", self.kind.name, self.spec)
+    }
+}
+
+impl<S: ?Sized + SpecBase> Serialize for Entry<S> {
+    fn serialize<Z: serde::Serializer>(&self, serializer: Z) -> Result<Z::Ok, Z::Error> {
+        let mut table = toml::Table::new();
+        table.insert("kind".into(), toml::Value::String(self.kind.name.into()));
+        table.extend(self.spec.to_table());
+        table.serialize(serializer)
+    }
+}
+
+impl<S: ?Sized + SpecBase> Describe for Entry<S> {
+    fn describe_into(&self, prefix: &str, meaning: &str, out: &mut Vec<ParamDoc>) {
+        out.push(ParamDoc {
+            key: join_key(prefix, "kind"),
+            value: format!("\"{}\"", self.kind.name),
+            meaning: self.kind.description.into(),
+        });
+        self.spec.describe_into(prefix, meaning, out)
+    }
+}
+
+/// Reads `[[devices]]` or `[[workloads]]` entries: each names its kind (`default_kind` if it may
+/// leave it out) and is read as that kind's parameters; errors name keys below `section.i`.
+fn parse_entries<S: ?Sized>(
+    registry: &'static [Kind<S>],
+    section: &str,
+    what: &str,
+    default_kind: Option<&str>,
+    tables: Vec<toml::Table>,
+) -> ConfigResult<Vec<Entry<S>>> {
+    tables
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut table)| {
+            let path = format!("{section}.{i}");
+            let name = match (table.remove("kind"), default_kind) {
+                (Some(toml::Value::String(name)), _) => name,
+                (Some(_), _) => return Err(ConfigError::new(join_key(&path, "kind"), "must be a string")),
+                (None, Some(default)) => default.to_string(),
+                (None, None) => {
+                    let known: Vec<_> = registry.iter().map(|k| k.name).collect();
+                    return Err(ConfigError::new(
+                        join_key(&path, "kind"),
+                        format!("missing: every {what} names its kind (one of: {})", known.join(", ")),
+                    ));
+                }
+            };
+            let kind = crate::kinds::find(registry, what, &name, &join_key(&path, "kind"))?;
+            Ok(Entry { kind, spec: (kind.parse)(toml::Value::Table(table), &path)? })
+        })
+        .collect()
+}
+
 params! {
-    /// A scenario.
-    pub struct Scenario {
+    /// A scenario file as written: devices and workloads are read by their kinds afterwards.
+    pub struct ScenarioFile {
         /// Scenario name (default: the file name without extension).
         name: String = String::new(),
         /// One line saying what the scenario shows.
@@ -51,10 +138,41 @@ params! {
         platform: PlatformSpec = PlatformSpec::default(),
         /// The simulated window.
         sim: SimSpec = SimSpec::default(),
-        /// Devices (NICs).
-        devices: Vec<NicSpec> = Vec::new(),
-        /// Workloads, one per CPU.
-        workloads: Vec<WorkloadSpec> = Vec::new(),
+        /// Devices; each names its `kind` (default `nic`).
+        devices: Vec<toml::Table> = Vec::new(),
+        /// Workloads; each names its `kind`.
+        workloads: Vec<toml::Table> = Vec::new(),
+    }
+}
+
+/// A scenario: a platform, devices, workloads and the simulated window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scenario {
+    /// Scenario name (default: the file name without extension).
+    pub name: String,
+    /// One line saying what the scenario shows.
+    pub description: String,
+    /// Seed of every random choice; same scenario and seed give identical results.
+    pub seed: u64,
+    /// Named parameters with their values (used as "${name}" in the body).
+    pub params: toml::Table,
+    pub platform: PlatformSpec,
+    pub sim: SimSpec,
+    pub devices: Vec<Device>,
+    pub workloads: Vec<Workload>,
+}
+
+impl Describe for Scenario {
+    fn describe_into(&self, prefix: &str, _meaning: &str, out: &mut Vec<ParamDoc>) {
+        let key = |k: &str| join_key(prefix, k);
+        self.name.describe_into(&key("name"), "scenario name", out);
+        self.description.describe_into(&key("description"), "what the scenario shows", out);
+        self.seed.describe_into(&key("seed"), "seed of every random choice", out);
+        self.params.describe_into(&key("params"), "a declared parameter", out);
+        self.platform.describe_into(&key("platform"), "", out);
+        self.sim.describe_into(&key("sim"), "", out);
+        self.devices.describe_into(&key("devices"), "", out);
+        self.workloads.describe_into(&key("workloads"), "", out);
     }
 }
 
@@ -62,56 +180,40 @@ impl Scenario {
     /// Checks every value that types alone cannot (ranges, references between parts).
     pub fn validate(&self) -> ConfigResult<()> {
         self.platform.validate("platform")?;
-        ensure(self.sim.warmup_us >= 0.0, "sim.warmup_us", || {
-            format!("must not be negative (got {})", self.sim.warmup_us)
+        let sim = &self.sim;
+        ensure(sim.warmup_us >= 0.0, "sim.warmup_us", || format!("must not be negative (got {})", sim.warmup_us))?;
+        ensure(sim.measure_us > 0.0, "sim.measure_us", || format!("must be positive (got {})", sim.measure_us))?;
+        ensure(sim.max_runahead_ns >= 0.0, "sim.max_runahead_ns", || {
+            format!("must not be negative (got {})", sim.max_runahead_ns)
         })?;
-        ensure(self.sim.measure_us > 0.0, "sim.measure_us", || {
-            format!("must be positive (got {})", self.sim.measure_us)
-        })?;
-        let topology = &self.platform.topology;
-        let cpus = topology.cpus();
-        let nodes = self.platform.memory.nodes(topology);
         for (i, device) in self.devices.iter().enumerate() {
-            device.validate(&format!("devices.{i}"), cpus, nodes)?;
-            if let Some(j) = self.devices[..i].iter().position(|d| d.name == device.name) {
+            device.spec.validate(&format!("devices.{i}"), &self.platform)?;
+            let name = device.spec.name();
+            if let Some(j) = self.devices[..i].iter().position(|d| d.spec.name() == name) {
                 return Err(ConfigError::new(
                     format!("devices.{i}.name"),
-                    format!("`{}` is already the name of devices.{j}", device.name),
+                    format!("`{name}` is already the name of devices.{j}"),
                 ));
             }
         }
         for (level, spec) in [("l1d", &self.platform.l1d), ("l2", &self.platform.l2), ("l3", &self.platform.l3)] {
             for (i, mask) in spec.way_masks.iter().enumerate() {
                 if let Ok(MaskAgent::Device(name)) = mask.parsed_agent() {
-                    ensure(
-                        self.devices.iter().any(|d| d.name == name),
-                        &format!("platform.{level}.way_masks.{i}.agent"),
-                        || format!("no device named `{name}`"),
-                    )?;
+                    let known = self.devices.iter().any(|d| d.spec.name() == name);
+                    ensure(known, &format!("platform.{level}.way_masks.{i}.agent"), || {
+                        format!("no device named `{name}`")
+                    })?;
                 }
             }
         }
         let shape = SystemShape {
-            cpus,
-            devices: self
-                .devices
-                .iter()
-                .map(|d| (d.name.as_str(), d.expanded_queues().iter().map(|q| q.consumer_cpu).collect()))
-                .collect(),
+            cpus: self.platform.topology.cpus(),
+            devices: self.devices.iter().map(|d| (d.spec.name(), d.spec.queue_cpus())).collect(),
         };
-        for (i, device) in self.devices.iter().enumerate() {
-            if device.placement.policy == "ddio" {
-                ensure(
-                    self.platform.io.ddio_mask(self.platform.l3.ways) != 0,
-                    &format!("devices.{i}.placement.policy"),
-                    || format!("platform `{}` has no DDIO ways (platform.io.ddio_ways = 0)", self.platform.name),
-                )?;
-            }
-        }
         let mut busy: Vec<(u32, usize)> = Vec::new();
         for (i, workload) in self.workloads.iter().enumerate() {
-            workload.validate(&format!("workloads.{i}"), &shape)?;
-            for cpu in workload.cpus(&shape) {
+            workload.spec.validate(&format!("workloads.{i}"), &shape)?;
+            for cpu in workload.spec.cpus(&shape) {
                 if let Some((_, j)) = busy.iter().find(|(c, _)| *c == cpu) {
                     return Err(ConfigError::new(
                         format!("workloads.{i}.cpu"),
@@ -186,7 +288,11 @@ pub struct ScenarioSource<'a> {
 }
 
 /// Loads, resolves and validates a scenario. The error is one line.
-pub fn load(source: &ScenarioSource, overrides: &[String]) -> Result<Scenario, String> {
+pub fn load(source: &ScenarioSource, overrides: &[String]) -> Result<Scenario, Error> {
+    load_located(source, overrides).map_err(Error::Input)
+}
+
+fn load_located(source: &ScenarioSource, overrides: &[String]) -> Result<Scenario, String> {
     let doc = toml_edit::ImDocument::parse(source.text.to_string()).map_err(|e| {
         let (line, column) = e.span().map(|s| position_of(source.text, s)).unwrap_or((1, 1));
         format!("{}:{line}:{column}: invalid TOML: {}", source.origin, e.message().trim())
@@ -244,31 +350,20 @@ fn resolve(
     substitute_table(tree, &params, "")?;
     merge_platform_preset(tree)?;
     tree.insert("params".into(), toml::Value::Table(params));
-    let mut scenario: Scenario = serde_path_to_error::deserialize(toml::Value::Table(tree.clone())).map_err(|e| {
-        let mut path = e
-            .path()
-            .iter()
-            .filter_map(|segment| match segment {
-                serde_path_to_error::Segment::Seq { index } => Some(index.to_string()),
-                serde_path_to_error::Segment::Map { key } => Some(key.clone()),
-                serde_path_to_error::Segment::Enum { variant } => Some(variant.clone()),
-                serde_path_to_error::Segment::Unknown => None,
-            })
-            .collect::<Vec<_>>()
-            .join(".");
-        let message = e.inner().message().to_string();
-        // serde reports an unknown key at its parent; name the key itself.
-        if let Some(field) = message.strip_prefix("unknown field `").and_then(|m| m.split('`').next()) {
-            if !path.ends_with(field) {
-                path = crate::params::join_key(&path, field);
-            }
-        }
-        ConfigError::new(path, message)
-    })?;
-    if scenario.name.is_empty() {
-        scenario.name = default_name.to_string();
-    }
-    Ok(scenario)
+    let file: ScenarioFile = deserialize_at(toml::Value::Table(tree.clone()), "")?;
+    let devices = parse_entries(DEVICES, "devices", "device kind", Some("nic"), file.devices)?;
+    let workloads = parse_entries(WORKLOADS, "workloads", "workload kind", None, file.workloads)?;
+    let name = if file.name.is_empty() { default_name.to_string() } else { file.name };
+    Ok(Scenario {
+        name,
+        description: file.description,
+        seed: file.seed,
+        params: file.params,
+        platform: file.platform,
+        sim: file.sim,
+        devices,
+        workloads,
+    })
 }
 
 /// Reads a `--set` value as TOML (number, bool, string, array, inline table), else as a bare string.

@@ -2,10 +2,10 @@
 //! the core's timing overlaps independent misses but not dependent ones.
 
 use steer_sim::cache::prefetch::PrefetcherSpec;
+use steer_sim::cpu::CoreTimer;
 use steer_sim::hierarchy::{Hierarchy, Level, Source};
 use steer_sim::platform::{CacheSpec, PlatformSpec, Relation, TopologySpec};
 use steer_sim::units::{Clock, Line, Time};
-use steer_sim::workloads::timing::CoreTimer;
 
 fn platform(l1_prefetcher: PrefetcherSpec) -> PlatformSpec {
     let cache = |size_kib, ways, relation| CacheSpec { size_kib, ways, relation, ..CacheSpec::default() };

@@ -7,12 +7,12 @@ fn run_builtin(name: &str, overrides: &[&str]) -> Value {
     let source = steer_sim::scenario::builtin(name).unwrap().source;
     let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
     let scenario = load(&ScenarioSource { text: source, origin: name, default_name: name }, &overrides).unwrap();
-    run(scenario, &mut |_| true).unwrap()
+    run(scenario, &mut |_| true).unwrap().value
 }
 
 fn load_error(text: &str, overrides: &[&str]) -> String {
     let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-    load(&ScenarioSource { text, origin: "s.toml", default_name: "s" }, &overrides).unwrap_err()
+    load(&ScenarioSource { text, origin: "s.toml", default_name: "s" }, &overrides).unwrap_err().to_string()
 }
 
 fn f(value: &Value) -> f64 {
@@ -198,7 +198,8 @@ fn ddio_needs_a_platform_with_ddio_ways() {
     let text = steer_sim::scenario::builtin("sdci-l2fwd").unwrap().source;
     let error =
         load(&ScenarioSource { text, origin: "s.toml", default_name: "s" }, &["placement=\"ddio\"".to_string()])
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
     assert!(error.contains("devices.0.placement.policy: platform `turin-9655` has no DDIO ways"), "{error}");
 }
 

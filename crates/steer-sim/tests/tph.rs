@@ -3,11 +3,12 @@
 //! updates in place; hints follow the device's choice; SDCIAE confines injection victims.
 
 use serde_json::Value;
-use steer_sim::devices::nic::{Completion, Poll};
+use steer_sim::devices::nic::Nic;
+use steer_sim::devices::ring::{Completion, Poll};
 use steer_sim::hierarchy::{Destination, Hierarchy, Source};
 use steer_sim::platform::{CacheSpec, PlatformSpec, Relation, TopologySpec, WayMaskSpec};
 use steer_sim::units::{Line, Time};
-use steer_sim::{load, results, Scenario, ScenarioSource, Simulation};
+use steer_sim::{load, Scenario, ScenarioSource, Simulation};
 
 /// Two RX queues consumed by CPUs 1 and 2 of an EPYC 9655, no workload: completions wait until
 /// the test takes them. The ring of 64 buffers fills in about 80 µs.
@@ -33,13 +34,17 @@ offered_gbps = 20.0
 ring_entries = 64
 "#;
 
-fn scenario(text: &str, overrides: &[&str]) -> Result<Scenario, String> {
+fn scenario(text: &str, overrides: &[&str]) -> Result<Scenario, steer_sim::Error> {
     let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
     load(&ScenarioSource { text, origin: "s.toml", default_name: "s" }, &overrides)
 }
 
 fn simulation(overrides: &[&str]) -> Simulation {
-    Simulation::new(scenario(TWO_QUEUES, overrides).unwrap())
+    Simulation::new(scenario(TWO_QUEUES, overrides).unwrap()).unwrap()
+}
+
+fn nic_agent(sim: &Simulation) -> &Nic {
+    sim.agents_of::<Nic>().next().unwrap()
 }
 
 fn run_to(sim: &mut Simulation, us: f64) {
@@ -49,26 +54,26 @@ fn run_to(sim: &mut Simulation, us: f64) {
 /// Takes every completion visible on a queue, as a consumer would, re-posting the buffers.
 fn drain(sim: &mut Simulation, queue: usize) -> Vec<Completion> {
     let now = sim.now();
-    let queue = &mut sim.system.nics[0].queues[queue];
+    let queue = &mut sim.shared.rings[queue];
     let mut taken = Vec::new();
     while let Poll::Ready(completion) = queue.poll(now) {
-        taken.push(queue.take());
-        queue.release(completion);
+        taken.push(queue.take().unwrap());
+        queue.release(&completion);
     }
     taken
 }
 
 /// The lines of a packet: its first (header) line and the rest (payload).
 fn packet_lines(sim: &Simulation, queue: usize, completion: &Completion) -> (Line, Vec<Line>) {
-    let line_bits = sim.system.platform.line_bits();
-    let start = sim.system.nics[0].queues[queue].buffer_addr(completion.buffer);
+    let line_bits = sim.scenario.platform.line_bits();
+    let start = sim.shared.rings[queue].buffer_addr(completion.buffer);
     let first = start.line(line_bits);
     let last = start.offset(completion.bytes as u64 - 1).line(line_bits);
     (first, (first.0 + 1..=last.0).map(Line).collect())
 }
 
 fn report(sim: &Simulation) -> Value {
-    results::collect(sim, Time::ZERO, 0.0)
+    sim.report(0.0).value
 }
 
 #[test]
@@ -81,9 +86,9 @@ fn an_affinity_change_moves_the_queue_payload_to_the_new_core_and_restarts_only_
     for completion in &before {
         let (header, payload) = packet_lines(&sim, 0, completion);
         for line in payload.iter().chain([&header]) {
-            assert!(sim.system.hierarchy.in_l2(a, *line) && !sim.system.hierarchy.in_l2(b, *line));
+            assert!(sim.shared.hierarchy.in_l2(a, *line) && !sim.shared.hierarchy.in_l2(b, *line));
         }
-        assert!(sim.system.hierarchy.in_l2(a, completion.entry_line));
+        assert!(sim.shared.hierarchy.in_l2(a, completion.entry.line(6)));
     }
     let before_report = report(&sim);
     assert_eq!(before_report["devices"]["nic0"]["queues"][0]["steering_cpu"], a);
@@ -96,16 +101,16 @@ fn an_affinity_change_moves_the_queue_payload_to_the_new_core_and_restarts_only_
         assert!(completion.arrival >= Time::from_us(100.0), "a completion from before the restart survived it");
         let (header, payload) = packet_lines(&sim, 0, completion);
         for line in payload.iter().chain([&header]) {
-            assert!(sim.system.hierarchy.in_l2(b, *line) && !sim.system.hierarchy.in_l2(a, *line));
+            assert!(sim.shared.hierarchy.in_l2(b, *line) && !sim.shared.hierarchy.in_l2(a, *line));
         }
         // The completion ring was allocated anew.
-        assert!(sim.system.hierarchy.in_l2(b, completion.entry_line));
-        assert!(before.iter().all(|c| c.entry_line != completion.entry_line));
+        assert!(sim.shared.hierarchy.in_l2(b, completion.entry.line(6)));
+        assert!(before.iter().all(|c| c.entry != completion.entry));
     }
     // Queue 1 kept its IRQ, its tag and its ring.
     for completion in drain(&mut sim, 1) {
         let (_, payload) = packet_lines(&sim, 1, &completion);
-        assert!(payload.iter().all(|&line| sim.system.hierarchy.in_l2(2, line)));
+        assert!(payload.iter().all(|&line| sim.shared.hierarchy.in_l2(2, line)));
     }
 
     let r = report(&sim);
@@ -120,7 +125,7 @@ fn an_affinity_change_moves_the_queue_payload_to_the_new_core_and_restarts_only_
     // Completions pending at the restart went with the old ring, counted as drops.
     assert!(queue(0, "dropped_packets").as_u64().unwrap() > 0);
     // The entry was rewritten through the codec with the requester disabled around the write.
-    let tph = &sim.system.nics[0].tph;
+    let tph = &nic_agent(&sim).tph;
     let rewrite = tph.st_writes.last().unwrap();
     assert_eq!((rewrite.index, rewrite.tag), (0, tph.get_cpu_st(b).unwrap()));
     assert_eq!(tph.msix.st(0), Ok(rewrite.tag));
@@ -141,8 +146,8 @@ fn a_restart_stops_the_queue_for_restart_us() {
     run_to(&mut sim, 100.0);
     let taken = drain(&mut sim, 1);
     assert!(!taken.is_empty() && taken.iter().all(|c| c.arrival >= Time::from_us(70.0)));
-    assert!(sim.system.nics[0].queues[1].stats.dropped_packets > 50);
-    assert_eq!(sim.system.nics[0].queues[0].stats.dropped_packets, 0);
+    assert!(sim.shared.rings[1].stats.dropped_packets > 50);
+    assert_eq!(sim.shared.rings[0].stats.dropped_packets, 0);
 }
 
 #[test]
@@ -156,7 +161,7 @@ fn when_enabling_fails_tph_stays_off_and_writes_go_to_memory() {
     ] {
         let mut sim = simulation(&overrides);
         run_to(&mut sim, 50.0);
-        let stats = &sim.system.hierarchy.stats;
+        let stats = &sim.shared.hierarchy.stats;
         assert_eq!(stats.dma_lines_to_cache, 0, "{reason}");
         assert!(stats.dma_lines_to_memory > 500, "{reason}");
         let tph = &report(&sim)["devices"]["nic0"]["tph"];
@@ -177,7 +182,7 @@ fn eight_bit_tags_steer_as_well_when_the_root_port_completes_tph_only() {
         assert_eq!(r["devices"]["nic0"]["queues"][queue]["steering_cpu"], cpu);
         for completion in drain(&mut sim, queue) {
             let (_, payload) = packet_lines(&sim, queue, &completion);
-            assert!(payload.iter().all(|&line| sim.system.hierarchy.in_l2(cpu, line)));
+            assert!(payload.iter().all(|&line| sim.shared.hierarchy.in_l2(cpu, line)));
         }
     }
 }
@@ -190,13 +195,12 @@ fn header_hints_inject_only_the_first_line_of_each_packet() {
     assert!(!taken.is_empty());
     for completion in &taken {
         let (header, payload) = packet_lines(&sim, 0, completion);
-        assert!(sim.system.hierarchy.in_l2(1, header));
-        assert!(payload.iter().all(|&line| !sim.system.hierarchy.is_cached(line)));
-        assert!(!sim.system.hierarchy.is_cached(completion.entry_line));
+        assert!(sim.shared.hierarchy.in_l2(1, header));
+        assert!(payload.iter().all(|&line| !sim.shared.hierarchy.is_cached(line)));
+        assert!(!sim.shared.hierarchy.is_cached(completion.entry.line(6)));
     }
-    let stats = &sim.system.hierarchy.stats;
-    let packets: u64 =
-        sim.system.nics[0].queues.iter().map(|q| q.stats.arrived_packets - q.stats.dropped_packets).sum();
+    let stats = &sim.shared.hierarchy.stats;
+    let packets: u64 = sim.shared.rings.iter().map(|q| q.stats.arrived_packets - q.stats.dropped_packets).sum();
     assert_eq!(stats.dma_lines_to_cache, packets);
 }
 
@@ -204,8 +208,8 @@ fn header_hints_inject_only_the_first_line_of_each_packet() {
 fn no_st_hints_reach_memory_for_lines_no_cache_holds() {
     let mut sim = simulation(&["devices.0.tph.mode=\"no_st\""]);
     run_to(&mut sim, 50.0);
-    assert!(sim.system.nics[0].tph.status.enabled);
-    assert_eq!(sim.system.hierarchy.stats.dma_lines_to_cache, 0);
+    assert!(nic_agent(&sim).tph.status.enabled);
+    assert_eq!(sim.shared.hierarchy.stats.dma_lines_to_cache, 0);
     assert_eq!(report(&sim)["devices"]["nic0"]["queues"][0]["steering_cpu"], Value::Null);
 }
 
@@ -296,7 +300,7 @@ fn lines_evicted_by_the_cores_own_activity_use_the_cores_mask() {
 
 #[test]
 fn bad_tph_input_names_the_key() {
-    let error = |overrides: &[&str]| scenario(TWO_QUEUES, overrides).unwrap_err();
+    let error = |overrides: &[&str]| scenario(TWO_QUEUES, overrides).unwrap_err().to_string();
     let e = error(&["devices.0.tph.mode=\"fast\""]);
     assert!(e.contains("devices.0.tph.mode") && e.contains("unknown variant `fast`"), "{e}");
     let e = error(&["devices.0.tph.hints=[\"payload\", \"trailer\"]"]);
@@ -315,7 +319,7 @@ fn bad_tph_input_names_the_key() {
     assert!(e.contains("platform.tph.st_base: the tag of CPU 191 would be"), "{e}");
     // Inside a file, the position is the key's.
     let text = TWO_QUEUES.replace("mode = \"iv\"", "mode = \"iv\"\nhints = [\"payload\", \"tail\"]");
-    let e = scenario(&text, &[]).unwrap_err();
+    let e = scenario(&text, &[]).unwrap_err().to_string();
     assert!(e.starts_with("s.toml:15:21: devices.0.tph.hints.1: unknown variant `tail`"), "{e}");
 }
 
@@ -324,7 +328,7 @@ fn the_sdci_affinity_scenario_moves_the_consumers_fills_from_l2_to_peer_l2() {
     let source = steer_sim::scenario::builtin("sdci-affinity").unwrap().source;
     let scenario =
         load(&ScenarioSource { text: source, origin: "sdci-affinity", default_name: "sdci-affinity" }, &[]).unwrap();
-    let r = steer_sim::run(scenario, &mut |_| true).unwrap();
+    let r = steer_sim::run(scenario, &mut |_| true).unwrap().value;
     let queue = &r["devices"]["nic0"]["queues"][0];
     assert_eq!((queue["restarts"].as_u64(), queue["steering_cpu"].as_u64()), (Some(1), Some(2)));
     let fills = &r["cores"]["1"]["dc_fills"];

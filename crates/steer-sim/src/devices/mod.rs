@@ -1,5 +1,53 @@
-//! Devices that move data into and out of host memory, and where their writes land.
+//! Devices: what moves data into and out of host memory (`nic`, ...), the ports they share with
+//! programs (`ring`), where their writes land (`placement`) and PCIe TPH (`tph`). A device kind is
+//! one file with its parameters, its agent and a `KIND` constant, plus one line in `DEVICES`.
 
-pub mod nic;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+
+use crate::error::ConfigResult;
+use crate::kinds::{defaults_of, deserialize_at, registry, Kind, SpecBase};
+use crate::params::Describe;
+use crate::platform::PlatformSpec;
+use crate::system::Builder;
+
 pub mod placement;
+pub mod ring;
 pub mod tph;
+
+/// A device's parameters, whatever its kind.
+pub trait DeviceSpec: SpecBase {
+    /// The device's name, by which workloads and way masks refer to it.
+    fn name(&self) -> &str;
+    /// Checks every value that types alone cannot; errors name keys below `path`.
+    fn validate(&self, path: &str, platform: &PlatformSpec) -> ConfigResult<()>;
+    /// The consumer CPU of each RX queue it offers workloads (none for devices without queues).
+    fn queue_cpus(&self) -> Vec<u32> {
+        Vec::new()
+    }
+    /// Adds the device to a system being built: its agents, rings and signals.
+    fn build(&self, builder: &mut Builder);
+}
+
+/// A registered device kind.
+pub type DeviceKind = Kind<dyn DeviceSpec>;
+
+impl Kind<dyn DeviceSpec> {
+    /// The registry entry of a device kind whose parameters are `T`.
+    pub const fn of<T: DeviceSpec + DeserializeOwned + Default + Describe>(
+        name: &'static str,
+        description: &'static str,
+    ) -> DeviceKind {
+        Kind { name, description, parse: parse::<T>, defaults: defaults_of::<T> }
+    }
+}
+
+fn parse<T: DeviceSpec + DeserializeOwned>(value: toml::Value, path: &str) -> ConfigResult<Arc<dyn DeviceSpec>> {
+    Ok(Arc::new(deserialize_at::<T>(value, path)?))
+}
+
+registry! {
+    /// Every device kind a scenario can name with `kind = "..."` under `[[devices]]`.
+    pub const DEVICES: [DeviceKind] = [nic];
+}

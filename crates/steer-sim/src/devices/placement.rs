@@ -5,6 +5,7 @@ use crate::devices::tph::StMap;
 use crate::error::{ConfigError, ConfigResult};
 use crate::hierarchy::Destination;
 use crate::params::{choice, params};
+use crate::platform::PlatformSpec;
 
 choice! {
     /// What a DMA write carries, so a policy (or a driver choosing hints) can treat kinds apart.
@@ -73,39 +74,57 @@ params! {
     }
 }
 
-/// A registered policy: name, description, constructor (given the platform's steering-tag map,
-/// which the I/O die decodes tags with).
+/// A registered policy: name, description, what it needs of the platform, constructor (given the
+/// platform's steering-tag map, which the I/O die decodes tags with).
 pub struct PolicyInfo {
     pub name: &'static str,
     pub description: &'static str,
+    /// An error message if the platform cannot place writes this way.
+    pub check: fn(&PlatformSpec) -> Result<(), String>,
     pub build: fn(&PlacementSpec, &StMap) -> Box<dyn PlacementPolicy>,
+}
+
+/// Any platform can place writes this way.
+fn any_platform(_: &PlatformSpec) -> Result<(), String> {
+    Ok(())
 }
 
 pub const POLICIES: &[PolicyInfo] = &[
     PolicyInfo {
         name: "memory",
         description: "write to DRAM and invalidate cached copies (no injection)",
+        check: any_platform,
         build: |_, _| Box::new(ToMemory),
     },
     PolicyInfo {
         name: "inject",
         description: "inject every write into the consumer's L2, its CCX's L3, or memory (`level`)",
+        check: any_platform,
         build: |spec, _| Box::new(Inject { level: spec.level, cpu: spec.cpu }),
     },
     PolicyInfo {
         name: "l2",
         description: "inject every write into one core's L2 (the SDCI mechanism; inject at level l2)",
+        check: any_platform,
         build: |spec, _| Box::new(Inject { level: InjectLevel::L2, cpu: spec.cpu }),
     },
     PolicyInfo {
         name: "ddio",
         description: "write into the device's LLC: update in place on a hit, else allocate in the DDIO ways",
+        check: |platform| {
+            if platform.io.ddio_mask(platform.l3.ways) == 0 {
+                Err(format!("platform `{}` has no DDIO ways (platform.io.ddio_ways = 0)", platform.name))
+            } else {
+                Ok(())
+            }
+        },
         build: |_, _| Box::new(Ddio),
     },
     PolicyInfo {
         name: "tph",
         description: "PCIe TPH as AMD SDCI handles it: a tagged write goes to the L2 of the CPU its tag names, \
                       a No-ST hint updates a cached line in place, a write without a hint goes to memory",
+        check: any_platform,
         build: |_, st_map| Box::new(Tph { st_map: st_map.clone() }),
     },
 ];

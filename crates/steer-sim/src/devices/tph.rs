@@ -15,7 +15,6 @@
 //! `tph.hints`: the "driver heuristics" of the talk.
 
 use rustc_hash::FxHashMap;
-use serde_json::{json, Value};
 use steer_tph::synth::DeviceBuilder;
 use steer_tph::tph::{TPH_CONTROL, TPH_ST_TABLE};
 use steer_tph::{
@@ -27,6 +26,7 @@ use crate::devices::placement::{DmaKind, Hint};
 use crate::error::{ensure, ConfigResult};
 use crate::params::{choice, params};
 use crate::platform::{Completer, TopologySpec, TphHostSpec};
+use crate::stats::{stat, Report};
 use crate::units::Time;
 
 const DSM_VM_ST8_VALID: u64 = 1 << 0;
@@ -527,22 +527,25 @@ impl NicTph {
         restart
     }
 
-    /// `{ enabled, mode, request_type, reason_disabled }` for results.
-    pub fn report(&self) -> Value {
+    /// `enabled`, `mode`, `request_type`, `reason_disabled`, for results.
+    pub fn report(&self, out: &mut Report) {
         let request = match self.status.request {
-            RequesterEnable::Disabled => Value::Null,
-            RequesterEnable::TphOnly => json!("tph_only"),
-            RequesterEnable::TphAndExtended => json!("tph_and_extended"),
-            RequesterEnable::Reserved => json!("reserved"),
+            RequesterEnable::Disabled => None,
+            RequesterEnable::TphOnly => Some("tph_only"),
+            RequesterEnable::TphAndExtended => Some("tph_and_extended"),
+            RequesterEnable::Reserved => Some("reserved"),
         };
-        json!({
-            "enabled": self.status.enabled,
-            "mode": self.status.mode,
-            "request_type": request,
-            "reason_disabled": self.status.reason_disabled,
-        })
+        out.put(&ENABLED, self.status.enabled);
+        out.put(&MODE, self.status.mode.name());
+        out.put(&REQUEST_TYPE, request);
+        out.put(&REASON_DISABLED, self.status.reason_disabled.clone());
     }
 }
+
+stat!(ENABLED, "enabled", "bool", "whether Linux enabled TPH for the device");
+stat!(MODE, "mode", "name", "the ST mode the driver asked for (off, no_st, iv, ds)");
+stat!(REQUEST_TYPE, "request_type", "name", "the negotiated request type (null while TPH is off)");
+stat!(REASON_DISABLED, "reason_disabled", "text", "why TPH is off, when it is");
 
 #[cfg(test)]
 mod tests {

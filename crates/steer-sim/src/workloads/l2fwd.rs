@@ -1,14 +1,14 @@
-//! DPDK-style run-to-completion forwarding (l2fwd/FastClick): poll a burst of received packets,
+//! DPDK-style run-to-completion forwarding (l2fwd/FastClick): take a burst of received packets,
 //! touch only each packet's first line (the MAC swap), and post it back to the NIC for
 //! transmission. The NIC DMA-reads the whole packet and returns the buffer to the mempool.
 
-use crate::devices::nic::{Completion, Poll};
-use crate::engine::System;
+use crate::cpu::{Next, Program, ProgramCx, UnitKind, PACKET};
+use crate::devices::ring::{Completion, Poll, RingId};
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
-use crate::units::{Clock, Time};
-use crate::workloads::timing::{Activity, CoreTimer};
-use crate::workloads::{SystemShape, Workload};
+use crate::system::Builder;
+use crate::units::Line;
+use crate::workloads::{SystemShape, WorkloadSpec};
 
 params! {
     /// The forwarding loop's parameters (one loop per queue of the device).
@@ -25,98 +25,105 @@ params! {
     }
 }
 
-impl L2fwdSpec {
-    pub fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
+/// The kind's registration.
+pub const KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<L2fwdSpec>(
+    "l2fwd",
+    "DPDK-style forwarding, one loop per queue on its consumer CPU: take a burst, rewrite each packet's first line, post it for TX",
+);
+
+impl WorkloadSpec for L2fwdSpec {
+    fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
         system.check_device(path, &self.device)?;
         ensure(self.burst >= 1, &format!("{path}.burst"), || "must be at least 1".into())?;
         ensure(self.work_cycles >= 0.0, &format!("{path}.work_cycles"), || "must not be negative".into())?;
         ensure(self.driver_cycles >= 0.0, &format!("{path}.driver_cycles"), || "must not be negative".into())
     }
-}
 
-pub struct L2fwd {
-    index: usize,
-    spec: L2fwdSpec,
-    nic: usize,
-    queue: usize,
-    timer: CoreTimer,
-    line_bits: u32,
-    activity: Activity,
-}
+    fn cpus(&self, system: &SystemShape) -> Vec<u32> {
+        system.queue_cpus(&self.device)
+    }
 
-impl L2fwd {
-    pub fn new(index: usize, spec: &L2fwdSpec, nic: usize, queue: usize, clock: Clock, system: &System) -> L2fwd {
-        let platform = &system.platform;
-        let cpu = system.nics[nic].queues[queue].spec.consumer_cpu;
-        L2fwd {
-            index,
-            spec: spec.clone(),
-            nic,
-            queue,
-            timer: CoreTimer::on_cpu(cpu, clock, platform),
-            line_bits: platform.line_bits(),
-            activity: Activity::default(),
+    fn build(&self, b: &mut Builder) {
+        for ring in b.rings_of(&self.device).to_vec() {
+            let cpu = b.ring(ring).shape.consumer_cpu;
+            let program = L2fwd { spec: self.clone(), ring, line_bits: b.platform.line_bits(), burst: Vec::new() };
+            b.run_on(cpu, Box::new(program));
         }
     }
 }
 
-impl Workload for L2fwd {
-    fn cpu(&self) -> u32 {
-        self.timer.cpu
-    }
+pub struct L2fwd {
+    spec: L2fwdSpec,
+    ring: RingId,
+    line_bits: u32,
+    /// The burst being forwarded.
+    burst: Vec<Completion>,
+}
 
-    fn role(&self) -> &str {
+impl Program for L2fwd {
+    fn role(&self) -> &'static str {
         "l2fwd"
     }
 
-    fn step(&mut self, system: &mut System, now: Time) -> Option<Time> {
-        self.timer.idle_until(now);
-        let start = self.timer.now;
-        let System { hierarchy, nics, tx_kicks, .. } = system;
-        let queue = &mut nics[self.nic].queues[self.queue];
-        let timer = &mut self.timer;
-        let mut burst: Vec<Completion> = Vec::with_capacity(self.spec.burst as usize);
-        while burst.len() < self.spec.burst as usize {
-            match queue.poll(timer.now) {
+    fn unit(&self) -> &'static UnitKind {
+        &PACKET
+    }
+
+    /// One burst: rx_burst takes every ready completion up to the burst size and refills their
+    /// descriptors; then each packet's first line is rewritten and the packet posted for TX.
+    fn next(&mut self, cx: &mut ProgramCx) -> Next {
+        let now = cx.now();
+        let bits = self.line_bits;
+        let ring = cx.ring(self.ring);
+        let mut reposted = Vec::new();
+        while self.burst.len() < self.spec.burst as usize {
+            match ring.poll(now) {
                 Poll::Ready(_) => {
-                    let completion = queue.take();
-                    // Reading the completion says where the packet is.
-                    timer.load_dependent(hierarchy, completion.entry_line);
-                    queue.finish(&completion);
-                    // rx_burst refills the descriptor with a fresh mbuf from the mempool.
-                    timer.issue(hierarchy, queue.next_descriptor_addr().line(self.line_bits), true);
-                    queue.refill();
-                    burst.push(completion);
+                    let completion = ring.take().expect("a ready completion");
+                    ring.finish(&completion);
+                    reposted.push(ring.next_descriptor_addr().line(bits));
+                    ring.refill();
+                    self.burst.push(completion);
                 }
-                Poll::NotYet(ready) if burst.is_empty() => return Some(ready),
-                Poll::Empty if burst.is_empty() => {
-                    queue.waiter = Some(self.index);
-                    return None;
+                Poll::NotYet(ready) if self.burst.is_empty() => return Next::At(ready),
+                Poll::Empty if self.burst.is_empty() => {
+                    let ready = ring.ready;
+                    cx.wait_on(ready);
+                    return Next::Wait;
                 }
                 Poll::NotYet(_) | Poll::Empty => break,
             }
         }
-        for completion in &burst {
-            // The MAC swap: read and rewrite the first line of the packet only.
-            let header = queue.buffer_addr(completion.buffer).line(self.line_bits);
-            timer.load_dependent(hierarchy, header);
-            timer.issue(hierarchy, header, true);
-            timer.compute(self.spec.work_cycles + self.spec.driver_cycles);
-            timer.issue(hierarchy, queue.next_tx_descriptor_addr().line(self.line_bits), true);
-            if queue.post_tx(completion) {
-                tx_kicks.push((self.nic, self.queue, timer.now));
-            }
+        let headers: Vec<Line> = self.burst.iter().map(|c| ring.buffer_addr(c.buffer).line(bits)).collect();
+        let tx_descriptors: Vec<Line> =
+            (0..self.burst.len() as u64).map(|k| ring.tx_descriptor_addr_ahead(k).line(bits)).collect();
+        for (completion, descriptor) in self.burst.iter().zip(reposted) {
+            // Reading the completion says where the packet is.
+            cx.load_dependent(completion.entry.line(bits));
+            cx.store(descriptor);
         }
-        timer.drain();
-        self.activity.add(burst.len() as u64, timer.now - start);
-        Some(timer.now)
+        for (i, (header, tx_descriptor)) in headers.into_iter().zip(tx_descriptors).enumerate() {
+            // The MAC swap: read and rewrite the first line of the packet only.
+            cx.load_dependent(header);
+            cx.store(header);
+            cx.compute(self.spec.work_cycles + self.spec.driver_cycles);
+            cx.store(tx_descriptor);
+            cx.call(i as u32);
+        }
+        cx.drain();
+        Next::Unit
     }
 
-    fn reset_stats(&mut self, now: Time) {
-        self.activity.reset(now);
+    /// Packet `i` of the burst goes to the TX engine.
+    fn on_call(&mut self, i: u32, cx: &mut ProgramCx) {
+        cx.post_tx(self.ring, &self.burst[i as usize]);
+        cx.count(1);
+        if i as usize + 1 == self.burst.len() {
+            self.burst.clear();
+        }
     }
 
-    fn report(&self, now: Time) -> serde_json::Value {
-        self.activity.report(now, &self.timer, "packet").into()
+    fn waiting_for(&self) -> String {
+        format!("packets on {}", self.spec.device)
     }
 }

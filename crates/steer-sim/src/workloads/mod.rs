@@ -1,109 +1,52 @@
-//! Workload programs that run on CPUs. Each implements `Workload`; `WorkloadSpec` lists the kinds a
-//! scenario can name with `kind = "..."`.
+//! Workload programs that run on CPUs (see `cpu` for how a CPU runs them). A workload kind is one
+//! file with its parameters (`params!`), its program(s) and a `KIND` constant, plus one line in
+//! `WORKLOADS`; `example.rs` is a commented template.
 
-pub mod l2fwd;
-pub mod pingpong;
-pub mod reduce;
-pub mod rx_loop;
-pub mod stream;
-pub mod tcp_rx;
-pub mod timing;
+use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::de::DeserializeOwned;
 
-use crate::engine::System;
-use crate::error::ConfigResult;
-use crate::params::{Describe, ParamDoc};
-use crate::units::Time;
+use crate::error::{ConfigError, ConfigResult};
+use crate::kinds::{defaults_of, deserialize_at, registry, Kind, SpecBase};
+use crate::params::Describe;
+use crate::system::Builder;
 
-/// The contract of a workload program.
-///
-/// `step` runs the program on its CPU from `now` until it has finished one unit of work (then it
-/// returns when it can continue) or has nothing to do (then it returns `None` after registering
-/// itself as a waiter, and the engine runs it again when woken). A step must not run past times
-/// at which other agents could change what it observes by more than one unit of work.
-pub trait Workload {
-    fn cpu(&self) -> u32;
-    /// What the CPU does, as results label it (`rx_loop`, `irq`, `app`, ...).
-    fn role(&self) -> &str;
-    fn step(&mut self, system: &mut System, now: Time) -> Option<Time>;
-    fn reset_stats(&mut self, now: Time);
-    /// Workload-specific results for the measured window ending at `now`.
-    fn report(&self, now: Time) -> serde_json::Value;
+/// A workload's parameters, whatever its kind.
+pub trait WorkloadSpec: SpecBase {
+    /// Checks every value that types alone cannot; errors name keys below `path`.
+    fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()>;
+    /// The CPUs it runs on.
+    fn cpus(&self, system: &SystemShape) -> Vec<u32>;
+    /// Adds its programs to the system being built (`Builder::run_on`).
+    fn build(&self, builder: &mut Builder);
 }
 
-/// A workload as a scenario declares it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum WorkloadSpec {
-    /// Poll an RX queue's completions, read each packet, copy it to an application buffer, release.
-    RxLoop(rx_loop::RxLoopSpec),
-    /// DPDK-style run-to-completion forwarding: one loop per queue of a NIC, on the queue's
-    /// consumer CPU; receive a burst, touch each packet's first line, post it for transmission.
-    L2fwd(l2fwd::L2fwdSpec),
-    /// A cache-hungry co-runner sweeping a working set (confine it with CAT way masks).
-    Stream(stream::StreamSpec),
-    /// Zero-copy message receive with a linear reduction of each message (Leon & Maccabe).
-    Reduce(reduce::ReduceSpec),
-    /// The Linux TCP receive path: NAPI on the queue's IRQ CPU and the application's recv copy
-    /// on `app_cpu` (the same CPU, its SMT sibling, or another core).
-    TcpRx(tcp_rx::TcpRxSpec),
-    /// Ping-pong latency (eflatency, sfnt-pingpong): poll, read, reply.
-    Pingpong(pingpong::PingPongSpec),
-}
+/// A registered workload kind.
+pub type WorkloadKind = Kind<dyn WorkloadSpec>;
 
-impl WorkloadSpec {
-    /// The CPUs the workload runs on.
-    pub fn cpus(&self, system: &SystemShape) -> Vec<u32> {
-        match self {
-            WorkloadSpec::RxLoop(spec) => vec![spec.cpu],
-            WorkloadSpec::L2fwd(spec) => system.queue_cpus(&spec.device),
-            WorkloadSpec::Stream(spec) => vec![spec.cpu],
-            WorkloadSpec::Reduce(spec) => vec![spec.cpu],
-            WorkloadSpec::Pingpong(spec) => vec![spec.cpu],
-            WorkloadSpec::TcpRx(spec) => {
-                let mut cpus = spec.cpus(system);
-                cpus.dedup();
-                cpus
-            }
-        }
-    }
-
-    pub fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
-        match self {
-            WorkloadSpec::RxLoop(spec) => spec.validate(path, system),
-            WorkloadSpec::L2fwd(spec) => spec.validate(path, system),
-            WorkloadSpec::Stream(spec) => spec.validate(path, system),
-            WorkloadSpec::Reduce(spec) => spec.validate(path, system),
-            WorkloadSpec::Pingpong(spec) => spec.validate(path, system),
-            WorkloadSpec::TcpRx(spec) => spec.validate(path, system),
-        }
+impl Kind<dyn WorkloadSpec> {
+    /// The registry entry of a workload kind whose parameters are `T`.
+    pub const fn of<T: WorkloadSpec + DeserializeOwned + Default + Describe>(
+        name: &'static str,
+        description: &'static str,
+    ) -> WorkloadKind {
+        Kind { name, description, parse: parse::<T>, defaults: defaults_of::<T> }
     }
 }
 
-impl Describe for WorkloadSpec {
-    fn describe_into(&self, prefix: &str, meaning: &str, out: &mut Vec<ParamDoc>) {
-        let (kind, spec): (&str, &dyn Describe) = match self {
-            WorkloadSpec::RxLoop(spec) => ("rx_loop", spec),
-            WorkloadSpec::L2fwd(spec) => ("l2fwd", spec),
-            WorkloadSpec::Stream(spec) => ("stream", spec),
-            WorkloadSpec::Reduce(spec) => ("reduce", spec),
-            WorkloadSpec::Pingpong(spec) => ("pingpong", spec),
-            WorkloadSpec::TcpRx(spec) => ("tcp_rx", spec),
-        };
-        out.push(ParamDoc {
-            key: crate::params::join_key(prefix, "kind"),
-            value: format!("\"{kind}\""),
-            meaning: "workload kind".into(),
-        });
-        spec.describe_into(prefix, meaning, out)
-    }
+fn parse<T: WorkloadSpec + DeserializeOwned>(value: toml::Value, path: &str) -> ConfigResult<Arc<dyn WorkloadSpec>> {
+    Ok(Arc::new(deserialize_at::<T>(value, path)?))
+}
+
+registry! {
+    /// Every workload kind a scenario can name with `kind = "..."` under `[[workloads]]`.
+    pub const WORKLOADS: [WorkloadKind] = [rx_loop, l2fwd, stream, reduce, tcp_rx, pingpong, example];
 }
 
 /// What validation needs to know about the system a workload runs in.
 pub struct SystemShape<'a> {
     pub cpus: u32,
-    /// (device name, consumer CPU of each queue)
+    /// (device name, consumer CPU of each RX queue)
     pub devices: Vec<(&'a str, Vec<u32>)>,
 }
 
@@ -128,9 +71,18 @@ impl SystemShape<'_> {
         })
     }
 
+    /// The consumer CPUs of `device`'s queues; fails at `{path}.device` if there is no such device
+    /// or it has no queues.
     pub fn check_device(&self, path: &str, device: &str) -> ConfigResult<&[u32]> {
-        self.devices.iter().find(|(name, _)| *name == device).map(|(_, cpus)| cpus.as_slice()).ok_or_else(|| {
-            crate::error::ConfigError::new(format!("{path}.device"), format!("no device named `{device}`"))
-        })
+        let cpus = self
+            .devices
+            .iter()
+            .find(|(name, _)| *name == device)
+            .map(|(_, cpus)| cpus.as_slice())
+            .ok_or_else(|| ConfigError::new(format!("{path}.device"), format!("no device named `{device}`")))?;
+        crate::error::ensure(!cpus.is_empty(), &format!("{path}.device"), || {
+            format!("device `{device}` has no RX queues")
+        })?;
+        Ok(cpus)
     }
 }

@@ -1,14 +1,18 @@
 //! Ping-pong latency (eflatency, sfnt-pingpong over Onload): the application busy-polls an event
 //! queue, optionally reads the message (and copies it, as Onload does), and replies at once. The
 //! peer behaves the same, so each message arrives one host turnaround and two one-way paths after
-//! the previous reply. Reports the half round-trip latency.
+//! the previous reply: the program asks its NIC's closed queue for that arrival. Reports the half
+//! round-trip latency.
 
-use crate::engine::System;
+use crate::cpu::{Next, Program, ProgramCx, UnitKind, MESSAGE};
+use crate::devices::ring::{Completion, Poll, RingId};
+use crate::engine::ReportView;
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
-use crate::units::{Clock, Line, Time};
-use crate::workloads::timing::{Activity, CoreTimer};
-use crate::workloads::{SystemShape, Workload};
+use crate::stats::{stat, Distribution, Report};
+use crate::system::Builder;
+use crate::units::{Line, Time};
+use crate::workloads::{SystemShape, WorkloadSpec};
 
 params! {
     /// The ping-pong's parameters; the NIC queue it uses must have `arrival = "closed"`.
@@ -38,108 +42,141 @@ params! {
     }
 }
 
-impl PingPongSpec {
-    pub fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
+/// The kind's registration.
+pub const KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<PingPongSpec>(
+    "pingpong",
+    "ping-pong latency (eflatency, sfnt-pingpong): poll, read, reply; needs a closed NIC queue",
+);
+
+impl WorkloadSpec for PingPongSpec {
+    fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
         system.check_cpu(path, self.cpu)?;
         system.check_queue(path, &self.device, self.queue)?;
         ensure(self.header_bytes + self.payload_bytes >= 1, &format!("{path}.payload_bytes"), || {
             "a message needs at least one byte".into()
         })?;
-        ensure(self.tx_ns >= 0.0 && self.one_way_ns >= 0.0, &format!("{path}.one_way_ns"), || {
-            "must not be negative".into()
-        })
+        ensure(self.tx_ns >= 0.0, &format!("{path}.tx_ns"), || "must not be negative".into())?;
+        ensure(self.one_way_ns >= 0.0, &format!("{path}.one_way_ns"), || "must not be negative".into())
+    }
+
+    fn cpus(&self, _system: &SystemShape) -> Vec<u32> {
+        vec![self.cpu]
+    }
+
+    fn build(&self, b: &mut Builder) {
+        let line_bits = b.platform.line_bits();
+        let node = b.platform.node_of_cpu(self.cpu);
+        let bytes = self.header_bytes + self.payload_bytes;
+        let app_buffer = b.alloc(node, bytes as u64).line(line_bits);
+        let program = PingPong {
+            ring: b.rings_of(&self.device)[self.queue as usize],
+            line_bits,
+            app_buffer,
+            started: false,
+            taken: None,
+            half_rtt: Distribution::default(),
+            spec: self.clone(),
+        };
+        b.run_on(self.cpu, Box::new(program));
     }
 }
+
+stat!(HALF_RTT, "half_rtt_ns", "ns", "half round-trip latency of the messages in the measured window");
 
 pub struct PingPong {
     spec: PingPongSpec,
-    nic: usize,
-    timer: CoreTimer,
+    ring: RingId,
     line_bits: u32,
     app_buffer: Line,
-    /// Half round-trip latencies in the measured window (ns).
-    samples: Vec<f64>,
-    activity: Activity,
+    /// Whether the first message was asked for.
+    started: bool,
+    taken: Option<Completion>,
+    /// Half round trips (ns).
+    half_rtt: Distribution,
 }
 
 impl PingPong {
-    pub fn new(spec: &PingPongSpec, nic: usize, clock: Clock, system: &mut System) -> PingPong {
-        let platform = &system.platform;
-        let line_bits = platform.line_bits();
-        let node = system.node_of_cpu(spec.cpu);
-        let app_buffer = system.allocator.alloc(node, (spec.header_bytes + spec.payload_bytes) as u64).line(line_bits);
-        PingPong {
-            spec: spec.clone(),
-            nic,
-            timer: CoreTimer::on_cpu(spec.cpu, clock, platform),
-            line_bits,
-            app_buffer,
-            samples: Vec::new(),
-            activity: Activity::default(),
-        }
+    fn message_bytes(&self) -> u32 {
+        self.spec.header_bytes + self.spec.payload_bytes
+    }
+
+    /// Asks the NIC for the peer's message arriving at `at`.
+    fn expect_message(&self, cx: &mut ProgramCx, at: Time) {
+        let bytes = self.message_bytes();
+        let ring = cx.ring(self.ring);
+        ring.request_arrival(at, bytes);
+        let doorbell = ring.doorbell;
+        cx.notify(doorbell);
     }
 }
 
-impl Workload for PingPong {
-    fn cpu(&self) -> u32 {
-        self.spec.cpu
-    }
-
-    fn role(&self) -> &str {
+impl Program for PingPong {
+    fn role(&self) -> &'static str {
         "pingpong"
     }
 
-    /// Runs at a message's arrival at the NIC; returns the next message's arrival.
-    fn step(&mut self, system: &mut System, arrival: Time) -> Option<Time> {
-        let System { hierarchy, nics, .. } = system;
-        let bytes = self.spec.header_bytes + self.spec.payload_bytes;
-        let queue_index = self.spec.queue as usize;
-        let (visible, _) = nics[self.nic].deliver(queue_index, bytes, arrival, hierarchy);
-        let queue = &mut nics[self.nic].queues[queue_index];
-        let Some(visible) = visible else {
-            // Every buffer is still posted again after each message, so this is a misconfiguration.
-            return None;
+    fn unit(&self) -> &'static UnitKind {
+        &MESSAGE
+    }
+
+    /// The busy-polling application sees each event as soon as it is visible.
+    fn next(&mut self, cx: &mut ProgramCx) -> Next {
+        let now = cx.now();
+        if !self.started {
+            self.started = true;
+            self.expect_message(cx, now);
+        }
+        let ring = cx.ring(self.ring);
+        let completion = match ring.poll(now) {
+            Poll::Ready(_) => ring.take().expect("a ready completion"),
+            Poll::NotYet(ready) => return Next::At(ready),
+            Poll::Empty => {
+                let ready = ring.ready;
+                cx.wait_on(ready);
+                return Next::Wait;
+            }
         };
-        // The busy-polling application sees the event as soon as it is visible.
-        let timer = &mut self.timer;
-        timer.idle_until(visible);
-        let start = timer.now;
-        let completion = queue.take();
-        timer.load_dependent(hierarchy, completion.entry_line);
-        let buffer = queue.buffer_addr(completion.buffer).line(self.line_bits).0;
-        let lines = (bytes as u64).div_ceil(1 << self.line_bits);
+        let buffer = ring.buffer_addr(completion.buffer).line(self.line_bits).0;
+        let descriptor = ring.next_descriptor_addr().line(self.line_bits);
+        cx.load_dependent(completion.entry.line(self.line_bits));
         if self.spec.read_data || self.spec.copy {
-            for i in 0..lines {
-                timer.issue(hierarchy, Line(buffer + i), false);
+            for i in 0..(self.message_bytes() as u64).div_ceil(1 << self.line_bits) {
+                cx.load(Line(buffer + i));
                 if self.spec.copy {
-                    timer.issue(hierarchy, Line(self.app_buffer.0 + i), true);
+                    cx.store(Line(self.app_buffer.0 + i));
                 }
             }
-            timer.drain();
+            cx.drain();
         }
-        timer.compute(self.spec.stack_cycles);
-        timer.issue(hierarchy, queue.next_descriptor_addr().line(self.line_bits), true);
-        queue.release(completion);
-        let sent = timer.now + Time::from_ns(self.spec.tx_ns);
-        let host = sent - arrival;
-        self.samples.push(host.as_ns() + self.spec.one_way_ns);
-        self.activity.add(1, sent - start);
+        cx.compute(self.spec.stack_cycles);
+        cx.store(descriptor);
+        cx.hold(Time::from_ns(self.spec.tx_ns));
+        cx.call(0);
+        self.taken = Some(completion);
+        Next::Unit
+    }
+
+    /// The reply is sent: the peer answers one round trip later.
+    fn on_call(&mut self, _tag: u32, cx: &mut ProgramCx) {
+        let completion = self.taken.take().expect("a message is being answered");
+        cx.ring(self.ring).release(&completion);
+        let sent = cx.now();
+        let host = sent - completion.arrival;
         let one_way = Time::from_ns(self.spec.one_way_ns);
-        Some(sent + one_way + host + one_way)
+        self.half_rtt.add((host + one_way).as_ns());
+        cx.count(1);
+        self.expect_message(cx, sent + one_way + host + one_way);
     }
 
-    fn reset_stats(&mut self, now: Time) {
-        self.samples.clear();
-        self.activity.reset(now);
+    fn waiting_for(&self) -> String {
+        format!("the next message on {} queue {}", self.spec.device, self.spec.queue)
     }
 
-    fn report(&self, now: Time) -> serde_json::Value {
-        let mut report = self.activity.report(now, &self.timer, "message");
-        let mut sorted = self.samples.clone();
-        sorted.sort_by(|a, b| a.total_cmp(b));
-        let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
-        let mean = if sorted.is_empty() { 0.0 } else { sorted.iter().sum::<f64>() / sorted.len() as f64 };
-        report.insert("half_rtt_ns".into(), serde_json::json!({ "p50": median, "mean": mean, "count": sorted.len() }));
-        report.into()
+    fn reset_stats(&mut self) {
+        self.half_rtt.clear();
+    }
+
+    fn report(&self, out: &mut Report, _view: &ReportView) {
+        self.half_rtt.report(out, &HALF_RTT);
     }
 }

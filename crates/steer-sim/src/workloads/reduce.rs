@@ -3,16 +3,14 @@
 //! and reduces its elements, then re-posts the buffer. Optionally it also walks a working set of
 //! its own per message, which injected data may evict (cache pollution).
 
-use std::collections::VecDeque;
-
-use crate::devices::nic::Poll;
-use crate::engine::System;
+use crate::cpu::{Next, Program, ProgramCx, UnitKind, MESSAGE};
+use crate::devices::ring::{Completion, Poll, RingId};
 use crate::error::{ensure, ConfigResult};
 use crate::hierarchy::Level;
 use crate::params::{choice, params};
-use crate::units::{Addr, Clock, Line, Time};
-use crate::workloads::timing::{Activity, CoreTimer};
-use crate::workloads::{SystemShape, Workload};
+use crate::system::Builder;
+use crate::units::{Line, Time};
+use crate::workloads::{SystemShape, WorkloadSpec};
 
 choice! {
     /// Where software prefetches put the data.
@@ -46,123 +44,129 @@ params! {
     }
 }
 
-impl ReduceSpec {
-    pub fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
+/// The kind's registration.
+pub const KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<ReduceSpec>(
+    "reduce",
+    "zero-copy message receive with a linear reduction of each message (Leon & Maccabe)",
+);
+
+impl WorkloadSpec for ReduceSpec {
+    fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
         system.check_cpu(path, self.cpu)?;
         system.check_queue(path, &self.device, self.queue)?;
         ensure(self.element_bytes >= 1, &format!("{path}.element_bytes"), || "must be at least 1".into())?;
-        ensure(self.cycles_per_element >= 0.0, &format!("{path}.cycles_per_element"), || {
-            "must not be negative".into()
-        })?;
+        ensure(self.cycles_per_element >= 0.0, &format!("{path}.cycles_per_element"), || "must not be negative".into())?;
         ensure(self.delay_ns >= 0.0, &format!("{path}.delay_ns"), || "must not be negative".into())
+    }
+
+    fn cpus(&self, _system: &SystemShape) -> Vec<u32> {
+        vec![self.cpu]
+    }
+
+    fn build(&self, b: &mut Builder) {
+        let line_bits = b.platform.line_bits();
+        let node = b.platform.node_of_cpu(self.cpu);
+        let working_set = b.alloc(node, self.working_set_bytes.max(1)).line(line_bits);
+        let program = Reduce {
+            ring: b.rings_of(&self.device)[self.queue as usize],
+            window: b.platform.core.outstanding_misses as u64,
+            line_bits,
+            working_set,
+            working_lines: self.working_set_bytes >> line_bits,
+            delay: Time::from_ns(self.delay_ns),
+            taken: None,
+            spec: self.clone(),
+        };
+        b.run_on(self.cpu, Box::new(program));
     }
 }
 
 pub struct Reduce {
-    index: usize,
     spec: ReduceSpec,
-    nic: usize,
-    timer: CoreTimer,
+    ring: RingId,
+    /// How far loads run ahead of the arithmetic: the core's outstanding-miss window (an
+    /// out-of-order core's lookahead).
+    window: u64,
     line_bits: u32,
     working_set: Line,
     working_lines: u64,
     delay: Time,
-    activity: Activity,
+    taken: Option<Completion>,
 }
 
 impl Reduce {
-    pub fn new(index: usize, spec: &ReduceSpec, nic: usize, clock: Clock, system: &mut System) -> Reduce {
-        let platform = &system.platform;
-        let line_bits = platform.line_bits();
-        let node = system.node_of_cpu(spec.cpu);
-        let working_set: Addr = system.allocator.alloc(node, spec.working_set_bytes.max(1));
-        Reduce {
-            index,
-            nic,
-            timer: CoreTimer::on_cpu(spec.cpu, clock, platform),
-            line_bits,
-            working_set: working_set.line(line_bits),
-            working_lines: spec.working_set_bytes >> line_bits,
-            delay: Time::from_ns(spec.delay_ns),
-            spec: spec.clone(),
-            activity: Activity::default(),
-        }
-    }
-
-    /// Traverses lines `first..=last` and reduces them: loads run ahead of the arithmetic by at
-    /// most the core's outstanding-miss window (an out-of-order core's lookahead), prefetches
-    /// `prefetch_distance` lines further ahead, and each line's arithmetic waits for its data.
-    fn traverse(&mut self, system: &mut System, first: u64, last: u64, prefetch: bool) {
-        let window = self.timer.window();
+    /// Queues the traversal and reduction of lines `first..=last`: loads run ahead of the
+    /// arithmetic by at most the window, prefetches `prefetch_distance` lines further ahead, and
+    /// each line's arithmetic waits for its data.
+    fn traverse(&self, cx: &mut ProgramCx, first: u64, last: u64, prefetch: bool) {
         let per_line = ((1u64 << self.line_bits) / self.spec.element_bytes as u64).max(1) as f64;
         let target = match self.spec.prefetch_target {
             PrefetchTarget::L1 => Level::L1,
             PrefetchTarget::L2 => Level::L2,
         };
-        let mut in_flight: VecDeque<Time> = VecDeque::new();
+        let mut loads = std::collections::VecDeque::new();
         let mut next_load = first;
         for line in first..=last {
-            while next_load <= last && next_load < line + window as u64 {
-                if prefetch && self.spec.prefetch_distance > 0 {
-                    let ahead = next_load + self.spec.prefetch_distance as u64;
-                    if ahead <= last {
-                        self.timer.prefetch(&mut system.hierarchy, Line(ahead), target);
-                    }
+            while next_load <= last && next_load < line + self.window {
+                let ahead = next_load + self.spec.prefetch_distance as u64;
+                if prefetch && self.spec.prefetch_distance > 0 && ahead <= last {
+                    cx.prefetch(Line(ahead), target);
                 }
-                in_flight.push_back(self.timer.issue(&mut system.hierarchy, Line(next_load), false));
+                loads.push_back(cx.load(Line(next_load)));
                 next_load += 1;
             }
-            let ready = in_flight.pop_front().expect("the line's load was issued");
-            self.timer.idle_until(ready);
-            self.timer.compute(per_line * self.spec.cycles_per_element);
+            cx.wait_for(loads.pop_front().expect("the line's load was queued"));
+            cx.compute(per_line * self.spec.cycles_per_element);
         }
     }
 }
 
-impl Workload for Reduce {
-    fn cpu(&self) -> u32 {
-        self.spec.cpu
-    }
-
-    fn role(&self) -> &str {
+impl Program for Reduce {
+    fn role(&self) -> &'static str {
         "reduce"
     }
 
-    fn step(&mut self, system: &mut System, now: Time) -> Option<Time> {
-        self.timer.idle_until(now);
-        let queue = &mut system.nics[self.nic].queues[self.spec.queue as usize];
+    fn unit(&self) -> &'static UnitKind {
+        &MESSAGE
+    }
+
+    fn next(&mut self, cx: &mut ProgramCx) -> Next {
+        let now = cx.now();
+        let ring = cx.ring(self.ring);
         // The application uses a message `delay` after it becomes visible.
-        let completion = match queue.poll(self.timer.now.saturating_sub(self.delay)) {
-            Poll::Ready(_) => queue.take(),
-            Poll::NotYet(ready) => return Some(ready + self.delay),
+        let completion = match ring.poll(now.saturating_sub(self.delay)) {
+            Poll::Ready(_) => ring.take().expect("a ready completion"),
+            Poll::NotYet(ready) => return Next::At(ready + self.delay),
             Poll::Empty => {
-                queue.waiter = Some(self.index);
-                return None;
+                let ready = ring.ready;
+                cx.wait_on(ready);
+                return Next::Wait;
             }
         };
-        let start = self.timer.now;
-        self.timer.load_dependent(&mut system.hierarchy, completion.entry_line);
-        let buffer = system.nics[self.nic].queues[self.spec.queue as usize].buffer_addr(completion.buffer);
+        let buffer = ring.buffer_addr(completion.buffer);
+        let descriptor = ring.next_descriptor_addr().line(self.line_bits);
+        cx.load_dependent(completion.entry.line(self.line_bits));
         let first = buffer.line(self.line_bits).0;
         let last = buffer.offset(completion.bytes as u64 - 1).line(self.line_bits).0;
-        self.traverse(system, first, last, true);
+        self.traverse(cx, first, last, true);
         if self.working_lines > 0 {
             let first = self.working_set.0;
-            self.traverse(system, first, first + self.working_lines - 1, false);
+            self.traverse(cx, first, first + self.working_lines - 1, false);
         }
-        self.timer.drain();
-        let queue = &mut system.nics[self.nic].queues[self.spec.queue as usize];
-        self.timer.issue(&mut system.hierarchy, queue.next_descriptor_addr().line(self.line_bits), true);
-        queue.release(completion);
-        self.activity.add(1, self.timer.now - start);
-        Some(self.timer.now)
+        cx.drain();
+        cx.store(descriptor);
+        cx.call(0);
+        self.taken = Some(completion);
+        Next::Unit
     }
 
-    fn reset_stats(&mut self, now: Time) {
-        self.activity.reset(now);
+    fn on_call(&mut self, _tag: u32, cx: &mut ProgramCx) {
+        let completion = self.taken.take().expect("a message is being reduced");
+        cx.ring(self.ring).release(&completion);
+        cx.count(1);
     }
 
-    fn report(&self, now: Time) -> serde_json::Value {
-        self.activity.report(now, &self.timer, "message").into()
+    fn waiting_for(&self) -> String {
+        format!("a message on {} queue {}", self.spec.device, self.spec.queue)
     }
 }

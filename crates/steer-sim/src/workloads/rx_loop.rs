@@ -1,13 +1,15 @@
 //! A receive loop: poll the completion ring, read the packet, copy it into a reused application
 //! buffer, release the RX buffer (re-posting its descriptor).
 
-use crate::devices::nic::Poll;
-use crate::engine::System;
+use crate::cpu::{Next, Program, ProgramCx, UnitKind, PACKET};
+use crate::devices::ring::{Completion, Poll, RingId};
+use crate::engine::ReportView;
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
-use crate::units::{Addr, Clock, Line, Time};
-use crate::workloads::timing::{Activity, CoreTimer};
-use crate::workloads::{SystemShape, Workload};
+use crate::stats::{stat, Report};
+use crate::system::Builder;
+use crate::units::Line;
+use crate::workloads::{SystemShape, WorkloadSpec};
 
 params! {
     /// The receive loop's parameters.
@@ -27,8 +29,14 @@ params! {
     }
 }
 
-impl RxLoopSpec {
-    pub fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
+/// The kind's registration.
+pub const KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<RxLoopSpec>(
+    "rx_loop",
+    "poll an RX queue's completions, read each packet, copy it to an application buffer, release",
+);
+
+impl WorkloadSpec for RxLoopSpec {
+    fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
         system.check_cpu(path, self.cpu)?;
         system.check_queue(path, &self.device, self.queue)?;
         ensure(self.app_buffer_bytes >= 64, &format!("{path}.app_buffer_bytes"), || "must be at least 64".into())?;
@@ -36,96 +44,105 @@ impl RxLoopSpec {
             "must not be negative".into()
         })
     }
+
+    fn cpus(&self, _system: &SystemShape) -> Vec<u32> {
+        vec![self.cpu]
+    }
+
+    fn build(&self, b: &mut Builder) {
+        let line_bits = b.platform.line_bits();
+        let node = b.platform.node_of_cpu(self.cpu);
+        let app_buffer = b.alloc(node, self.app_buffer_bytes).line(line_bits);
+        let program = RxLoop {
+            ring: b.rings_of(&self.device)[self.queue as usize],
+            app_buffer,
+            app_lines: (self.app_buffer_bytes >> line_bits).max(1),
+            app_cursor: 0,
+            line_bits,
+            bytes: 0,
+            taken: None,
+            spec: self.clone(),
+        };
+        b.run_on(self.cpu, Box::new(program));
+    }
 }
 
+/// Tag of the call that releases the packet at the end of its unit.
+const RELEASE: u32 = 0;
+
+stat!(GOODPUT, "goodput_gbps", "Gb/s", "payload received by the loop");
+
 pub struct RxLoop {
-    index: usize,
     spec: RxLoopSpec,
-    nic: usize,
-    timer: CoreTimer,
-    app_buffer: Addr,
+    ring: RingId,
+    app_buffer: Line,
     app_lines: u64,
     app_cursor: u64,
     line_bits: u32,
     bytes: u64,
-    activity: Activity,
+    /// The packet being processed, released at the end of its unit.
+    taken: Option<Completion>,
 }
 
-impl RxLoop {
-    pub fn new(index: usize, spec: &RxLoopSpec, nic: usize, clock: Clock, system: &mut System) -> RxLoop {
-        let platform = &system.platform;
-        let line_bits = platform.line_bits();
-        let node = system.node_of_cpu(spec.cpu);
-        RxLoop {
-            index,
-            nic,
-            timer: CoreTimer::on_cpu(spec.cpu, clock, platform),
-            app_buffer: system.allocator.alloc(node, spec.app_buffer_bytes),
-            app_lines: (spec.app_buffer_bytes >> line_bits).max(1),
-            app_cursor: 0,
-            line_bits,
-            spec: spec.clone(),
-            bytes: 0,
-            activity: Activity::default(),
-        }
-    }
-}
-
-impl Workload for RxLoop {
-    fn cpu(&self) -> u32 {
-        self.spec.cpu
-    }
-
-    fn role(&self) -> &str {
+impl Program for RxLoop {
+    fn role(&self) -> &'static str {
         "rx_loop"
     }
 
-    fn step(&mut self, system: &mut System, now: Time) -> Option<Time> {
-        self.timer.idle_until(now);
-        let start = self.timer.now;
-        let System { hierarchy, nics, .. } = system;
-        let queue = &mut nics[self.nic].queues[self.spec.queue as usize];
-        let completion = match queue.poll(self.timer.now) {
-            Poll::Ready(_) => queue.take(),
-            Poll::NotYet(ready) => return Some(ready),
+    fn unit(&self) -> &'static UnitKind {
+        &PACKET
+    }
+
+    fn next(&mut self, cx: &mut ProgramCx) -> Next {
+        let now = cx.now();
+        let ring = cx.ring(self.ring);
+        let completion = match ring.poll(now) {
+            Poll::Ready(_) => ring.take().expect("a ready completion"),
+            Poll::NotYet(ready) => return Next::At(ready),
             Poll::Empty => {
-                queue.waiter = Some(self.index);
-                return None;
+                let ready = ring.ready;
+                cx.wait_on(ready);
+                return Next::Wait;
             }
         };
-        let timer = &mut self.timer;
-        // The completion entry tells where the packet is: everything after depends on it.
-        timer.load_dependent(hierarchy, completion.entry_line);
-        let buffer = queue.buffer_addr(completion.buffer);
+        let buffer = ring.buffer_addr(completion.buffer);
+        let descriptor = ring.next_descriptor_addr().line(self.line_bits);
+        // The completion entry says where the packet is: everything after depends on it.
+        cx.load_dependent(completion.entry.line(self.line_bits));
         let first = buffer.line(self.line_bits).0;
         let last = buffer.offset(completion.bytes as u64 - 1).line(self.line_bits).0;
         for line in first..=last {
-            timer.issue(hierarchy, Line(line), false);
+            cx.load(Line(line));
             if self.spec.copy {
-                let dst = self.app_buffer.line(self.line_bits).0 + self.app_cursor;
+                cx.store(Line(self.app_buffer.0 + self.app_cursor));
                 self.app_cursor = (self.app_cursor + 1) % self.app_lines;
-                timer.issue(hierarchy, Line(dst), true);
             }
         }
-        timer.drain();
-        timer.compute(self.spec.compute_cycles_per_packet);
+        cx.drain();
+        cx.compute(self.spec.compute_cycles_per_packet);
         // Re-post the buffer: the driver writes its descriptor.
-        timer.issue(hierarchy, queue.next_descriptor_addr().line(self.line_bits), true);
-        queue.release(completion);
+        cx.store(descriptor);
+        cx.call(RELEASE);
+        self.taken = Some(completion);
+        Next::Unit
+    }
+
+    fn on_call(&mut self, _tag: u32, cx: &mut ProgramCx) {
+        let completion = self.taken.take().expect("a packet is being processed");
+        cx.ring(self.ring).release(&completion);
         self.bytes += completion.bytes as u64;
-        self.activity.add(1, timer.now - start);
-        Some(timer.now)
+        cx.count(1);
     }
 
-    fn reset_stats(&mut self, now: Time) {
+    fn waiting_for(&self) -> String {
+        format!("a packet on {} queue {}", self.spec.device, self.spec.queue)
+    }
+
+    fn reset_stats(&mut self) {
         self.bytes = 0;
-        self.activity.reset(now);
     }
 
-    fn report(&self, now: Time) -> serde_json::Value {
-        let mut report = self.activity.report(now, &self.timer, "packet");
-        let window = (now - self.activity.window_start()).as_ns().max(1e-9);
-        report.insert("goodput_gbps".into(), (self.bytes as f64 * 8.0 / window).into());
-        report.into()
+    fn report(&self, out: &mut Report, view: &ReportView) {
+        out.put(&GOODPUT, self.bytes as f64 * 8.0 / view.window_ns());
     }
 }

@@ -1,12 +1,12 @@
 //! A cache-hungry co-runner: sweeps a working set line by line, forever, with independent
 //! accesses (as a STREAM-like kernel does), so it competes with I/O for cache capacity.
 
-use crate::engine::System;
+use crate::cpu::{Next, Program, ProgramCx, UnitKind, LINE};
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
-use crate::units::{Addr, Clock, Line, Time};
-use crate::workloads::timing::{Activity, CoreTimer};
-use crate::workloads::{SystemShape, Workload};
+use crate::system::Builder;
+use crate::units::Line;
+use crate::workloads::{SystemShape, WorkloadSpec};
 
 params! {
     /// The co-runner's parameters.
@@ -22,73 +22,62 @@ params! {
     }
 }
 
-/// Lines swept per step: small enough to interleave finely with other agents.
-const LINES_PER_STEP: u64 = 64;
+/// The kind's registration.
+pub const KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<StreamSpec>(
+    "stream",
+    "a cache-hungry co-runner sweeping a working set (confine it with CAT way masks)",
+);
 
-impl StreamSpec {
-    pub fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
+/// Lines swept per unit of work.
+const LINES_PER_UNIT: u64 = 64;
+
+impl WorkloadSpec for StreamSpec {
+    fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
         system.check_cpu(path, self.cpu)?;
         ensure(self.working_set_bytes >= 64, &format!("{path}.working_set_bytes"), || "must be at least 64".into())?;
         ensure(self.cycles_per_line >= 0.0, &format!("{path}.cycles_per_line"), || "must not be negative".into())
+    }
+
+    fn cpus(&self, _system: &SystemShape) -> Vec<u32> {
+        vec![self.cpu]
+    }
+
+    fn build(&self, b: &mut Builder) {
+        let line_bits = b.platform.line_bits();
+        let node = b.platform.node_of_cpu(self.cpu);
+        let base = b.alloc(node, self.working_set_bytes).line(line_bits);
+        let lines = (self.working_set_bytes >> line_bits).max(1);
+        b.run_on(self.cpu, Box::new(Stream { spec: self.clone(), base, lines, cursor: 0 }));
     }
 }
 
 pub struct Stream {
     spec: StreamSpec,
-    timer: CoreTimer,
     base: Line,
     lines: u64,
     cursor: u64,
-    activity: Activity,
 }
 
-impl Stream {
-    pub fn new(spec: &StreamSpec, clock: Clock, system: &mut System) -> Stream {
-        let platform = &system.platform;
-        let line_bits = platform.line_bits();
-        let node = system.node_of_cpu(spec.cpu);
-        let base: Addr = system.allocator.alloc(node, spec.working_set_bytes);
-        Stream {
-            timer: CoreTimer::on_cpu(spec.cpu, clock, platform),
-            base: base.line(line_bits),
-            lines: (spec.working_set_bytes >> line_bits).max(1),
-            cursor: 0,
-            spec: spec.clone(),
-            activity: Activity::default(),
-        }
-    }
-}
-
-impl Workload for Stream {
-    fn cpu(&self) -> u32 {
-        self.spec.cpu
-    }
-
-    fn role(&self) -> &str {
+impl Program for Stream {
+    fn role(&self) -> &'static str {
         "stream"
     }
 
-    fn step(&mut self, system: &mut System, now: Time) -> Option<Time> {
-        self.timer.idle_until(now);
-        let start = self.timer.now;
-        for _ in 0..LINES_PER_STEP {
+    fn unit(&self) -> &'static UnitKind {
+        &LINE
+    }
+
+    fn next(&mut self, cx: &mut ProgramCx) -> Next {
+        for _ in 0..LINES_PER_UNIT {
             let line = Line(self.base.0 + self.cursor);
-            self.timer.issue(&mut system.hierarchy, line, false);
+            cx.load(line);
             if self.spec.write_every > 0 && self.cursor.is_multiple_of(self.spec.write_every as u64) {
-                self.timer.issue(&mut system.hierarchy, line, true);
+                cx.store(line);
             }
-            self.timer.compute(self.spec.cycles_per_line);
+            cx.compute(self.spec.cycles_per_line);
             self.cursor = (self.cursor + 1) % self.lines;
         }
-        self.activity.add(LINES_PER_STEP, self.timer.now - start);
-        Some(self.timer.now)
-    }
-
-    fn reset_stats(&mut self, now: Time) {
-        self.activity.reset(now);
-    }
-
-    fn report(&self, now: Time) -> serde_json::Value {
-        self.activity.report(now, &self.timer, "line").into()
+        cx.count(LINES_PER_UNIT);
+        Next::Unit
     }
 }

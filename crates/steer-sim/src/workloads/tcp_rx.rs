@@ -3,8 +3,8 @@
 //! (iperf's `recv`) on its own CPU reads the sk_buff and copies the payload into a reused user
 //! buffer. Since Linux 5.19 recv does not free the sk_buff itself but hands it back to the CPU
 //! that allocated it (`skb_attempt_defer_free`); NAPI frees it at its next poll, recycling the
-//! pages straight into its page pool's cache. The two halves run on one CPU, on SMT siblings, or
-//! on two cores, as in the seeds' placements.
+//! pages straight into its page pool's cache. The two halves run on one CPU (taking turns), on
+//! SMT siblings, or on two cores, as in the seeds' placements.
 //!
 //! With hardware GRO (bnxt's TPA, on by default) the NIC merges consecutive segments of a flow:
 //! each queue buffer is one page of an aggregation with its own completion, and the driver builds
@@ -12,16 +12,18 @@
 //! aggregation, and hands it to the socket when its last page is in. (The traffic is one
 //! continuous flow, so aggregations always fill; the NIC's aggregation timeout is not modelled.)
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::rc::Rc;
 
-use crate::devices::nic::{Allocator, Completion, Poll, RxQueue};
-use crate::engine::System;
+use crate::cpu::{Next, Program, ProgramCx, UnitKind, STEP};
+use crate::devices::ring::{Completion, Poll, RingId, RxRing};
+use crate::engine::Signal;
 use crate::error::{ensure, ConfigResult};
-use crate::hierarchy::Hierarchy;
 use crate::params::params;
-use crate::units::{Clock, Line, Time};
-use crate::workloads::timing::{Activity, CoreTimer};
-use crate::workloads::{SystemShape, Workload};
+use crate::system::Builder;
+use crate::units::Line;
+use crate::workloads::{SystemShape, WorkloadSpec};
 
 params! {
     /// The receive path's parameters. Per-packet costs are assumptions (see each).
@@ -66,8 +68,14 @@ params! {
     }
 }
 
-impl TcpRxSpec {
-    pub fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
+/// The kind's registration.
+pub const KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<TcpRxSpec>(
+    "tcp_rx",
+    "the Linux TCP receive path: NAPI on each queue's IRQ CPU, the application's recv copy on `app_offset` CPUs further",
+);
+
+impl WorkloadSpec for TcpRxSpec {
+    fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
         for &irq in system.check_device(path, &self.device)? {
             ensure(irq + self.app_offset < system.cpus, &format!("{path}.app_offset"), || {
                 format!("the application of IRQ CPU {irq} would run on CPU {}, out of range", irq + self.app_offset)
@@ -79,17 +87,86 @@ impl TcpRxSpec {
         ensure(self.app_buffer_bytes >= 64, &format!("{path}.app_buffer_bytes"), || "must be at least 64".into())
     }
 
-    /// The CPUs the path runs on: each queue's IRQ CPU and its application's CPU.
-    pub fn cpus(&self, system: &SystemShape) -> Vec<u32> {
+    /// Each queue's IRQ CPU and its application's CPU.
+    fn cpus(&self, system: &SystemShape) -> Vec<u32> {
         let mut cpus: Vec<u32> =
             system.queue_cpus(&self.device).into_iter().flat_map(|irq| [irq, irq + self.app_offset]).collect();
         cpus.sort_unstable();
         cpus.dedup();
         cpus
     }
+
+    fn build(&self, b: &mut Builder) {
+        let line_bits = b.platform.line_bits();
+        for ring_id in b.rings_of(&self.device).to_vec() {
+            let ring = b.ring(ring_id);
+            let irq_cpu = ring.shape.consumer_cpu;
+            let app_cpu = irq_cpu + self.app_offset;
+            let pool = ring.pool_buffers() as u64;
+            // Page metadata lives with the pages, on the NIC's node (the ring's buffers' node).
+            let node = b.node_of_addr(ring.buffer_addr(0));
+            let shared_lines = self.socket_lines as u64;
+            let socket = Rc::new(RefCell::new(Socket {
+                queue: VecDeque::new(),
+                deferred: Vec::new(),
+                deferred_skbs: 0,
+                shared: b.alloc(node, (shared_lines << line_bits).max(1)).line(line_bits),
+                shared_lines,
+                pages: b.alloc(node, pool * PAGE_BYTES).line(line_bits),
+                lines_per_page: PAGE_BYTES >> line_bits,
+                free_skbs: Vec::new(),
+                data: b.signal(),
+                kick: b.signal(),
+            }));
+            let napi_node = b.platform.node_of_cpu(irq_cpu);
+            // Whole head buffers only, at least one.
+            let head_lines = self.head_lines.max(1) as u64;
+            let frag_cache_lines = ((self.frag_cache_bytes >> line_bits) / head_lines).max(1) * head_lines;
+            let skb_lines = self.skb_lines.max(1) as u64;
+            // Every page can be in flight in an sk_buff of its own: reserve slabs for them all.
+            let slabs = pool.div_ceil(self.skb_pool as u64) + 1;
+            let reserve = slabs * self.skb_pool as u64 * skb_lines;
+            let napi = Napi {
+                spec: self.clone(),
+                ring: ring_id,
+                socket: socket.clone(),
+                line_bits,
+                slab: SkbSlab {
+                    next: b.alloc(napi_node, reserve << line_bits).line(line_bits),
+                    left: slabs,
+                    lines: skb_lines,
+                    per_slab: self.skb_pool as u64,
+                },
+                frag_cache: b.alloc(napi_node, frag_cache_lines << line_bits).line(line_bits),
+                frag_cache_lines,
+                frag_cursor: 0,
+                open_aggregation: Vec::new(),
+                in_poll: false,
+                taken: 0,
+                freeing: Vec::new(),
+                pending: None,
+            };
+            let app_node = b.platform.node_of_cpu(app_cpu);
+            let recv = Recv {
+                spec: self.clone(),
+                ring: ring_id,
+                socket,
+                line_bits,
+                app_buffer: b.alloc(app_node, self.app_buffer_bytes).line(line_bits),
+                app_lines: (self.app_buffer_bytes >> line_bits).max(1),
+                app_cursor: 0,
+                in_call: false,
+                copied: 0,
+                consuming: None,
+            };
+            b.run_on(irq_cpu, Box::new(napi));
+            b.run_on(app_cpu, Box::new(recv));
+        }
+    }
 }
 
-/// Deferred sk_buffs at which the application's CPU kicks NAPI's to free them.
+/// Deferred sk_buffs at which the application's CPU kicks NAPI's to free them: half of
+/// `net.core.skb_defer_max` (64).
 const DEFER_KICK: u32 = 32;
 
 /// Bytes of a memory page (the block each `struct page` is placed in).
@@ -108,7 +185,7 @@ struct SkbPage {
 /// The socket between NAPI and the application, shared by the two halves, with the queue's page
 /// metadata.
 #[derive(Debug)]
-pub struct Socket {
+struct Socket {
     queue: VecDeque<SkbPage>,
     /// Pages of sk_buffs the application has consumed, waiting for NAPI to free them, and how
     /// many sk_buffs they make.
@@ -126,37 +203,17 @@ pub struct Socket {
     /// Free sk_buffs (their first metadata line), the last freed on top: NAPI allocates from
     /// here and frees here.
     free_skbs: Vec<Line>,
-    /// The application's workload index while it sleeps on an empty socket.
-    waiter: Option<usize>,
+    /// Notified when sk_buffs are queued for the application.
+    data: Signal,
+    /// Notified when the application has deferred enough sk_buffs for NAPI to free.
+    kick: Signal,
 }
 
 impl Socket {
-    /// The socket of RX queue `queue` for a path with `spec`, with the page metadata of its pool.
-    pub fn for_queue(
-        spec: &TcpRxSpec,
-        queue: &RxQueue,
-        allocator: &mut Allocator,
-        node: u32,
-        line_bits: u32,
-    ) -> Socket {
-        let shared_lines = spec.socket_lines as u64;
-        Socket {
-            queue: VecDeque::new(),
-            deferred: Vec::new(),
-            deferred_skbs: 0,
-            shared: allocator.alloc(node, (shared_lines << line_bits).max(1)).line(line_bits),
-            shared_lines,
-            pages: allocator.alloc(node, queue.pool_buffers() as u64 * PAGE_BYTES).line(line_bits),
-            lines_per_page: PAGE_BYTES >> line_bits,
-            free_skbs: Vec::new(),
-            waiter: None,
-        }
-    }
-
-    /// Writes the socket state both halves update.
-    fn update_shared(&self, timer: &mut CoreTimer, hierarchy: &mut Hierarchy) {
+    /// Queues the writes of the socket state both halves update.
+    fn update_shared(&self, cx: &mut ProgramCx) {
         for line in self.shared.0..self.shared.0 + self.shared_lines {
-            timer.issue(hierarchy, Line(line), true);
+            cx.store(Line(line));
         }
     }
 
@@ -167,255 +224,294 @@ impl Socket {
     }
 }
 
-/// Where NAPI's sk_buffs come from: slabs of `per_slab` objects of `lines` lines on `node`.
+/// Where NAPI's sk_buffs come from: slabs of `per_slab` objects of `lines` lines, carved from a
+/// reserve big enough for every page of the pool to be in flight in an sk_buff of its own.
 #[derive(Debug, Clone, Copy)]
 struct SkbSlab {
-    node: u32,
+    next: Line,
+    /// Slabs left in the reserve.
+    left: u64,
     lines: u64,
     per_slab: u64,
-    line_bits: u32,
 }
 
 impl SkbSlab {
     /// A free sk_buff of the socket, the last freed first; a new slab when none is free.
-    fn alloc(&self, socket: &mut Socket, allocator: &mut Allocator) -> Line {
+    fn alloc(&mut self, socket: &mut Socket) -> Option<Line> {
         if socket.free_skbs.is_empty() {
-            let slab = allocator.alloc(self.node, (self.per_slab * self.lines) << self.line_bits).line(self.line_bits);
+            if self.left == 0 {
+                return None;
+            }
+            self.left -= 1;
+            let slab = self.next;
+            self.next = Line(slab.0 + self.per_slab * self.lines);
             // Pushed last to first, so the slab hands out its first object first.
             socket.free_skbs.extend((0..self.per_slab).rev().map(|i| Line(slab.0 + i * self.lines)));
         }
-        socket.free_skbs.pop().expect("a slab was just added")
+        socket.free_skbs.pop()
     }
 }
 
-/// One half of the path. `Napi` and `Recv` share a socket by index in `System::sockets`.
-pub struct TcpRx {
-    index: usize,
+/// Tags of NAPI's calls.
+const FREE_DEFERRED: u32 = 0;
+const PAGE_DONE: u32 = 1;
+
+/// NAPI on the IRQ CPU: a poll frees what the application deferred, then takes up to a budget of
+/// ready completions, each a unit of work.
+struct Napi {
     spec: TcpRxSpec,
-    role: Role,
-    nic: usize,
-    queue: usize,
-    socket: usize,
-    timer: CoreTimer,
+    ring: RingId,
+    socket: Rc<RefCell<Socket>>,
     line_bits: u32,
     slab: SkbSlab,
     frag_cache: Line,
     frag_cache_lines: u64,
     frag_cursor: u64,
-    /// NAPI's aggregation in progress: its pages so far, which share one sk_buff and reach the
+    /// The aggregation in progress: its pages so far, which share one sk_buff and reach the
     /// socket together when the last one is in.
     open_aggregation: Vec<SkbPage>,
+    in_poll: bool,
+    taken: u32,
+    /// The deferred pages being freed by the current unit.
+    freeing: Vec<SkbPage>,
+    /// The page being processed by the current unit.
+    pending: Option<SkbPage>,
+}
+
+impl Napi {
+    /// Queues the frees of the sk_buffs the application handed back: their pages go to the page
+    /// pool's cache (last freed, first reused), the sk_buffs to the slab.
+    fn free_deferred(&mut self, cx: &mut ProgramCx) {
+        let mut socket = self.socket.borrow_mut();
+        socket.deferred_skbs = 0;
+        self.freeing = std::mem::take(&mut socket.deferred);
+        for page in &self.freeing {
+            cx.store(socket.page(page.completion.buffer));
+            if page.last {
+                (page.metadata.0..page.metadata.0 + self.spec.skb_lines as u64).for_each(|line| cx.store(Line(line)));
+            }
+        }
+        cx.call(FREE_DEFERRED);
+    }
+
+    /// Queues the processing of one completion (one page of an aggregation); `None` if no sk_buff
+    /// could be had.
+    fn take_page(&mut self, cx: &mut ProgramCx, completion: Completion, descriptor: Line, header: Line) -> Option<()> {
+        cx.load_dependent(completion.entry.line(self.line_bits));
+        let mut socket = self.socket.borrow_mut();
+        let (metadata, head) = match self.open_aggregation.first() {
+            Some(page) => (page.metadata, page.head),
+            None => {
+                // A new aggregation: protocol processing reads the headers in its first page's
+                // first line and builds the sk_buff.
+                cx.load_dependent(header);
+                let metadata = self.slab.alloc(&mut socket)?;
+                let head = Line(self.frag_cache.0 + self.frag_cursor);
+                self.frag_cursor = (self.frag_cursor + self.spec.head_lines as u64) % self.frag_cache_lines;
+                let skb = metadata.0..metadata.0 + self.spec.skb_lines as u64;
+                skb.chain(head.0..head.0 + self.spec.head_lines as u64).for_each(|line| cx.store(Line(line)));
+                cx.compute(self.spec.napi_cycles_per_packet);
+                (metadata, head)
+            }
+        };
+        cx.store(socket.page(completion.buffer));
+        cx.compute(self.spec.napi_cycles_per_page);
+        // The driver refills the descriptor with a fresh page from the page pool.
+        cx.store(descriptor);
+        let last = self.open_aggregation.len() + 1 == self.spec.tpa_pages as usize;
+        if last {
+            socket.update_shared(cx);
+        }
+        cx.call(PAGE_DONE);
+        self.pending = Some(SkbPage { completion, metadata, head, last });
+        Some(())
+    }
+
+    /// Ends the poll: wait for its accesses.
+    fn end_poll(&mut self, cx: &mut ProgramCx) -> Next {
+        self.in_poll = false;
+        cx.drain();
+        cx.count(1);
+        Next::Yield
+    }
+}
+
+impl Program for Napi {
+    fn role(&self) -> &'static str {
+        "irq"
+    }
+
+    fn unit(&self) -> &'static UnitKind {
+        &STEP
+    }
+
+    fn next(&mut self, cx: &mut ProgramCx) -> Next {
+        let now = cx.now();
+        if !self.in_poll {
+            let deferred = !self.socket.borrow().deferred.is_empty();
+            let ring = cx.ring(self.ring);
+            match ring.poll(now) {
+                Poll::Ready(_) => {}
+                _ if deferred => {}
+                Poll::NotYet(ready) => return Next::At(ready),
+                Poll::Empty => {
+                    let (ready, kick) = (ring.ready, self.socket.borrow().kick);
+                    cx.wait_on(ready);
+                    cx.wait_on(kick);
+                    return Next::Wait;
+                }
+            }
+            self.in_poll = true;
+            self.taken = 0;
+            if deferred {
+                self.free_deferred(cx);
+                return Next::Unit;
+            }
+        }
+        if self.taken == self.spec.napi_budget {
+            return self.end_poll(cx);
+        }
+        let ring: &mut RxRing = cx.ring(self.ring);
+        let Poll::Ready(_) = ring.poll(now) else { return self.end_poll(cx) };
+        let completion = ring.take().expect("a ready completion");
+        let descriptor = ring.next_descriptor_addr().line(self.line_bits);
+        let header = ring.buffer_addr(completion.buffer).line(self.line_bits);
+        self.taken += 1;
+        match self.take_page(cx, completion, descriptor, header) {
+            Some(()) => Next::Unit,
+            None => Next::Stall("the sk_buff reserve is exhausted".into()),
+        }
+    }
+
+    fn on_call(&mut self, tag: u32, cx: &mut ProgramCx) {
+        match tag {
+            FREE_DEFERRED => {
+                let mut socket = self.socket.borrow_mut();
+                for page in std::mem::take(&mut self.freeing) {
+                    cx.ring(self.ring).recycle(page.completion.buffer);
+                    if page.last {
+                        socket.free_skbs.push(page.metadata);
+                    }
+                }
+            }
+            _ => {
+                let page = self.pending.take().expect("a page is being processed");
+                let ring = cx.ring(self.ring);
+                ring.finish(&page.completion);
+                ring.refill();
+                self.open_aggregation.push(page);
+                if page.last {
+                    let mut socket = self.socket.borrow_mut();
+                    socket.queue.extend(self.open_aggregation.drain(..));
+                    let data = socket.data;
+                    drop(socket);
+                    cx.notify(data);
+                }
+            }
+        }
+    }
+
+    fn waiting_for(&self) -> String {
+        format!("a packet on {} or sk_buffs to free", self.spec.device)
+    }
+}
+
+/// Tag of recv's call when a page is copied.
+const PAGE_COPIED: u32 = 0;
+
+/// The application: one `recv()` call copies queued pages into the user buffer until it is full
+/// or the socket is empty, each page a unit of work.
+struct Recv {
+    spec: TcpRxSpec,
+    ring: RingId,
+    socket: Rc<RefCell<Socket>>,
+    line_bits: u32,
     app_buffer: Line,
     app_lines: u64,
     app_cursor: u64,
-    activity: Activity,
+    in_call: bool,
+    copied: u64,
+    /// The page being copied by the current unit.
+    consuming: Option<SkbPage>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    Napi,
-    Recv,
-}
-
-impl TcpRx {
-    /// Builds one half for queue `queue`; `socket` indexes `System::sockets` (the caller
-    /// creates it once per queue).
-    pub fn new(
-        index: usize,
-        spec: &TcpRxSpec,
-        role: Role,
-        (nic, queue): (usize, usize),
-        socket: usize,
-        clock: Clock,
-        system: &mut System,
-    ) -> TcpRx {
-        let platform = &system.platform;
-        let line_bits = platform.line_bits();
-        let irq_cpu = system.nics[nic].queues[queue].spec.consumer_cpu;
-        let cpu = match role {
-            Role::Napi => irq_cpu,
-            Role::Recv => irq_cpu + spec.app_offset,
-        };
-        let node = system.node_of_cpu(cpu);
-        let app_buffer = system.allocator.alloc(node, spec.app_buffer_bytes).line(line_bits);
-        // Whole head buffers only, at least one.
-        let head_lines = spec.head_lines.max(1) as u64;
-        let frag_cache_lines = ((spec.frag_cache_bytes >> line_bits) / head_lines).max(1) * head_lines;
-        let frag_cache = system.allocator.alloc(node, frag_cache_lines << line_bits).line(line_bits);
-        TcpRx {
-            index,
-            spec: spec.clone(),
-            role,
-            nic,
-            queue,
-            socket,
-            timer: CoreTimer::on_cpu(cpu, clock, platform),
-            line_bits,
-            slab: SkbSlab { node, lines: spec.skb_lines.max(1) as u64, per_slab: spec.skb_pool as u64, line_bits },
-            frag_cache,
-            frag_cache_lines,
-            frag_cursor: 0,
-            open_aggregation: Vec::new(),
-            app_buffer,
-            app_lines: (spec.app_buffer_bytes >> line_bits).max(1),
-            app_cursor: 0,
-            activity: Activity::default(),
+impl Recv {
+    fn copy_page(&mut self, cx: &mut ProgramCx, page: SkbPage, buffer: crate::units::Addr) {
+        cx.load_dependent(page.metadata);
+        cx.load(page.head);
+        let first = buffer.line(self.line_bits).0;
+        let last = buffer.offset(page.completion.bytes as u64 - 1).line(self.line_bits).0;
+        for line in first..=last {
+            cx.load(Line(line));
+            cx.store(Line(self.app_buffer.0 + self.app_cursor));
+            self.app_cursor = (self.app_cursor + 1) % self.app_lines;
         }
-    }
-
-    /// NAPI: up to a budget of ready completions become sk_buffs on the socket.
-    fn napi(&mut self, system: &mut System) -> Option<Time> {
-        let System { hierarchy, nics, sockets, wakes, allocator, .. } = system;
-        let queue = &mut nics[self.nic].queues[self.queue];
-        let timer = &mut self.timer;
-        // First the sk_buffs the application handed back: their pages go to the page pool's
-        // cache (last freed, first reused) and refill the ring, the sk_buffs to the slab.
-        let socket = &mut sockets[self.socket];
-        socket.deferred_skbs = 0;
-        for page in std::mem::take(&mut socket.deferred) {
-            timer.issue(hierarchy, socket.page(page.completion.buffer), true);
-            queue.recycle(page.completion.buffer);
-            if page.last {
-                for line in page.metadata.0..page.metadata.0 + self.spec.skb_lines as u64 {
-                    timer.issue(hierarchy, Line(line), true);
-                }
-                socket.free_skbs.push(page.metadata);
-            }
+        cx.compute(self.spec.recv_cycles_per_packet);
+        if page.last {
+            // Unlinked from the socket, the sk_buff goes on the IRQ CPU's deferred-free list (its
+            // `next` pointer is the first metadata line).
+            self.socket.borrow().update_shared(cx);
+            cx.store(page.metadata);
         }
-        let mut taken = 0;
-        while taken < self.spec.napi_budget {
-            match queue.poll(timer.now) {
-                Poll::Ready(_) => {}
-                Poll::NotYet(ready) if taken == 0 => return Some(ready),
-                Poll::Empty if taken == 0 => {
-                    queue.waiter = Some(self.index);
-                    return None;
-                }
-                Poll::NotYet(_) | Poll::Empty => break,
-            }
-            let completion = queue.take();
-            timer.load_dependent(hierarchy, completion.entry_line);
-            let socket = &mut sockets[self.socket];
-            let (metadata, head) = match self.open_aggregation.first() {
-                Some(page) => (page.metadata, page.head),
-                None => {
-                    // A new aggregation: protocol processing reads the headers in its first
-                    // page's first line and builds the sk_buff.
-                    timer.load_dependent(hierarchy, queue.buffer_addr(completion.buffer).line(self.line_bits));
-                    let metadata = self.slab.alloc(socket, allocator);
-                    let head = Line(self.frag_cache.0 + self.frag_cursor);
-                    self.frag_cursor = (self.frag_cursor + self.spec.head_lines as u64) % self.frag_cache_lines;
-                    let skb_lines = metadata.0..metadata.0 + self.spec.skb_lines as u64;
-                    for line in skb_lines.chain(head.0..head.0 + self.spec.head_lines as u64) {
-                        timer.issue(hierarchy, Line(line), true);
-                    }
-                    timer.compute(self.spec.napi_cycles_per_packet);
-                    (metadata, head)
-                }
-            };
-            timer.issue(hierarchy, socket.page(completion.buffer), true);
-            timer.compute(self.spec.napi_cycles_per_page);
-            let last = self.open_aggregation.len() + 1 == self.spec.tpa_pages as usize;
-            queue.finish(&completion);
-            // The driver refills the descriptor with a fresh page from the page pool.
-            timer.issue(hierarchy, queue.next_descriptor_addr().line(self.line_bits), true);
-            queue.refill();
-            self.open_aggregation.push(SkbPage { completion, metadata, head, last });
-            if last {
-                socket.update_shared(timer, hierarchy);
-                socket.queue.extend(self.open_aggregation.drain(..));
-                if let Some(app) = socket.waiter.take() {
-                    wakes.push((app, timer.now));
-                }
-            }
-            taken += 1;
-        }
-        timer.drain();
-        Some(timer.now)
-    }
-
-    /// One recv() call: copies queued packets into the user buffer until it is full (or the
-    /// socket is empty), freeing each packet's page.
-    fn recv(&mut self, system: &mut System) -> Option<Time> {
-        let System { hierarchy, nics, sockets, wakes, .. } = system;
-        let socket = &mut sockets[self.socket];
-        if socket.queue.is_empty() {
-            socket.waiter = Some(self.index);
-            return None;
-        }
-        let timer = &mut self.timer;
-        let queue = &mut nics[self.nic].queues[self.queue];
-        let mut copied = 0u64;
-        while let Some(page) = socket.queue.pop_front() {
-            timer.load_dependent(hierarchy, page.metadata);
-            timer.issue(hierarchy, page.head, false);
-            let buffer = queue.buffer_addr(page.completion.buffer);
-            let first = buffer.line(self.line_bits).0;
-            let last = buffer.offset(page.completion.bytes as u64 - 1).line(self.line_bits).0;
-            for line in first..=last {
-                timer.issue(hierarchy, Line(line), false);
-                let destination = Line(self.app_buffer.0 + self.app_cursor);
-                self.app_cursor = (self.app_cursor + 1) % self.app_lines;
-                timer.issue(hierarchy, destination, true);
-            }
-            timer.compute(self.spec.recv_cycles_per_packet);
-            if page.last {
-                // Unlinked from the socket, the sk_buff goes on the IRQ CPU's deferred-free
-                // list (its `next` pointer is the first metadata line).
-                socket.update_shared(timer, hierarchy);
-                timer.issue(hierarchy, page.metadata, true);
-                socket.deferred_skbs += 1;
-                // At half of `net.core.skb_defer_max` (64) Linux kicks the IRQ CPU to free them.
-                if socket.deferred_skbs == DEFER_KICK {
-                    if let Some(napi) = queue.waiter.take() {
-                        wakes.push((napi, timer.now));
-                    }
-                }
-            }
-            socket.deferred.push(page);
-            copied += page.completion.bytes as u64;
-            if copied >= self.spec.app_buffer_bytes {
-                break;
-            }
-        }
-        timer.drain();
-        Some(timer.now)
+        cx.call(PAGE_COPIED);
+        self.copied += page.completion.bytes as u64;
+        self.consuming = Some(page);
     }
 }
 
-impl Workload for TcpRx {
-    fn cpu(&self) -> u32 {
-        self.timer.cpu
+impl Program for Recv {
+    fn role(&self) -> &'static str {
+        "iperf"
     }
 
-    fn role(&self) -> &str {
-        match self.role {
-            Role::Napi => "irq",
-            Role::Recv => "iperf",
+    fn unit(&self) -> &'static UnitKind {
+        &STEP
+    }
+
+    fn next(&mut self, cx: &mut ProgramCx) -> Next {
+        let page = self.socket.borrow_mut().queue.front().copied();
+        if !self.in_call {
+            if page.is_none() {
+                let data = self.socket.borrow().data;
+                cx.wait_on(data);
+                return Next::Wait;
+            }
+            self.in_call = true;
+            self.copied = 0;
+        }
+        match page {
+            Some(page) if self.copied < self.spec.app_buffer_bytes => {
+                self.socket.borrow_mut().queue.pop_front();
+                let buffer = cx.ring(self.ring).buffer_addr(page.completion.buffer);
+                self.copy_page(cx, page, buffer);
+                Next::Unit
+            }
+            _ => {
+                self.in_call = false;
+                cx.drain();
+                cx.count(1);
+                Next::Yield
+            }
         }
     }
 
-    fn step(&mut self, system: &mut System, now: Time) -> Option<Time> {
-        // Two halves on one CPU take turns: start when the CPU is free.
-        let cpu = self.timer.cpu;
-        self.timer.idle_until(now.max(system.cpu_free_at[cpu as usize]));
-        let start = self.timer.now;
-        let next = match self.role {
-            Role::Napi => self.napi(system),
-            Role::Recv => self.recv(system),
-        };
-        if self.timer.now > start {
-            self.activity.add(1, self.timer.now - start);
+    fn on_call(&mut self, _tag: u32, cx: &mut ProgramCx) {
+        let page = self.consuming.take().expect("a page is being copied");
+        let mut socket = self.socket.borrow_mut();
+        socket.deferred.push(page);
+        if page.last {
+            socket.deferred_skbs += 1;
+            // At half of `net.core.skb_defer_max` Linux kicks the IRQ CPU to free them.
+            if socket.deferred_skbs == DEFER_KICK {
+                let kick = socket.kick;
+                drop(socket);
+                cx.notify(kick);
+            }
         }
-        system.cpu_free_at[cpu as usize] = self.timer.now;
-        next
     }
 
-    fn reset_stats(&mut self, now: Time) {
-        self.activity.reset(now);
-    }
-
-    fn report(&self, now: Time) -> serde_json::Value {
-        self.activity.report(now, &self.timer, "step").into()
+    fn waiting_for(&self) -> String {
+        format!("data on the socket of a {} queue", self.spec.device)
     }
 }
+

@@ -1,0 +1,592 @@
+//! A logical CPU: the agent that runs workload programs. A program decides what to do next at the
+//! CPU's current time and queues it as a unit of operations (loads, stores, compute, calls back
+//! into the program); the CPU executes those operations one by one with the core timing model
+//! (`CoreTimer`) against the hierarchy, stopping whenever it reaches the engine's run-ahead limit,
+//! so a program's memory accesses interleave in time with other agents' at the granularity of
+//! single accesses. Several programs on one CPU (NAPI and the application on the same core) take
+//! turns: a program keeps the CPU for a burst of units, then the next runnable one goes.
+
+use std::collections::VecDeque;
+
+use crate::devices::ring::{Completion, RingId, RxRing};
+use crate::engine::{Agent, Cx, ReportView, Signal, Step};
+use crate::hierarchy::{Hierarchy, Level, Source};
+use crate::platform::PlatformSpec;
+use crate::stats::{stat, Report, Stat};
+use crate::units::{Clock, Line, Time};
+
+/// One operation of a unit of work.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Op {
+    /// Issue a load without waiting for it.
+    Load(Line),
+    /// Issue a store.
+    Store(Line),
+    /// A load whose value the next instruction needs: issue it and wait for the data.
+    LoadDependent(Line),
+    /// A software prefetch into a level.
+    Prefetch(Line, Level),
+    /// Wait for every outstanding access.
+    Drain,
+    /// Compute for this many core cycles.
+    Compute(f64),
+    /// Wait until the data of a load of this unit has arrived.
+    WaitFor(LoadId),
+    /// Call the program back (`Program::on_call`) with this tag, at this point of the unit.
+    Call(u32),
+    /// Stay idle until a time.
+    IdleUntil(Time),
+    /// Stay busy for a duration (work that is neither memory access nor counted in cycles, such
+    /// as writing a frame to a device).
+    Hold(Time),
+}
+
+/// A load of the current unit, in issue order, for `Op::WaitFor`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadId(pub u32);
+
+/// The core timing model: accesses issue at a fixed cost per line; misses overlap up to the
+/// core's outstanding-miss limit; a dependent use waits for its data; compute adds cycles.
+#[derive(Debug, Clone)]
+pub struct CoreTimer {
+    pub cpu: u32,
+    clock: Clock,
+    issue: Time,
+    /// Completion time of each outstanding-miss slot.
+    slots: Vec<Time>,
+    /// The core's own time: when its next instruction can issue.
+    pub now: Time,
+}
+
+impl CoreTimer {
+    pub fn new(cpu: u32, clock: Clock, issue_cycles_per_line: f64, outstanding_misses: u32) -> CoreTimer {
+        CoreTimer {
+            cpu,
+            clock,
+            issue: clock.cycles(issue_cycles_per_line),
+            slots: vec![Time::ZERO; outstanding_misses as usize],
+            now: Time::ZERO,
+        }
+    }
+
+    /// A timer for `cpu` with the platform's core parameters.
+    pub fn on_cpu(cpu: u32, platform: &PlatformSpec) -> CoreTimer {
+        let clock = Clock::new(platform.core.freq_ghz);
+        CoreTimer::new(cpu, clock, platform.core.issue_cycles_per_line, platform.core.outstanding_misses)
+    }
+
+    /// Issues one line access without waiting for it; returns when its data is available.
+    pub fn issue(&mut self, hierarchy: &mut Hierarchy, line: Line, write: bool) -> Time {
+        self.now += self.issue;
+        let access = hierarchy.core_access(self.cpu, line, write, self.now);
+        if access.source == Source::L1 {
+            return self.now + access.latency;
+        }
+        self.occupy_slot(access.latency)
+    }
+
+    /// A miss needs a free miss slot: stall until the earliest one frees, hold it `latency`.
+    fn occupy_slot(&mut self, latency: Time) -> Time {
+        let (slot, &free_at) = self.slots.iter().enumerate().min_by_key(|(_, t)| **t).expect("at least one slot");
+        let start = free_at.max(self.now);
+        self.now = start;
+        let done = start + latency;
+        self.slots[slot] = done;
+        done
+    }
+
+    /// A software prefetch into `level`: costs an issue slot and, when it fills the L1D, one of
+    /// the L1D's miss slots until the data arrives (prefetches into L2 or L3 queue there, not in
+    /// the core). The core does not wait for the data.
+    pub fn prefetch(&mut self, hierarchy: &mut Hierarchy, line: Line, level: Level) {
+        self.now += self.issue;
+        if let Some(latency) = hierarchy.prefetch(self.cpu, line, level, self.now) {
+            if level == Level::L1 {
+                self.occupy_slot(latency);
+            }
+        }
+    }
+
+    /// A load whose value the next instruction needs: issue and wait.
+    pub fn load_dependent(&mut self, hierarchy: &mut Hierarchy, line: Line) {
+        let done = self.issue(hierarchy, line, false);
+        self.now = self.now.max(done);
+    }
+
+    /// Waits for every outstanding access.
+    pub fn drain(&mut self) {
+        let last = self.slots.iter().copied().max().unwrap_or(Time::ZERO);
+        self.now = self.now.max(last);
+    }
+
+    pub fn compute(&mut self, cycles: f64) {
+        self.now += self.clock.cycles(cycles);
+    }
+
+    /// How many misses the core can have in flight: also how far it can run loads ahead.
+    pub fn window(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// A duration in this core's cycles.
+    pub fn cycles(&self, t: Time) -> f64 {
+        self.clock.to_cycles(t)
+    }
+
+    /// Moves the core's time forward to `t` (idle until then).
+    pub fn idle_until(&mut self, t: Time) {
+        self.now = self.now.max(t);
+    }
+}
+
+/// What a program does after queuing (or not) a unit of work.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    /// It queued a unit and goes on after it: it keeps the CPU.
+    Unit,
+    /// It queued the last unit of a burst (a NAPI poll, a `recv` call): after it, the other
+    /// programs on the CPU have their turn before it is asked again.
+    Yield,
+    /// Nothing to do before this time (or a signal it waits on).
+    At(Time),
+    /// Nothing to do until a signal it waits on (`ProgramCx::wait_on`) is notified.
+    Wait,
+    /// It cannot go on.
+    Stall(String),
+}
+
+/// The contract of a workload program running on a CPU.
+pub trait Program {
+    /// What the CPU does, as results label it (`rx_loop`, `irq`, `iperf`, ...).
+    fn role(&self) -> &'static str;
+    /// What its work is counted in.
+    fn unit(&self) -> &'static UnitKind;
+    /// Called at the CPU's current time when the program may run: queue the next unit of work
+    /// and say what follows, or say when there will be work.
+    fn next(&mut self, cx: &mut ProgramCx) -> Next;
+    /// An `Op::Call(tag)` of its unit was reached: act at that time (release a buffer, post a
+    /// packet, notify a peer).
+    fn on_call(&mut self, _tag: u32, _cx: &mut ProgramCx) {}
+    /// What it waits for, for stall reports.
+    fn waiting_for(&self) -> String {
+        String::new()
+    }
+    fn reset_stats(&mut self) {}
+    /// Its own statistics, beside the CPU's activity counters.
+    fn report(&self, _out: &mut Report, _view: &ReportView) {}
+}
+
+/// What a program can do: read the CPU's time, use the shared ports, signal, and queue the
+/// operations of its unit.
+pub struct ProgramCx<'a, 'b> {
+    cx: &'a mut Cx<'b>,
+    now: Time,
+    ops: &'a mut Ops,
+    units: &'a mut u64,
+}
+
+impl ProgramCx<'_, '_> {
+    /// The CPU's time.
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    /// An RX queue's host side.
+    pub fn ring(&mut self, id: RingId) -> &mut RxRing {
+        &mut self.cx.shared.rings[id.0 as usize]
+    }
+
+    /// Wakes the waiters of `signal` at the CPU's time.
+    pub fn notify(&mut self, signal: Signal) {
+        self.cx.notify(signal, self.now);
+    }
+
+    /// The program sleeps on `signal` (returned with `Next::Wait` or `Next::At`).
+    pub fn wait_on(&mut self, signal: Signal) {
+        self.cx.wait_on(signal);
+    }
+
+    /// Hands a consumed packet to the device for transmission and rings its doorbell.
+    pub fn post_tx(&mut self, ring: RingId, completion: &Completion) {
+        let ring = &mut self.cx.shared.rings[ring.0 as usize];
+        ring.post_tx(completion);
+        let doorbell = ring.doorbell;
+        self.notify(doorbell);
+    }
+
+    /// Counts units of work done (packets, messages, lines), for the CPU's report.
+    pub fn count(&mut self, units: u64) {
+        *self.units += units;
+    }
+
+    pub fn load(&mut self, line: Line) -> LoadId {
+        self.ops.queue.push_back(Op::Load(line));
+        self.ops.loads_queued += 1;
+        LoadId(self.ops.loads_queued - 1)
+    }
+
+    pub fn store(&mut self, line: Line) {
+        self.ops.queue.push_back(Op::Store(line));
+    }
+
+    pub fn load_dependent(&mut self, line: Line) {
+        self.ops.queue.push_back(Op::LoadDependent(line));
+    }
+
+    pub fn prefetch(&mut self, line: Line, level: Level) {
+        self.ops.queue.push_back(Op::Prefetch(line, level));
+    }
+
+    pub fn compute(&mut self, cycles: f64) {
+        self.ops.queue.push_back(Op::Compute(cycles));
+    }
+
+    pub fn drain(&mut self) {
+        self.ops.queue.push_back(Op::Drain);
+    }
+
+    pub fn wait_for(&mut self, load: LoadId) {
+        self.ops.queue.push_back(Op::WaitFor(load));
+    }
+
+    pub fn call(&mut self, tag: u32) {
+        self.ops.queue.push_back(Op::Call(tag));
+    }
+
+    pub fn idle_until(&mut self, t: Time) {
+        self.ops.queue.push_back(Op::IdleUntil(t));
+    }
+
+    pub fn hold(&mut self, duration: Time) {
+        self.ops.queue.push_back(Op::Hold(duration));
+    }
+
+    /// The operations queued so far in this unit (for tests of programs).
+    pub fn queued(&self) -> impl Iterator<Item = &Op> {
+        self.ops.queue.iter()
+    }
+}
+
+/// The current unit's operations and when each of its loads completes.
+#[derive(Debug, Default)]
+struct Ops {
+    queue: VecDeque<Op>,
+    loads_queued: u32,
+    loads_done: Vec<Time>,
+}
+
+impl Ops {
+    fn start_unit(&mut self) {
+        debug_assert!(self.queue.is_empty());
+        self.loads_queued = 0;
+        self.loads_done.clear();
+    }
+}
+
+/// The names a program's unit of work is reported under.
+#[derive(Debug)]
+pub struct UnitKind {
+    /// How many were done.
+    pub count: Stat,
+    pub exec_ns_per: Stat,
+    pub cycles_per: Stat,
+}
+
+macro_rules! unit_kind {
+    ($name:ident, $unit:literal, $units:literal) => {
+        pub const $name: UnitKind = UnitKind {
+            count: Stat { key: $units, unit: $units, meaning: concat!($units, " processed in the measured window") },
+            exec_ns_per: Stat {
+                key: concat!("exec_ns_per_", $unit),
+                unit: "ns",
+                meaning: concat!("CPU time spent per ", $unit),
+            },
+            cycles_per: Stat {
+                key: concat!("cycles_per_", $unit),
+                unit: "cycles",
+                meaning: concat!("core cycles spent per ", $unit),
+            },
+        };
+    };
+}
+unit_kind!(PACKET, "packet", "packets");
+unit_kind!(MESSAGE, "message", "messages");
+unit_kind!(LINE, "line", "lines");
+unit_kind!(STEP, "step", "steps");
+
+stat!(ROLE, "role", "name", "what the CPU runs (roles of programs sharing it joined with +)");
+stat!(BUSY, "busy", "fraction", "fraction of the measured window the CPU worked for this program");
+stat!(EXEC_NS, "exec_ns", "ns", "CPU time spent working for this program");
+stat!(CYCLES, "cycles", "cycles", "core cycles spent working for this program");
+stat!(FILLS, "fills", "fraction", "fraction of the CPU's demand accesses satisfied at each source (l1 = hit)");
+stat!(DC_FILLS, "dc_fills", "fraction", "fraction of the CPU's L1D fills by source, as AMD's DC-fill counters");
+stat!(FILL_COUNTS, "fill_counts", "accesses", "the CPU's demand accesses by where they were satisfied");
+stat!(FILL_SOURCE, "source", "fraction", "share of the accesses satisfied at this source");
+stat!(FILL_COUNT, "source", "accesses", "accesses satisfied at this source");
+
+/// A program the CPU hosts, its state and its activity.
+struct Hosted {
+    program: Box<dyn Program>,
+    state: State,
+    units: u64,
+    busy: Time,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum State {
+    /// Asked again right after its unit: it is in the middle of a burst.
+    Continue,
+    /// Runnable at this time (or when woken).
+    At(Time),
+    /// Runnable when woken.
+    Waiting,
+    Stalled(String),
+}
+
+/// A logical CPU running one or more programs.
+pub struct Cpu {
+    timer: CoreTimer,
+    hosted: Vec<Hosted>,
+    /// The program whose unit is being executed.
+    current: Option<usize>,
+    unit_start: Time,
+    ops: Ops,
+    /// Where the next round of turns starts.
+    turn: usize,
+    window_start: Time,
+}
+
+impl Cpu {
+    pub fn new(timer: CoreTimer, programs: Vec<Box<dyn Program>>) -> Cpu {
+        let hosted = programs
+            .into_iter()
+            .map(|program| Hosted { program, state: State::At(Time::ZERO), units: 0, busy: Time::ZERO })
+            .collect();
+        Cpu {
+            timer,
+            hosted,
+            current: None,
+            unit_start: Time::ZERO,
+            ops: Ops::default(),
+            turn: 0,
+            window_start: Time::ZERO,
+        }
+    }
+
+    pub fn cpu(&self) -> u32 {
+        self.timer.cpu
+    }
+
+    /// The roles of its programs, joined with `+`.
+    pub fn role(&self) -> String {
+        self.hosted.iter().map(|h| h.program.role()).collect::<Vec<_>>().join("+")
+    }
+
+    /// The programs it runs (for tests and inspection).
+    pub fn programs(&self) -> impl Iterator<Item = &dyn Program> {
+        self.hosted.iter().map(|h| h.program.as_ref())
+    }
+
+    fn program_cx<'a, 'b>(&'a mut self, cx: &'a mut Cx<'b>, p: usize) -> (ProgramCx<'a, 'b>, &'a mut Box<dyn Program>) {
+        let hosted = &mut self.hosted[p];
+        (ProgramCx { cx, now: self.timer.now, ops: &mut self.ops, units: &mut hosted.units }, &mut hosted.program)
+    }
+
+    /// Executes the current unit's operations until they are done (true) or the CPU reaches the
+    /// run-ahead limit (false).
+    fn run_unit(&mut self, cx: &mut Cx, p: usize) -> bool {
+        while let Some(&op) = self.ops.queue.front() {
+            if self.timer.now > cx.limit() {
+                return false;
+            }
+            self.ops.queue.pop_front();
+            let hierarchy = &mut cx.shared.hierarchy;
+            match op {
+                Op::Load(line) => {
+                    let done = self.timer.issue(hierarchy, line, false);
+                    self.ops.loads_done.push(done);
+                }
+                Op::Store(line) => {
+                    self.timer.issue(hierarchy, line, true);
+                }
+                Op::LoadDependent(line) => self.timer.load_dependent(hierarchy, line),
+                Op::Prefetch(line, level) => self.timer.prefetch(hierarchy, line, level),
+                Op::Drain => self.timer.drain(),
+                Op::Compute(cycles) => self.timer.compute(cycles),
+                Op::WaitFor(load) => self.timer.idle_until(self.ops.loads_done[load.0 as usize]),
+                Op::IdleUntil(t) => self.timer.idle_until(t),
+                Op::Hold(duration) => self.timer.now += duration,
+                Op::Call(tag) => {
+                    let (mut pcx, program) = self.program_cx(cx, p);
+                    program.on_call(tag, &mut pcx);
+                }
+            }
+        }
+        self.hosted[p].busy += self.timer.now - self.unit_start;
+        true
+    }
+
+    /// Asks program `p` for work at the CPU's time; returns whether it queued a unit.
+    fn ask(&mut self, cx: &mut Cx, p: usize) -> bool {
+        self.ops.start_unit();
+        self.unit_start = self.timer.now;
+        let (mut pcx, program) = self.program_cx(cx, p);
+        let next = program.next(&mut pcx);
+        let queued = !self.ops.queue.is_empty();
+        let now = self.timer.now;
+        self.hosted[p].state = match next {
+            Next::Unit | Next::Yield if !queued => State::Stalled("it returned a unit with no work".into()),
+            Next::Unit => State::Continue,
+            Next::Yield => State::At(now),
+            Next::At(t) => State::At(t),
+            Next::Wait => State::Waiting,
+            Next::Stall(reason) => State::Stalled(reason),
+        };
+        queued
+    }
+
+    /// The program to run a unit of next: the one in the middle of a burst, else the first
+    /// runnable one with work, in turns.
+    fn choose(&mut self, cx: &mut Cx) -> Option<usize> {
+        if let Some(p) = self.hosted.iter().position(|h| h.state == State::Continue) {
+            if self.ask(cx, p) {
+                return Some(p);
+            }
+        }
+        let count = self.hosted.len();
+        for k in 0..count {
+            let p = (self.turn + k) % count;
+            if self.runnable(p) && self.ask(cx, p) {
+                self.turn = (p + 1) % count;
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    /// Whether program `p` may be asked for work at the CPU's time.
+    fn runnable(&self, p: usize) -> bool {
+        match &self.hosted[p].state {
+            State::Continue | State::Waiting => true,
+            State::At(t) => *t <= self.timer.now,
+            State::Stalled(_) => false,
+        }
+    }
+
+    /// What the CPU does when none of its programs has a unit to run now.
+    fn idle_step(&self) -> Step {
+        let next = self.hosted.iter().filter_map(|h| match h.state {
+            State::At(t) => Some(t),
+            _ => None,
+        });
+        if let Some(at) = next.min() {
+            return Step::At(at);
+        }
+        if self.hosted.iter().any(|h| h.state == State::Waiting) {
+            return Step::Wait;
+        }
+        let reasons: Vec<String> = self
+            .hosted
+            .iter()
+            .filter_map(|h| match &h.state {
+                State::Stalled(reason) => Some(format!("{}: {reason}", h.program.role())),
+                _ => None,
+            })
+            .collect();
+        Step::Stall(reasons.join("; "))
+    }
+}
+
+impl Agent for Cpu {
+    fn name(&self) -> String {
+        format!("cpu {} ({})", self.timer.cpu, self.role())
+    }
+
+    fn step(&mut self, cx: &mut Cx, now: Time, _limit: Time) -> Step {
+        self.timer.idle_until(now);
+        loop {
+            if let Some(p) = self.current {
+                if !self.run_unit(cx, p) {
+                    return Step::At(self.timer.now);
+                }
+                self.current = None;
+            }
+            // Programs decide only at times within the run-ahead limit.
+            if self.timer.now > cx.limit() {
+                return Step::At(self.timer.now);
+            }
+            match self.choose(cx) {
+                Some(p) => self.current = Some(p),
+                None => return self.idle_step(),
+            }
+        }
+    }
+
+    fn waiting_for(&self) -> String {
+        let waits: Vec<String> =
+            self.hosted.iter().map(|h| h.program.waiting_for()).filter(|w| !w.is_empty()).collect();
+        waits.join("; ")
+    }
+
+    fn reset_stats(&mut self, now: Time) {
+        self.window_start = now;
+        for hosted in &mut self.hosted {
+            hosted.units = 0;
+            hosted.busy = Time::ZERO;
+            hosted.program.reset_stats();
+        }
+    }
+
+    fn report(&self, out: &mut Report, view: &ReportView) {
+        let cpu = self.timer.cpu;
+        let counts = &view.shared.hierarchy.stats.fills[cpu as usize];
+        out.section("cores", |cores| {
+            cores.section(&cpu.to_string(), |core| {
+                core.put(&ROLE, self.role());
+                core.section(FILLS.key, |r| fractions(r, counts, false));
+                core.section(DC_FILLS.key, |r| fractions(r, counts, true));
+                core.section(FILL_COUNTS.key, |r| {
+                    for source in Source::ALL {
+                        r.put_named(source.name(), &FILL_COUNT, counts[source as usize]);
+                    }
+                });
+                for (i, hosted) in self.hosted.iter().enumerate() {
+                    let key =
+                        if i == 0 { "workload".to_string() } else { format!("workload_{}", hosted.program.role()) };
+                    core.section(&key, |r| self.report_activity(r, hosted, view));
+                }
+            });
+        });
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl Cpu {
+    /// A program's units, the time the CPU spent on them, and both per unit.
+    fn report_activity(&self, out: &mut Report, hosted: &Hosted, view: &ReportView) {
+        let unit = hosted.program.unit();
+        let window = view.window_ns();
+        let exec_ns = hosted.busy.as_ns();
+        let per_unit = if hosted.units > 0 { exec_ns / hosted.units as f64 } else { 0.0 };
+        out.put(&unit.count, hosted.units);
+        out.put(&BUSY, (exec_ns / window).min(1.0));
+        out.put(&EXEC_NS, exec_ns);
+        out.put(&CYCLES, self.timer.cycles(hosted.busy));
+        out.put(&unit.exec_ns_per, per_unit);
+        out.put(&unit.cycles_per, self.timer.cycles(Time::from_ns(per_unit)));
+        hosted.program.report(out, view);
+    }
+}
+
+/// Fractions of `counts` by source (`skip_l1`: of L1 misses only).
+fn fractions(out: &mut Report, counts: &[u64; 6], skip_l1: bool) {
+    let counted = |source: &Source| !(skip_l1 && *source == Source::L1);
+    let total: u64 = Source::ALL.iter().filter(|s| counted(s)).map(|s| counts[*s as usize]).sum();
+    for source in Source::ALL.iter().filter(|s| counted(s)) {
+        let count = counts[*source as usize];
+        out.put_named(source.name(), &FILL_SOURCE, if total > 0 { count as f64 / total as f64 } else { 0.0 });
+    }
+}

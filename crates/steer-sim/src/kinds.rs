@@ -1,0 +1,90 @@
+//! Registered kinds: what a scenario names with `kind = "..."` (devices, workloads). A kind is one
+//! file with its parameters (`params!`), its behaviour and a `KIND` constant, plus one line in its
+//! registry (`registry!`); names, descriptions and parameter docs shown anywhere come from there.
+
+use std::any::Any;
+use std::fmt::Debug;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::{ConfigError, ConfigResult};
+use crate::params::{join_key, Describe, ParamDoc};
+
+/// What every kind's parameters can do, whatever the kind: be written back as TOML, compared,
+/// described.
+pub trait SpecBase: Describe + Debug + Any {
+    fn to_table(&self) -> toml::Table;
+    fn eq_dyn(&self, other: &dyn Any) -> bool;
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<T: Describe + Debug + Serialize + PartialEq + Any> SpecBase for T {
+    fn to_table(&self) -> toml::Table {
+        toml::Table::try_from(self).expect("parameters serialize to a table")
+    }
+    fn eq_dyn(&self, other: &dyn Any) -> bool {
+        other.downcast_ref::<T>() == Some(self)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Deserializes `value` as `T`; errors name the key path below `base`.
+pub fn deserialize_at<T: DeserializeOwned>(value: toml::Value, base: &str) -> ConfigResult<T> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let inner = e
+            .path()
+            .iter()
+            .filter_map(|segment| match segment {
+                serde_path_to_error::Segment::Seq { index } => Some(index.to_string()),
+                serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+                serde_path_to_error::Segment::Enum { variant } => Some(variant.clone()),
+                serde_path_to_error::Segment::Unknown => None,
+            })
+            .collect::<Vec<_>>()
+            .join(".");
+        let mut path = join_key(base, &inner);
+        let message = e.inner().message().to_string();
+        // serde reports an unknown key at its parent; name the key itself.
+        if let Some(field) = message.strip_prefix("unknown field `").and_then(|m| m.split('`').next()) {
+            if !path.ends_with(field) {
+                path = join_key(&path, field);
+            }
+        }
+        ConfigError::new(path, message)
+    })
+}
+
+/// A registry entry: a kind's name, its one-line description, how to read its parameters and its
+/// defaults (for documentation).
+pub struct Kind<S: ?Sized> {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub parse: fn(toml::Value, &str) -> ConfigResult<std::sync::Arc<S>>,
+    pub defaults: fn() -> Vec<ParamDoc>,
+}
+
+/// The entry of `name` in `registry`; the error (at `path`) lists the known names.
+pub fn find<'a, S: ?Sized>(registry: &'a [Kind<S>], what: &str, name: &str, path: &str) -> ConfigResult<&'a Kind<S>> {
+    registry.iter().find(|k| k.name == name).ok_or_else(|| {
+        let known: Vec<_> = registry.iter().map(|k| k.name).collect();
+        ConfigError::new(path, format!("unknown {what} `{name}` (known: {})", known.join(", ")))
+    })
+}
+
+/// A kind's parameters with their defaults, for documentation.
+pub fn defaults_of<T: Default + Describe>() -> Vec<ParamDoc> {
+    T::default().describe()
+}
+
+/// Declares a registry: its modules and a constant slice of their `KIND`s, one line each.
+macro_rules! registry {
+    ($(#[doc = $doc:literal])* pub const $name:ident: [$kind:ty] = [$($module:ident),* $(,)?];) => {
+        $(pub mod $module;)*
+        $(#[doc = $doc])*
+        pub const $name: &[$kind] = &[$($module::KIND),*];
+    };
+}
+pub(crate) use registry;
