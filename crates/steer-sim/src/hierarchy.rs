@@ -10,11 +10,10 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::cache::prefetch::{Prefetcher, Trigger};
-use crate::cache::{Cache, Evicted, Lookup};
+use crate::cache::{Cache, Evicted, Geometry, Lookup};
+use crate::directory::{Directory, Holders};
 use crate::memory::Memory;
-use crate::platform::{
-    CacheSpec, InjectedInsertion, MaskAgent, PlatformSpec, Relation, TopologySpec, MAX_TRACKED_CACHES,
-};
+use crate::platform::{CacheSpec, InjectedInsertion, MaskAgent, PlatformSpec, Relation, TopologySpec};
 use crate::units::{Clock, Line, Time};
 
 /// Where a core's demand access was satisfied.
@@ -253,32 +252,65 @@ pub struct HierarchyStats {
     pub line_ops: u64,
 }
 
-/// Set of cache ids holding a line: id `core` is that core's private L1/L2, `cores + ccx` an L3.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Holders([u64; (MAX_TRACKED_CACHES / 64) as usize]);
+/// A cache array allocated when it is first filled: a platform has far more cores than a
+/// scenario uses, and a cache never filled answers every lookup with a miss.
+struct LazyCache {
+    geometry: Geometry,
+    cache: Option<Box<Cache>>,
+}
 
-impl Holders {
-    fn add(&mut self, id: u32) {
-        self.0[(id / 64) as usize] |= 1 << (id % 64);
+impl LazyCache {
+    fn new(geometry: &Geometry) -> LazyCache {
+        LazyCache { geometry: geometry.clone(), cache: None }
     }
-    fn remove(&mut self, id: u32) {
-        self.0[(id / 64) as usize] &= !(1 << (id % 64));
+
+    #[inline]
+    fn contains(&self, line: Line) -> bool {
+        self.cache.as_ref().is_some_and(|c| c.contains(line))
     }
-    fn is_empty(&self) -> bool {
-        self.0.iter().all(|&w| w == 0)
+
+    #[inline]
+    fn access(&mut self, line: Line, write: bool) -> Lookup {
+        self.cache.as_mut().map_or(Lookup::Miss, |c| c.access(line, write))
     }
-    /// The ids present, in increasing order (visits set bits only).
-    fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.0.iter().enumerate().filter(|(_, &word)| word != 0).flat_map(|(i, &word)| {
-            let mut rest = word;
-            std::iter::from_fn(move || {
-                (rest != 0).then(|| {
-                    let bit = rest.trailing_zeros();
-                    rest &= rest - 1;
-                    i as u32 * 64 + bit
-                })
-            })
-        })
+
+    fn insert(&mut self, line: Line, dirty: bool, allowed: u64) -> Option<Evicted> {
+        let geometry = &self.geometry;
+        self.cache.get_or_insert_with(|| Box::new(Cache::new(geometry))).insert(line, dirty, allowed)
+    }
+
+    fn remove(&mut self, line: Line) -> Option<bool> {
+        self.cache.as_mut().and_then(|c| c.remove(line))
+    }
+
+    fn mark_dirty(&mut self, line: Line) -> bool {
+        self.cache.as_mut().is_some_and(|c| c.mark_dirty(line))
+    }
+
+    fn demote(&mut self, line: Line) {
+        if let Some(c) = self.cache.as_mut() {
+            c.demote(line);
+        }
+    }
+
+    fn mark_prefetched(&mut self, line: Line) {
+        if let Some(c) = self.cache.as_mut() {
+            c.mark_prefetched(line);
+        }
+    }
+
+    fn prefetch_set_of(&self, line: Line) {
+        if let Some(c) = self.cache.as_ref() {
+            c.prefetch_set_of(line);
+        }
+    }
+
+    fn lines(&self) -> impl Iterator<Item = (Line, bool)> + '_ {
+        self.cache.iter().flat_map(|c| c.lines())
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        self.cache.as_ref().map_or(Ok(()), |c| c.check_invariants())
     }
 }
 
@@ -287,9 +319,9 @@ pub const PROBE_LIMIT: u32 = 4;
 
 pub struct Hierarchy {
     topology: TopologySpec,
-    l1: Vec<Cache>,
-    l2: Vec<Cache>,
-    l3: Vec<Cache>,
+    l1: Vec<LazyCache>,
+    l2: Vec<LazyCache>,
+    l3: Vec<LazyCache>,
     l2_relation: Relation,
     l3_relation: Relation,
     /// Where a line injected into an L2 enters its replacement order.
@@ -297,7 +329,7 @@ pub struct Hierarchy {
     latency: [Time; 5],
     pub memory: Memory,
     /// Index of holders per line; `None` when the caches are few enough to be asked directly.
-    directory: Option<FxHashMap<u64, Holders>>,
+    directory: Option<Directory>,
     /// Way masks of L1D, L2 and L3.
     masks: [LevelMasks; 3],
     /// The request being carried out (see `Requester`).
@@ -332,9 +364,9 @@ impl Hierarchy {
         let clock = Clock::new(platform.core.freq_ghz);
         let (l1, l2, l3) = (platform.l1d.geometry(), platform.l2.geometry(), platform.l3.geometry());
         Hierarchy {
-            l1: (0..t.cores()).map(|_| Cache::new(&l1)).collect(),
-            l2: (0..t.cores()).map(|_| Cache::new(&l2)).collect(),
-            l3: (0..t.ccx_count()).map(|_| Cache::new(&l3)).collect(),
+            l1: (0..t.cores()).map(|_| LazyCache::new(&l1)).collect(),
+            l2: (0..t.cores()).map(|_| LazyCache::new(&l2)).collect(),
+            l3: (0..t.ccx_count()).map(|_| LazyCache::new(&l3)).collect(),
             l2_relation: platform.l2.relation,
             l3_relation: platform.l3.relation,
             l2_injected_insertion: platform.l2.injected_insertion,
@@ -346,7 +378,7 @@ impl Hierarchy {
                 Time::from_ns(platform.fabric.remote_cache_latency_ns),
             ],
             memory: Memory::new(&platform.memory, &t, platform.line_bytes()),
-            directory: directory.then(FxHashMap::default),
+            directory: directory.then(Directory::default),
             masks: [
                 LevelMasks::new(&platform.l1d, t.cpus()),
                 LevelMasks::new(&platform.l2, t.cpus()),
@@ -412,18 +444,13 @@ impl Hierarchy {
 
     fn dir_add(&mut self, line: Line, id: u32) {
         if let Some(directory) = &mut self.directory {
-            directory.entry(line.0).or_default().add(id);
+            directory.add(line.0, id);
         }
     }
 
     fn dir_remove(&mut self, line: Line, id: u32) {
         if let Some(directory) = &mut self.directory {
-            if let Some(holders) = directory.get_mut(&line.0) {
-                holders.remove(id);
-                if holders.is_empty() {
-                    directory.remove(&line.0);
-                }
-            }
+            directory.remove(line.0, id);
         }
     }
 
@@ -438,7 +465,7 @@ impl Hierarchy {
 
     fn holders(&self, line: Line) -> Holders {
         match &self.directory {
-            Some(directory) => directory.get(&line.0).copied().unwrap_or_default(),
+            Some(directory) => directory.holders(line.0),
             None => self.probe_holders(line, None, None),
         }
     }
@@ -458,7 +485,7 @@ impl Hierarchy {
         let own_l3 = skip_own_l3.then(|| self.ccx_of(core));
         match &self.directory {
             Some(directory) => {
-                let mut holders = directory.get(&line.0).copied().unwrap_or_default();
+                let mut holders = directory.holders(line.0);
                 holders.remove(core);
                 if let Some(ccx) = own_l3 {
                     holders.remove(self.l3_id(ccx));
@@ -709,11 +736,12 @@ impl Hierarchy {
         dirty
     }
 
+    /// Installs a line in a core's L1. The core is already among its holders: every L1 fill
+    /// follows an L2 hit or an L2 fill.
     fn fill_l1(&mut self, core: u32, line: Line, dirty: bool, now: Time) {
         if let Some(victim) = self.l1[core as usize].insert(line, dirty, self.masks[0].of(self.requester)) {
             self.l1_victim(core, victim, now);
         }
-        self.dir_add(line, core);
     }
 
     fn l1_victim(&mut self, core: u32, victim: Evicted, now: Time) {
@@ -727,7 +755,8 @@ impl Hierarchy {
                 let (_, _, _) = self.fetch_below_l2(core, victim.line, false, now);
                 self.fill_l2(core, victim.line, true, now);
             }
-        } else {
+        } else if self.l2_relation != Relation::Inclusive {
+            // An inclusive L2 still holds the line: the core remains a holder.
             self.dir_forget_if_gone(core, victim.line);
         }
     }
@@ -744,8 +773,10 @@ impl Hierarchy {
         let mut dirty = victim.dirty;
         if self.l2_relation == Relation::Inclusive {
             dirty |= self.l1[core as usize].remove(victim.line).unwrap_or(false);
+            self.dir_remove(victim.line, core);
+        } else {
+            self.dir_forget_if_gone(core, victim.line);
         }
-        self.dir_forget_if_gone(core, victim.line);
         if victim.dirty {
             self.stats.l2.writebacks += 1;
         }
@@ -947,12 +978,13 @@ impl Hierarchy {
             }
         }
         let Some(directory) = &self.directory else { return Ok(()) };
-        if expected != *directory {
+        let listed: FxHashMap<u64, Holders> = directory.entries().collect();
+        if expected != listed {
             let wrong = expected
                 .iter()
-                .find(|(line, holders)| directory.get(line) != Some(holders))
+                .find(|(line, holders)| listed.get(line) != Some(holders))
                 .map(|(line, _)| *line)
-                .or_else(|| directory.keys().find(|line| !expected.contains_key(line)).copied());
+                .or_else(|| listed.keys().find(|line| !expected.contains_key(line)).copied());
             return Err(format!("directory disagrees with the caches at line {wrong:#x?}"));
         }
         Ok(())

@@ -10,6 +10,7 @@
 pub mod cache;
 pub mod cpu;
 pub mod devices;
+pub mod directory;
 pub mod engine;
 pub mod error;
 pub mod hierarchy;
