@@ -6,7 +6,8 @@
 //! single accesses. Several programs on one CPU (NAPI and the application on the same core) take
 //! turns: a program keeps the CPU for a burst of units, then the next runnable one goes.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use crate::devices::ring::{Completion, RingId, RxRing};
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
@@ -52,8 +53,8 @@ pub struct CoreTimer {
     pub cpu: u32,
     clock: Clock,
     issue: Time,
-    /// Completion time of each outstanding-miss slot.
-    slots: Vec<Time>,
+    /// Completion time of each outstanding-miss slot, earliest first out.
+    slots: BinaryHeap<Reverse<Time>>,
     /// The core's own time: when its next instruction can issue.
     pub now: Time,
 }
@@ -64,7 +65,7 @@ impl CoreTimer {
             cpu,
             clock,
             issue: clock.cycles(issue_cycles_per_line),
-            slots: vec![Time::ZERO; outstanding_misses as usize],
+            slots: (0..outstanding_misses).map(|_| Reverse(Time::ZERO)).collect(),
             now: Time::ZERO,
         }
     }
@@ -87,11 +88,11 @@ impl CoreTimer {
 
     /// A miss needs a free miss slot: stall until the earliest one frees, hold it `latency`.
     fn occupy_slot(&mut self, latency: Time) -> Time {
-        let (slot, &free_at) = self.slots.iter().enumerate().min_by_key(|(_, t)| **t).expect("at least one slot");
+        let Reverse(free_at) = self.slots.pop().expect("at least one slot");
         let start = free_at.max(self.now);
         self.now = start;
         let done = start + latency;
-        self.slots[slot] = done;
+        self.slots.push(Reverse(done));
         done
     }
 
@@ -115,7 +116,7 @@ impl CoreTimer {
 
     /// Waits for every outstanding access.
     pub fn drain(&mut self) {
-        let last = self.slots.iter().copied().max().unwrap_or(Time::ZERO);
+        let last = self.slots.iter().map(|Reverse(t)| *t).max().unwrap_or(Time::ZERO);
         self.now = self.now.max(last);
     }
 

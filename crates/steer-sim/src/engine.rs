@@ -164,8 +164,10 @@ impl Cx<'_> {
     pub fn wait_on(&mut self, signal: Signal) {
         let epoch = self.schedule.epoch[self.me.0 as usize];
         let waiters = &mut self.schedule.waiters[signal.0 as usize];
-        if !waiters.contains(&(self.me, epoch)) {
-            waiters.push((self.me, epoch));
+        // One entry per agent: a wait renews the agent's entry of an earlier step.
+        match waiters.iter_mut().find(|(agent, _)| *agent == self.me) {
+            Some(entry) => entry.1 = epoch,
+            None => waiters.push((self.me, epoch)),
         }
     }
 }
@@ -424,6 +426,27 @@ mod tests {
         assert_eq!((stalls[1].since, stalls[1].reason.as_str()), (ns(0.0), "waiting, and nothing woke it"));
         // A waiter that ran inside the window is not stalled.
         assert_eq!(engine.stalls(Time::ZERO).len(), 1);
+    }
+
+    #[test]
+    fn waiting_again_on_a_signal_keeps_one_entry_per_agent() {
+        struct Waits;
+        impl Agent for Waits {
+            fn name(&self) -> String {
+                "waits".into()
+            }
+            fn step(&mut self, cx: &mut Cx, now: Time, _limit: Time) -> Step {
+                cx.wait_on(Signal(0));
+                cx.wait_on(Signal(0));
+                Step::At(now + Time::from_ns(1.0))
+            }
+            fn as_any(&self) -> &dyn Any {
+                self
+            }
+        }
+        let mut engine = Engine::new(vec![(Box::new(Waits), Some(Time::ZERO))], 1, Time::ZERO);
+        engine.run_until(&mut Shared::empty(), ns(100.0), &mut |_| true);
+        assert_eq!(engine.schedule.waiters[0].len(), 1);
     }
 
     #[test]

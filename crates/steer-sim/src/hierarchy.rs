@@ -287,6 +287,17 @@ impl LazyCache {
         self.cache.as_mut().is_some_and(|c| c.mark_dirty(line))
     }
 
+    #[inline]
+    fn is_exclusive(&self, line: Line) -> bool {
+        self.cache.as_ref().is_some_and(|c| c.is_exclusive(line))
+    }
+
+    fn set_exclusive(&mut self, line: Line, exclusive: bool) {
+        if let Some(c) = self.cache.as_mut() {
+            c.set_exclusive(line, exclusive);
+        }
+    }
+
     fn demote(&mut self, line: Line) {
         if let Some(c) = self.cache.as_mut() {
             c.demote(line);
@@ -314,8 +325,19 @@ impl LazyCache {
     }
 }
 
-/// Most caches (private hierarchies plus L3s) for which asking every cache beats a directory.
-pub const PROBE_LIMIT: u32 = 4;
+/// Most cores with filled caches for which asking each of them beats keeping a directory.
+pub const PROBE_LIMIT: usize = 4;
+
+/// How the holders of a line are found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holding {
+    /// Ask the filled caches while few cores have filled any; keep a directory from then on.
+    Adaptive,
+    /// Always keep a directory of the private caches.
+    Directory,
+    /// Always ask the filled caches.
+    Probe,
+}
 
 pub struct Hierarchy {
     topology: TopologySpec,
@@ -328,8 +350,14 @@ pub struct Hierarchy {
     l2_injected_insertion: InjectedInsertion,
     latency: [Time; 5],
     pub memory: Memory,
-    /// Index of holders per line; `None` when the caches are few enough to be asked directly.
+    /// Private-cache holders per line; `None` when the caches are few enough to be asked directly.
     directory: Option<Directory>,
+    holding: Holding,
+    /// The cores whose caches have been filled, in increasing order (the only ones that can hold
+    /// a line).
+    filled_cores: Vec<u32>,
+    /// The CCXs whose L3 has been filled, in increasing order.
+    filled_l3s: Vec<u32>,
     /// Way masks of L1D, L2 and L3.
     masks: [LevelMasks; 3],
     /// The request being carried out (see `Requester`).
@@ -351,15 +379,13 @@ pub struct Hierarchy {
 }
 
 impl Hierarchy {
-    /// Builds an empty hierarchy for a validated platform, with a directory unless the platform
-    /// has at most `PROBE_LIMIT` caches to ask.
+    /// Builds an empty hierarchy for a validated platform, finding holders adaptively.
     pub fn new(platform: &PlatformSpec) -> Hierarchy {
-        let caches = platform.topology.cores() + platform.topology.ccx_count();
-        Hierarchy::with_directory(platform, caches > PROBE_LIMIT)
+        Hierarchy::with_holding(platform, Holding::Adaptive)
     }
 
-    /// Builds an empty hierarchy, choosing whether holders are indexed (results are identical).
-    pub fn with_directory(platform: &PlatformSpec, directory: bool) -> Hierarchy {
+    /// Builds an empty hierarchy, choosing how holders are found (results are identical).
+    pub fn with_holding(platform: &PlatformSpec, holding: Holding) -> Hierarchy {
         let t = platform.topology.clone();
         let clock = Clock::new(platform.core.freq_ghz);
         let (l1, l2, l3) = (platform.l1d.geometry(), platform.l2.geometry(), platform.l3.geometry());
@@ -378,7 +404,10 @@ impl Hierarchy {
                 Time::from_ns(platform.fabric.remote_cache_latency_ns),
             ],
             memory: Memory::new(&platform.memory, &t, platform.line_bytes()),
-            directory: directory.then(Directory::default),
+            directory: (holding == Holding::Directory).then(Directory::default),
+            holding,
+            filled_cores: Vec::new(),
+            filled_l3s: Vec::new(),
             masks: [
                 LevelMasks::new(&platform.l1d, t.cpus()),
                 LevelMasks::new(&platform.l2, t.cpus()),
@@ -465,9 +494,21 @@ impl Hierarchy {
 
     fn holders(&self, line: Line) -> Holders {
         match &self.directory {
-            Some(directory) => directory.holders(line.0),
+            Some(directory) => self.with_l3_holders(directory.holders(line.0), line, None),
             None => self.probe_holders(line, None, None),
         }
+    }
+
+    /// Adds the L3s holding `line` to `holders`, but `skip_ccx`'s: the directory lists only
+    /// private caches, since the L3s are few and most have never been filled, so asking those
+    /// that have is cheaper than indexing every L3 fill and eviction.
+    fn with_l3_holders(&self, mut holders: Holders, line: Line, skip_ccx: Option<u32>) -> Holders {
+        for &ccx in &self.filled_l3s {
+            if Some(ccx) != skip_ccx && self.l3[ccx as usize].contains(line) {
+                holders.add(self.l3_id(ccx));
+            }
+        }
+        holders
     }
 
     /// Whether a core's private caches and its L3 are the only caches (a trace replay's one core):
@@ -487,10 +528,7 @@ impl Hierarchy {
             Some(directory) => {
                 let mut holders = directory.holders(line.0);
                 holders.remove(core);
-                if let Some(ccx) = own_l3 {
-                    holders.remove(self.l3_id(ccx));
-                }
-                holders
+                self.with_l3_holders(holders, line, own_l3)
             }
             None => self.probe_holders(line, Some(core), own_l3),
         }
@@ -499,17 +537,13 @@ impl Hierarchy {
     /// Holders found by asking every cache except `skip_core`'s private ones and `skip_ccx`'s L3.
     fn probe_holders(&self, line: Line, skip_core: Option<u32>, skip_ccx: Option<u32>) -> Holders {
         let mut holders = Holders::default();
-        for (core, (l1, l2)) in self.l1.iter().zip(&self.l2).enumerate() {
-            if Some(core as u32) != skip_core && (l1.contains(line) || l2.contains(line)) {
-                holders.add(core as u32);
+        for &core in &self.filled_cores {
+            let (l1, l2) = (&self.l1[core as usize], &self.l2[core as usize]);
+            if Some(core) != skip_core && (l1.contains(line) || l2.contains(line)) {
+                holders.add(core);
             }
         }
-        for (ccx, l3) in self.l3.iter().enumerate() {
-            if Some(ccx as u32) != skip_ccx && l3.contains(line) {
-                holders.add(self.l3_id(ccx as u32));
-            }
-        }
-        holders
+        self.with_l3_holders(holders, line, skip_ccx)
     }
 
     /// Starts loading the host memory that a later `core_access(cpu, line, ..)` is likely to read
@@ -529,8 +563,9 @@ impl Hierarchy {
         self.stats.l1d.request(write, l1.hit());
         let (source, latency) = if l1.hit() {
             let first = self.first_use(Level::L1, l1, line, now);
-            if write {
+            if write && !self.l1[core as usize].is_exclusive(line) {
                 self.invalidate_others(core, line);
+                self.mark_exclusive(core, line, true);
             }
             (first.source(Source::L1), self.latency[0] + first.wait)
         } else {
@@ -553,7 +588,7 @@ impl Hierarchy {
         self.stats.l2.request(false, l2.hit());
         let first = self.first_use(Level::L2, l2, line, now);
         let (source, latency) = if l2.hit() {
-            if write {
+            if write && !self.l2[core as usize].is_exclusive(line) {
                 self.invalidate_others(core, line);
             }
             (first.source(Source::L2), self.latency[1])
@@ -562,7 +597,11 @@ impl Hierarchy {
             self.fill_l2(core, line, dirty, now);
             (source, latency)
         };
-        self.fill_l1(core, line, write, now);
+        if write {
+            // Every other copy is gone: later writes need not look for any.
+            self.l2[core as usize].set_exclusive(line, true);
+        }
+        self.fill_l1(core, line, write, write, now);
         self.train(
             cpu,
             Level::L2,
@@ -644,7 +683,7 @@ impl Hierarchy {
                     (latency, source)
                 };
                 if level == Level::L1 {
-                    self.fill_l1(core, line, false, now);
+                    self.fill_l1(core, line, false, false, now);
                     self.l1[core as usize].mark_prefetched(line);
                 } else {
                     self.l2[core as usize].mark_prefetched(line);
@@ -672,39 +711,61 @@ impl Hierarchy {
     /// the load-to-use latency.
     fn fetch_below_l2(&mut self, core: u32, line: Line, write: bool, now: Time) -> (Source, bool, Time) {
         let ccx = self.ccx_of(core);
-        let l3_id = self.l3_id(ccx);
         // The requester's own private caches missed; its CCX's L3 is asked first, directly (a miss
         // changes nothing in it).
         let lookup = self.l3[ccx as usize].access(line, false);
         let in_l3 = lookup.hit();
         let first = self.first_use(Level::L3, lookup, line, now);
         self.stats.l3.request(false, in_l3);
-        let (source, mut dirty, latency) = if in_l3 {
-            let dirty = if self.l3_relation == Relation::Exclusive {
-                self.dir_remove(line, l3_id);
+        if in_l3 {
+            let mut dirty = if self.l3_relation == Relation::Exclusive {
                 self.l3[ccx as usize].remove(line).unwrap_or(false)
             } else {
                 false
             };
-            (first.source(Source::L3), dirty, self.latency[3])
-        } else {
-            let holders = self.other_holders(line, core, true);
-            if holders.iter().any(|h| h < self.topology.cores() && self.ccx_of(h) == ccx) {
-                (Source::PeerL2, false, self.latency[2])
-            } else if !holders.is_empty() {
-                (Source::RemoteCache, false, self.latency[4])
-            } else {
-                let latency = self.memory.read(line, now);
-                if self.l3_relation != Relation::Exclusive {
-                    self.l3_install(ccx, line, false, now);
+            if write {
+                dirty |= self.invalidate_others(core, line);
+            } else if self.l3_relation != Relation::Exclusive {
+                // An L3 that keeps copies of the L2s' lines may hold one a core of the CCX
+                // marked as its own: that core's copy is no longer the only one.
+                let cores = self.ccx_of_core.iter().enumerate().filter(|&(_, &c)| c == ccx).map(|(core, _)| core);
+                for other in cores.collect::<Vec<_>>() {
+                    self.mark_exclusive(other as u32, line, false);
                 }
-                (Source::Dram, false, latency)
             }
+            return (first.source(Source::L3), dirty, self.latency[3] + first.wait);
+        }
+        // The copies other than the requester's own: whom a read is served by and a write
+        // invalidates (an L3 copy filled from memory below is the requester's own).
+        let holders = self.other_holders(line, core, true);
+        let (source, latency) = if holders.iter().any(|h| h < self.topology.cores() && self.ccx_of(h) == ccx) {
+            (Source::PeerL2, self.latency[2])
+        } else if !holders.is_empty() {
+            (Source::RemoteCache, self.latency[4])
+        } else {
+            let latency = self.memory.read(line, now);
+            if self.l3_relation != Relation::Exclusive {
+                self.l3_install(ccx, line, false, now);
+            }
+            (Source::Dram, latency)
         };
-        if write {
-            dirty |= self.invalidate_others(core, line);
+        let mut dirty = false;
+        for holder in holders.iter() {
+            if write {
+                dirty |= self.drop_copy(holder, line);
+            } else if holder < self.topology.cores() {
+                self.mark_exclusive(holder, line, false);
+            }
         }
         (source, dirty, latency + first.wait)
+    }
+
+    /// Marks (or unmarks) `core`'s private copies of `line` as the only copies besides its own
+    /// CCX's L3 (when the L3 keeps copies of what the L2s hold): exactly what `invalidate_others`
+    /// leaves. A mark is cleared whenever another cache may take a copy.
+    fn mark_exclusive(&mut self, core: u32, line: Line, exclusive: bool) {
+        self.l1[core as usize].set_exclusive(line, exclusive);
+        self.l2[core as usize].set_exclusive(line, exclusive);
     }
 
     /// Invalidates every copy not in `core`'s private caches (keeping its own CCX's L3 copy unless
@@ -725,21 +786,26 @@ impl Hierarchy {
     /// Removes `line` from cache id `holder` (a core's L1+L2, or an L3); returns whether it was dirty.
     fn drop_copy(&mut self, holder: u32, line: Line) -> bool {
         let cores = self.topology.cores();
-        let dirty = if holder < cores {
-            let l1 = self.l1[holder as usize].remove(line).unwrap_or(false);
-            let l2 = self.l2[holder as usize].remove(line).unwrap_or(false);
-            l1 || l2
-        } else {
-            self.l3[(holder - cores) as usize].remove(line).unwrap_or(false)
-        };
+        if holder >= cores {
+            return self.l3[(holder - cores) as usize].remove(line).unwrap_or(false);
+        }
+        let l1 = self.l1[holder as usize].remove(line).unwrap_or(false);
+        let l2 = self.l2[holder as usize].remove(line).unwrap_or(false);
         self.dir_remove(line, holder);
-        dirty
+        l1 || l2
     }
 
     /// Installs a line in a core's L1. The core is already among its holders: every L1 fill
     /// follows an L2 hit or an L2 fill.
-    fn fill_l1(&mut self, core: u32, line: Line, dirty: bool, now: Time) {
-        if let Some(victim) = self.l1[core as usize].insert(line, dirty, self.masks[0].of(self.requester)) {
+    fn fill_l1(&mut self, core: u32, line: Line, dirty: bool, exclusive: bool, now: Time) {
+        let l1 = &mut self.l1[core as usize];
+        let victim = l1.insert(line, dirty, self.masks[0].of(self.requester));
+        if exclusive {
+            // Before the victim goes down: that may push this line out of the L2 into the L3,
+            // which clears the mark again.
+            l1.set_exclusive(line, true);
+        }
+        if let Some(victim) = victim {
             self.l1_victim(core, victim, now);
         }
     }
@@ -762,10 +828,28 @@ impl Hierarchy {
     }
 
     fn fill_l2(&mut self, core: u32, line: Line, dirty: bool, now: Time) {
+        if self.l2[core as usize].cache.is_none() {
+            self.first_fill_of(core);
+        }
         if let Some(victim) = self.l2[core as usize].insert(line, dirty, self.masks[1].of(self.requester)) {
             self.l2_victim(core, victim, now);
         }
         self.dir_add(line, core);
+    }
+
+    /// `core`'s caches are about to be filled for the first time: one more to ask for copies, and
+    /// once there are more than `PROBE_LIMIT` (adaptively) a directory of what they hold.
+    fn first_fill_of(&mut self, core: u32) {
+        let at = self.filled_cores.partition_point(|&c| c < core);
+        self.filled_cores.insert(at, core);
+        if self.holding == Holding::Adaptive && self.directory.is_none() && self.filled_cores.len() > PROBE_LIMIT {
+            let mut directory = Directory::default();
+            for &filled in &self.filled_cores {
+                let (l1, l2) = (&self.l1[filled as usize], &self.l2[filled as usize]);
+                l1.lines().chain(l2.lines()).for_each(|(line, _)| directory.add(line.0, filled));
+            }
+            self.directory = Some(directory);
+        }
     }
 
     fn l2_victim(&mut self, core: u32, victim: Evicted, now: Time) {
@@ -775,6 +859,8 @@ impl Hierarchy {
             dirty |= self.l1[core as usize].remove(victim.line).unwrap_or(false);
             self.dir_remove(victim.line, core);
         } else {
+            // An L1 copy stays, and the victim may now be copied into the L3.
+            self.l1[core as usize].set_exclusive(victim.line, false);
             self.dir_forget_if_gone(core, victim.line);
         }
         if victim.dirty {
@@ -812,11 +898,14 @@ impl Hierarchy {
     }
 
     fn l3_install(&mut self, ccx: u32, line: Line, dirty: bool, now: Time) {
-        let id = self.l3_id(ccx);
-        if let Some(victim) = self.l3[ccx as usize].insert(line, dirty, self.masks[2].of(self.requester)) {
+        let l3 = &mut self.l3[ccx as usize];
+        if l3.cache.is_none() {
+            let at = self.filled_l3s.partition_point(|&c| c < ccx);
+            self.filled_l3s.insert(at, ccx);
+        }
+        if let Some(victim) = l3.insert(line, dirty, self.masks[2].of(self.requester)) {
             self.l3_victim(ccx, victim, now);
         }
-        self.dir_add(line, id);
     }
 
     fn l3_victim(&mut self, ccx: u32, victim: Evicted, now: Time) {
@@ -832,7 +921,6 @@ impl Hierarchy {
                 dirty |= self.drop_copy(core, victim.line);
             }
         }
-        self.dir_remove(victim.line, self.l3_id(ccx));
         if dirty {
             self.stats.l3.writebacks += 1;
             self.memory.write(victim.line, now);
@@ -851,7 +939,8 @@ impl Hierarchy {
         self.requester = Requester::Device(device);
         self.stats.line_ops += 1;
         let cores = self.topology.cores();
-        let in_llc = self.holders(line).iter().any(|h| h >= cores);
+        let holders = self.holders(line);
+        let in_llc = holders.iter().any(|h| h >= cores);
         let traffic = &mut self.stats.devices[device as usize];
         traffic.writes += 1;
         traffic.write_llc_hits += in_llc as u64;
@@ -862,7 +951,7 @@ impl Hierarchy {
         match destination {
             Destination::Memory => {
                 // The write overwrites the whole line: cached copies are dropped, dirty or not.
-                for holder in self.holders(line).iter().collect::<Vec<_>>() {
+                for holder in holders.iter() {
                     self.drop_copy(holder, line);
                 }
                 self.memory.write(line, now);
@@ -870,7 +959,7 @@ impl Hierarchy {
             }
             Destination::L2 { cpu } => {
                 let core = self.core_of_cpu[cpu as usize];
-                for holder in self.holders(line).iter().filter(|&h| h != core).collect::<Vec<_>>() {
+                for holder in holders.iter().filter(|&h| h != core) {
                     self.drop_copy(holder, line);
                 }
                 // The core's L1 copy is stale; the next load refills it from L2.
@@ -887,7 +976,7 @@ impl Hierarchy {
             }
             Destination::L3 { ccx } => {
                 let id = self.l3_id(ccx);
-                for holder in self.holders(line).iter().filter(|&h| h != id).collect::<Vec<_>>() {
+                for holder in holders.iter().filter(|&h| h != id) {
                     self.drop_copy(holder, line);
                 }
                 // A write hit updates in place (a use) and never allocates.
@@ -898,13 +987,12 @@ impl Hierarchy {
             }
             Destination::UpdateIfCached => {
                 // The copy kept is the first holder: a core's private caches before any L3.
-                let holders = self.holders(line);
                 let Some(keep) = holders.iter().next() else {
                     self.memory.write(line, now);
                     self.stats.dma_lines_to_memory += 1;
                     return;
                 };
-                for holder in holders.iter().filter(|&h| h != keep).collect::<Vec<_>>() {
+                for holder in holders.iter().filter(|&h| h != keep) {
                     self.drop_copy(holder, line);
                 }
                 if keep >= cores {
@@ -953,14 +1041,34 @@ impl Hierarchy {
         self.l2[self.core_of_cpu[cpu as usize] as usize].contains(line)
     }
 
-    /// Checks cache and directory invariants: every cached line is in its directory entry and
-    /// vice versa, and an inclusive L2 holds every line of its L1.
+    /// Checks that a line a core's private caches mark as exclusive has no other copy but its own
+    /// CCX's L3 (where the L3 keeps copies of the L2s' lines).
+    fn check_exclusive_marks(&self) -> Result<(), String> {
+        for core in 0..self.topology.cores() {
+            let private = [&self.l1[core as usize], &self.l2[core as usize]];
+            for line in private.iter().flat_map(|c| c.lines().map(|(l, _)| l).filter(|&l| c.is_exclusive(l))) {
+                let mut others = self.probe_holders(line, Some(core), None);
+                if self.l3_relation != Relation::Exclusive {
+                    others.remove(self.l3_id(self.ccx_of(core)));
+                }
+                if !others.is_empty() {
+                    return Err(format!("core {core} marks line {:#x} exclusive, but {others:?} hold it", line.0));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks cache and directory invariants: every line in a core's private caches is in its
+    /// directory entry and vice versa, an inclusive L2 holds every line of its L1, exclusive marks
+    /// hold, and the filled L3s are listed.
     pub fn check_invariants(&self) -> Result<(), String> {
         let cores = self.topology.cores();
         for (i, cache) in self.l1.iter().chain(&self.l2).chain(&self.l3).enumerate() {
             cache.check_invariants().map_err(|e| format!("cache {i}: {e}"))?;
         }
         let mut expected: FxHashMap<u64, Holders> = FxHashMap::default();
+        self.check_exclusive_marks()?;
         for core in 0..cores {
             for (line, _) in self.l1[core as usize].lines() {
                 if self.l2_relation == Relation::Inclusive && !self.l2[core as usize].contains(line) {
@@ -972,10 +1080,14 @@ impl Hierarchy {
                 expected.entry(line.0).or_default().add(core);
             }
         }
-        for (ccx, cache) in self.l3.iter().enumerate() {
-            for (line, _) in cache.lines() {
-                expected.entry(line.0).or_default().add(cores + ccx as u32);
-            }
+        fn filled(caches: &[LazyCache]) -> Vec<u32> {
+            (0..caches.len() as u32).filter(|&c| caches[c as usize].cache.is_some()).collect()
+        }
+        if filled(&self.l3) != self.filled_l3s || filled(&self.l2) != self.filled_cores {
+            return Err(format!(
+                "filled cores {:?} or L3s {:?} not listed as such",
+                self.filled_cores, self.filled_l3s
+            ));
         }
         let Some(directory) = &self.directory else { return Ok(()) };
         let listed: FxHashMap<u64, Holders> = directory.entries().collect();

@@ -87,9 +87,12 @@ impl Channel {
 pub struct Memory {
     channels: Vec<Channel>,
     channels_per_node: u64,
-    interleave_lines: u64,
+    /// log2 of the lines mapped to one channel before the next (a power of two, validated).
+    interleave_bits: u32,
     line_bytes: u64,
-    node_span_lines: u64,
+    /// log2 of the lines in one node's slice of the address space.
+    node_span_bits: u32,
+    last_node: u64,
     /// Time one line occupies a channel.
     service: Time,
     /// Idle read latency minus the channel's own service time.
@@ -105,9 +108,10 @@ impl Memory {
         Memory {
             channels: (0..count).map(|_| Channel::new()).collect(),
             channels_per_node: spec.channels_per_node as u64,
-            interleave_lines: (spec.interleave_bytes / line_bytes).max(1) as u64,
+            interleave_bits: (spec.interleave_bytes / line_bytes).max(1).trailing_zeros(),
             line_bytes: line_bytes as u64,
-            node_span_lines: NODE_SPAN_BYTES / line_bytes as u64,
+            node_span_bits: (NODE_SPAN_BYTES / line_bytes as u64).trailing_zeros(),
+            last_node: nodes - 1,
             service,
             base_latency: Time::from_ns(spec.idle_latency_ns).saturating_sub(service),
         }
@@ -116,8 +120,8 @@ impl Memory {
     /// The channel a line maps to: its node's slice, then an XOR-folded interleave so that
     /// power-of-two strides still spread across channels (as address hashing does on real parts).
     pub fn channel_of(&self, line: Line) -> usize {
-        let node = (line.0 / self.node_span_lines).min(self.channels.len() as u64 / self.channels_per_node - 1);
-        let granule = line.0 / self.interleave_lines;
+        let node = (line.0 >> self.node_span_bits).min(self.last_node);
+        let granule = line.0 >> self.interleave_bits;
         let folded = granule ^ (granule >> 7) ^ (granule >> 17);
         (node * self.channels_per_node + folded % self.channels_per_node) as usize
     }

@@ -14,7 +14,7 @@
 use steer_sim::cache::prefetch::PrefetcherSpec;
 use steer_sim::cache::replacement::{self, PolicyOptions, ReplacementPolicy};
 use steer_sim::cache::{Cache, Evicted, Geometry, Lookup};
-use steer_sim::hierarchy::{Hierarchy, LevelStats};
+use steer_sim::hierarchy::{Hierarchy, Holding, LevelStats};
 use steer_sim::platform::{CacheSpec, PlatformSpec, Relation, TopologySpec, WayMaskSpec};
 use steer_sim::trace::{AccessKind, ReplayEngine, Replayer, TraceRecord, TraceReport};
 use steer_sim::units::{Line, Rng, Time};
@@ -89,7 +89,7 @@ fn replayed(report: &TraceReport) -> ([LevelStats; 3], (u64, u64)) {
 /// Replays `trace` through the whole platform by `core_access` on CPU 0, and checks the
 /// hierarchy's invariants at the end.
 fn general_path(platform: &PlatformSpec, directory: bool, trace: &[TraceRecord]) -> ([LevelStats; 3], (u64, u64)) {
-    let mut hierarchy = Hierarchy::with_directory(platform, directory);
+    let mut hierarchy = Hierarchy::with_holding(platform, if directory { Holding::Directory } else { Holding::Probe });
     let mut now = Time::ZERO;
     for record in trace {
         let last = record.addr + record.size as u64 - 1;

@@ -1,6 +1,6 @@
 //! Exact hit/miss and coherence behaviour of the hierarchy on small hand-computed cases.
 
-use steer_sim::hierarchy::{Destination, Hierarchy, Source};
+use steer_sim::hierarchy::{Destination, Hierarchy, Holding, Source};
 use steer_sim::platform::{CacheSpec, PlatformSpec, Relation, TopologySpec, WayMaskSpec};
 use steer_sim::units::{Line, Time};
 
@@ -147,42 +147,51 @@ fn random_traffic_keeps_every_invariant() {
 }
 
 #[test]
-fn asking_the_caches_and_keeping_a_directory_agree() {
+fn asking_the_caches_keeping_a_directory_and_switching_to_one_agree() {
     for relation in [Relation::Inclusive, Relation::Exclusive, Relation::NonInclusive] {
         let mut platform = tiny(relation);
+        // Three CCXs of two cores: six cores, so the adaptive hierarchy starts keeping a
+        // directory when the fifth fills its caches.
+        platform.topology.ccx_per_socket = 3;
         platform.l2.relation =
             if relation == Relation::NonInclusive { Relation::NonInclusive } else { Relation::Inclusive };
-        let mut indexed = Hierarchy::with_directory(&platform, true);
-        let mut probing = Hierarchy::with_directory(&platform, false);
-        indexed.register_device("nic0");
-        probing.register_device("nic0");
+        let mut hierarchies: Vec<Hierarchy> = [Holding::Directory, Holding::Probe, Holding::Adaptive]
+            .map(|h| Hierarchy::with_holding(&platform, h))
+            .into();
+        hierarchies.iter_mut().for_each(|h| assert_eq!(h.register_device("nic0"), 0));
         let mut rng = steer_sim::units::Rng::new(11);
-        for step in 0..20_000u64 {
+        for step in 0..30_000u64 {
             let line = Line(rng.next_u64() % 600);
-            let cpu = (rng.next_u64() % 4) as u32;
-            match rng.next_u64() % 5 {
-                0 => {
-                    indexed.dma_write(0, line, Destination::Memory, Time(step));
-                    probing.dma_write(0, line, Destination::Memory, Time(step));
-                }
-                1 => {
-                    indexed.dma_write(0, line, Destination::L2 { cpu }, Time(step));
-                    probing.dma_write(0, line, Destination::L2 { cpu }, Time(step));
-                }
-                kind => {
-                    let a = indexed.core_access(cpu, line, kind == 2, Time(step));
-                    let b = probing.core_access(cpu, line, kind == 2, Time(step));
-                    assert_eq!(a, b, "{relation:?} step {step}");
-                }
+            // CPUs join one after another, so the adaptive one switches midway.
+            let cpu = (rng.next_u64() % (1 + step / 4000).min(6)) as u32;
+            let kind = rng.next_u64() % 5;
+            let outcomes: Vec<_> = hierarchies
+                .iter_mut()
+                .map(|h| match kind {
+                    0 => {
+                        h.dma_write(0, line, Destination::Memory, Time(step));
+                        None
+                    }
+                    1 => {
+                        h.dma_write(0, line, Destination::L2 { cpu }, Time(step));
+                        None
+                    }
+                    _ => Some(h.core_access(cpu, line, kind == 2, Time(step))),
+                })
+                .collect();
+            assert!(outcomes.windows(2).all(|w| w[0] == w[1]), "{relation:?} step {step}: {outcomes:?}");
+            if step % 5000 == 0 {
+                hierarchies.iter().for_each(|h| h.check_invariants().unwrap());
             }
         }
-        assert_eq!(
-            (indexed.stats.l1d.clone(), indexed.stats.l2.clone()),
-            (probing.stats.l1d.clone(), probing.stats.l2.clone())
-        );
-        assert_eq!(indexed.stats.l3, probing.stats.l3);
-        assert_eq!(indexed.stats.fills, probing.stats.fills);
-        probing.check_invariants().unwrap();
+        for h in &hierarchies[1..] {
+            assert_eq!(
+                (&h.stats.l1d, &h.stats.l2, &h.stats.l3),
+                (&hierarchies[0].stats.l1d, &hierarchies[0].stats.l2, &hierarchies[0].stats.l3)
+            );
+            assert_eq!(h.stats.fills, hierarchies[0].stats.fills);
+            h.check_invariants().unwrap();
+        }
     }
 }
 

@@ -50,6 +50,9 @@ struct SetBits {
     dirty: u64,
     /// Set when a prefetch installed the line, cleared by its first use.
     prefetched: u64,
+    /// Set by the hierarchy when no other cache holds the line (MESI's M and E states), so a
+    /// write needs no search for copies to invalidate.
+    exclusive: u64,
 }
 
 pub struct Cache {
@@ -210,6 +213,7 @@ impl Cache {
         bits.valid |= bit;
         bits.dirty = if dirty { bits.dirty | bit } else { bits.dirty & !bit };
         bits.prefetched &= !bit;
+        bits.exclusive &= !bit;
         self.policy.on_fill(set, way);
         evicted
     }
@@ -224,8 +228,24 @@ impl Cache {
         bits.valid &= !bit;
         bits.dirty &= !bit;
         bits.prefetched &= !bit;
+        bits.exclusive &= !bit;
         self.policy.on_invalidate(set, way);
         Some(dirty)
+    }
+
+    /// Whether a present line is marked as held by no other cache.
+    #[inline]
+    pub fn is_exclusive(&self, line: Line) -> bool {
+        self.slot_of(line).is_some_and(|(set, way)| self.bits[set].exclusive >> way & 1 == 1)
+    }
+
+    /// Marks a present line as held by no other cache (or clears the mark); nothing if absent.
+    #[inline]
+    pub fn set_exclusive(&mut self, line: Line, exclusive: bool) {
+        if let Some((set, way)) = self.slot_of(line) {
+            let bits = &mut self.bits[set];
+            bits.exclusive = if exclusive { bits.exclusive | 1 << way } else { bits.exclusive & !(1 << way) };
+        }
     }
 
     /// Marks a present line dirty without counting a use; false if absent.
