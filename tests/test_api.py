@@ -42,7 +42,7 @@ def test_typed_views(result):
     assert len(result.dram.channels) == len(result["dram"]["channels"])
     assert result.dram.channels[0].write_gbps == result["dram"]["channels"][0]["write_gbps"]
     core = result.cores[1]
-    assert core.role == "rx_loop" and core.cpu == 1
+    assert core.role == "rx_loop" and core["workload"]["packets"] == core.workload.packets > 0
     assert result.fills[1] == result["cores"]["1"]["fills"]
     assert set(result.fills[1]) == set(FILL_SOURCES)
     assert result.fills[1]["l2"] > 0.9
@@ -50,6 +50,32 @@ def test_typed_views(result):
     assert nic.placement == "l2" and nic.rx_gbps == pytest.approx(40.0, rel=0.05) and nic.latency_ns is None
     assert result.sim.measured_ns == 100_000
     assert "rx-default" in repr(result) and "<table>" in result._repr_html_()
+
+
+def test_views_read_the_declared_schema_and_name_what_is_missing(result):
+    assert result.dram["read_gbps"] == result.dram.read_gbps
+    assert result.unit("dram.read_gbps") == "GB/s"
+    assert result.unit("cores.1.fills.l2") == "fraction"
+    assert result.unit("devices.nic0.queues.0.dropped_packets") == "packets"
+    assert "DRAM read bandwidth" in result.meaning("dram.read_gbps")
+    assert {"dram.read_gbps", "cores.*.fills.l2", "devices.nic0.queues.*.restarts"} <= set(result.schema)
+    with pytest.raises(AttributeError, match=r"dram\.bogus: not in this result \(here: read_gbps"):
+        _ = result.dram.bogus
+    with pytest.raises(KeyError, match=r"devices\.nic0\.bogus: not in this result"):
+        result.devices["nic0"]["bogus"]
+    with pytest.raises(KeyError, match="no such key"):
+        result.unit("dram.bogus")
+    assert result.stalls == []
+
+
+def test_the_catalog_lists_every_registry():
+    names = {(e["registry"], e["name"]) for e in steer.catalog()}
+    assert {("workload", "tcp_rx"), ("device", "nic"), ("placement", "tph"), ("replacement", "lru")} <= names
+    assert {("prefetcher", "stride"), ("preset", "turin-9655"), ("scenario", "iperf-rx")} <= names
+    tcp = steer.catalog("workload")
+    assert any(key == "napi_budget" and value == "64" for e in tcp for key, value, _ in e["params"])
+    with pytest.raises(steer.ScenarioError, match="no registry `bogus`"):
+        steer.catalog("bogus")
 
 
 def test_result_as_a_frame(result):

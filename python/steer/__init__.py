@@ -12,11 +12,13 @@ plotting and reporting the results.
 """
 
 from steer._core import InternalError, ScenarioError, SteerError, TooLargeError, __version__
-from steer.api import describe_platform, platforms, resolve, run, scenarios, trace
+from steer.api import catalog, describe_platform, platforms, resolve, result_schema, run, scenarios, trace
 from steer.result import Result
 
 __all__ = [
     "InternalError",
+    "catalog",
+    "result_schema",
     "Result",
     "ScenarioError",
     "SteerError",

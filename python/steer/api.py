@@ -26,6 +26,32 @@ def describe_platform(name: str, overrides: Iterable[str] = ()) -> list[tuple[st
     return _core.describe_platform(name, list(overrides))
 
 
+def catalog(registry: str | None = None) -> list[dict]:
+    """Every registered kind, policy, preset and built-in scenario, from steer's registries:
+    ``{registry, name, description, params: [(key, default, meaning)]}``, optionally of one
+    registry (``workload``, ``device``, ``placement``, ``replacement``, ``prefetcher``,
+    ``preset``, ``scenario``)."""
+    entries = [
+        {"registry": reg, "name": name, "description": description, "params": params}
+        for reg, name, description, params in _core.catalog()
+    ]
+    if registry is None:
+        return entries
+    known = sorted({e["registry"] for e in entries})
+    if registry not in known:
+        raise ScenarioError(f"no registry `{registry}` (known: {', '.join(known)})")
+    return [e for e in entries if e["registry"] == registry]
+
+
+def result_schema(scenario: str | Path, overrides: Iterable[str] = (), **params: object) -> dict[str, tuple[str, str]]:
+    """Every key the results of a scenario have, with its unit and meaning, without running it:
+    ``{key: (unit, meaning)}``, list indices and CPU numbers written ``*``."""
+    from steer.result import schema_of
+
+    text, origin, name = scenario_source(scenario)
+    return schema_of(text, origin, name, overrides_from(overrides, params))
+
+
 def scenario_source(scenario: str | Path) -> tuple[str, str, str]:
     """Finds a scenario: a file path first, else a built-in name.
 

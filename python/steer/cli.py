@@ -10,9 +10,9 @@ from pathlib import Path
 
 from steer import api, output
 from steer._core import ScenarioError, SteerError
+from steer.registry_cli import add_commands as add_registry_commands
+from steer.result import FILL_SOURCES
 from steer.workflow_cli import add_commands as add_workflow_commands
-
-FILL_SOURCES = ("l1", "l2", "peer_l2", "l3", "remote_cache", "dram")
 
 
 def percent(value: float) -> str:
@@ -78,12 +78,23 @@ def resolved_path(json_path: Path) -> Path:
     return json_path.with_name(f"{stem}.resolved.toml")
 
 
+def warn_stalls(result: dict) -> None:
+    """One line on stderr per agent that stopped making progress: the run is not silently short."""
+    sim = result.get("sim", {})
+    if sim.get("stalled_at_ns") is not None:
+        print(f"steer: warning: nothing was left to happen after {sim['stalled_at_ns'] / 1000:.1f} µs", file=sys.stderr)
+    for stall in sim.get("stalls", []):
+        since = stall["since_ns"] / 1000
+        print(f"steer: warning: {stall['agent']} stalled at {since:.1f} µs: {stall['reason']}", file=sys.stderr)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     progress = output.Progress(f"steer run {args.scenario}", quiet=args.quiet)
     try:
         result, resolved = api.run_with_resolved(args.scenario, args.set, progress=progress)
     finally:
         progress.close()
+    warn_stalls(result)
     text = json.dumps(result, indent=2, sort_keys=True) + "\n"
     if args.json == "-":
         sys.stdout.write(text)
@@ -360,6 +371,7 @@ def parser() -> argparse.ArgumentParser:
     tph.set_defaults(handler=cmd_tph)
 
     add_workflow_commands(commands, with_set)
+    add_registry_commands(commands, with_set)
     return top
 
 

@@ -88,6 +88,21 @@ fn result_schema(
     Ok(simulation.schema().into_iter().map(|e| (e.key, e.unit.to_string(), e.meaning)).collect())
 }
 
+/// A documented parameter: (key, default, meaning).
+type Param = (String, String, String);
+
+/// Every entry of every registry: (registry, name, description, [(key, default, meaning)]).
+#[pyfunction]
+fn catalog() -> Vec<(String, String, String, Vec<Param>)> {
+    steer_sim::kinds::catalog()
+        .into_iter()
+        .map(|e| {
+            let params = e.params.into_iter().map(|d| (d.key, d.value, d.meaning)).collect();
+            (e.registry.to_string(), e.name.to_string(), e.description, params)
+        })
+        .collect()
+}
+
 /// Built-in scenarios: (name, description, TOML source).
 #[pyfunction]
 fn builtin_scenarios() -> Vec<(String, String, String)> {
@@ -99,11 +114,8 @@ fn builtin_scenarios() -> Vec<(String, String, String)> {
 fn platform_presets() -> Vec<(String, String)> {
     platform::PRESETS
         .iter()
-        .map(|p| (p.name.to_string(), p.description.to_string()))
-        .chain(std::iter::once((
-            "host".to_string(),
-            "this machine, from sysfs (latencies and memory channels assumed)".to_string(),
-        )))
+        .map(|p| (p.name.to_string(), p.description()))
+        .chain(std::iter::once(("host".to_string(), platform::HOST_DESCRIPTION.to_string())))
         .collect()
 }
 
@@ -151,9 +163,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TooLargeError", m.py().get_type::<TooLargeError>())?;
     m.add("InternalError", m.py().get_type::<InternalError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    let sources: Vec<&str> = steer_sim::hierarchy::Source::ALL.iter().map(|s| s.name()).collect();
+    m.add("FILL_SOURCES", sources)?;
     m.add_function(wrap_pyfunction!(resolve_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(result_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(catalog, m)?)?;
     m.add_function(wrap_pyfunction!(builtin_scenarios, m)?)?;
     m.add_function(wrap_pyfunction!(platform_presets, m)?)?;
     m.add_function(wrap_pyfunction!(describe_platform, m)?)?;

@@ -190,7 +190,7 @@ mod tests {
         for _ in 0..20_000 {
             let line = rng.next_u64() % 16;
             let id = (rng.next_u64() % 12) as u32 * 31;
-            if rng.next_u64() % 3 == 0 {
+            if rng.next_u64().is_multiple_of(3) {
                 d.remove(line, id);
                 if let Some(h) = plain.get_mut(&line) {
                     h.remove(id);

@@ -88,3 +88,79 @@ macro_rules! registry {
     };
 }
 pub(crate) use registry;
+
+/// One entry of one of steer's registries, as tools list it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed {
+    /// Which registry: `workload`, `device`, `placement`, `replacement`, `prefetcher`, `preset`,
+    /// `scenario`.
+    pub registry: &'static str,
+    pub name: &'static str,
+    pub description: String,
+    /// Its parameters with their defaults (kinds only).
+    pub params: Vec<ParamDoc>,
+}
+
+/// Every registered entry of every registry, in registration order.
+pub fn catalog() -> Vec<Listed> {
+    let plain = |registry, name, description: &str| Listed {
+        registry,
+        name,
+        description: description.into(),
+        params: Vec::new(),
+    };
+    let mut listed = Vec::new();
+    for kind in crate::workloads::WORKLOADS {
+        listed.push(Listed {
+            registry: "workload",
+            name: kind.name,
+            description: kind.description.into(),
+            params: (kind.defaults)(),
+        });
+    }
+    for kind in crate::devices::DEVICES {
+        listed.push(Listed {
+            registry: "device",
+            name: kind.name,
+            description: kind.description.into(),
+            params: (kind.defaults)(),
+        });
+    }
+    for policy in crate::devices::placement::POLICIES {
+        listed.push(plain("placement", policy.name, policy.description));
+    }
+    for policy in crate::cache::replacement::POLICIES {
+        listed.push(plain("replacement", policy.name, policy.description));
+    }
+    for prefetcher in crate::cache::prefetch::PREFETCHERS {
+        listed.push(plain("prefetcher", prefetcher.name, prefetcher.description));
+    }
+    for preset in crate::platform::PRESETS {
+        listed.push(plain("preset", preset.name, &preset.description()));
+    }
+    listed.push(plain("preset", "host", crate::platform::HOST_DESCRIPTION));
+    for builtin in crate::scenario::BUILTINS {
+        listed.push(plain("scenario", builtin.name, &builtin.description()));
+    }
+    listed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_registered_entry_is_listed_once_with_a_description() {
+        let listed = catalog();
+        for entry in &listed {
+            assert!(!entry.description.is_empty(), "{} {} has no description", entry.registry, entry.name);
+            let same = listed.iter().filter(|e| e.registry == entry.registry && e.name == entry.name).count();
+            assert_eq!(same, 1, "{} {} listed {same} times", entry.registry, entry.name);
+        }
+        let count = |registry| listed.iter().filter(|e| e.registry == registry).count();
+        assert_eq!(count("workload"), crate::workloads::WORKLOADS.len());
+        assert_eq!(count("replacement"), crate::cache::replacement::POLICIES.len());
+        let tcp = listed.iter().find(|e| e.name == "tcp_rx").unwrap();
+        assert!(tcp.params.iter().any(|p| p.key == "napi_budget" && p.value == "64"));
+    }
+}

@@ -128,3 +128,99 @@ macro_rules! choice {
     };
 }
 pub(crate) use choice;
+
+/// A registry of named entries (placement policies, replacement policies, prefetchers): what a
+/// `Name` must be one of. Names and descriptions shown anywhere come from here.
+pub trait Registry: 'static {
+    /// What an entry is called in messages (`placement policy`).
+    const WHAT: &'static str;
+    /// Every entry's name and one-line description, in registration order.
+    fn entries() -> Vec<(&'static str, &'static str)>;
+
+    fn names() -> Vec<&'static str> {
+        Self::entries().into_iter().map(|(name, _)| name).collect()
+    }
+}
+
+/// The name of an entry of registry `R`, as a scenario writes it.
+pub struct Name<R> {
+    name: String,
+    registry: std::marker::PhantomData<fn() -> R>,
+}
+
+impl<R: Registry> Name<R> {
+    pub fn new(name: impl Into<String>) -> Name<R> {
+        Name { name: name.into(), registry: std::marker::PhantomData }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.name
+    }
+
+    /// Fails at `path` unless the name is registered; the message lists the registered names.
+    pub fn check(&self, path: &str) -> crate::error::ConfigResult<()> {
+        crate::error::ensure(R::names().contains(&self.name.as_str()), path, || {
+            format!("unknown {} `{}` (known: {})", R::WHAT, self.name, R::names().join(", "))
+        })
+    }
+}
+
+impl<R: Registry> From<&str> for Name<R> {
+    fn from(name: &str) -> Name<R> {
+        Name::new(name)
+    }
+}
+
+impl<R> Clone for Name<R> {
+    fn clone(&self) -> Self {
+        Name { name: self.name.clone(), registry: std::marker::PhantomData }
+    }
+}
+
+impl<R> PartialEq for Name<R> {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl<R> std::fmt::Debug for Name<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.name)
+    }
+}
+
+impl<R> std::ops::Deref for Name<R> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.name
+    }
+}
+
+impl<R> PartialEq<&str> for Name<R> {
+    fn eq(&self, other: &&str) -> bool {
+        self.name == *other
+    }
+}
+
+impl<R> Serialize for Name<R> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.name.serialize(serializer)
+    }
+}
+
+impl<'de, R> serde::Deserialize<'de> for Name<R> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(Name { name: String::deserialize(deserializer)?, registry: std::marker::PhantomData })
+    }
+}
+
+impl<R: Registry> Describe for Name<R> {
+    fn describe_into(&self, prefix: &str, meaning: &str, out: &mut Vec<ParamDoc>) {
+        let names = R::names().join(", ");
+        out.push(ParamDoc {
+            key: prefix.to_string(),
+            value: format!("\"{}\"", self.name),
+            meaning: format!("{meaning} One of: {names}."),
+        });
+    }
+}

@@ -3,10 +3,10 @@
 //! this machine's sysfs.
 
 use crate::cache::prefetch::PrefetcherSpec;
-use crate::cache::replacement::{self, PolicyOptions};
+use crate::cache::replacement::{self, PolicyOptions, ReplacementPolicies};
 use crate::cache::Geometry;
 use crate::error::{ensure, ConfigError, ConfigResult};
-use crate::params::{choice, params};
+use crate::params::{choice, params, Name};
 
 choice! {
     /// How a cache level relates to the level above it (closer to the core).
@@ -76,8 +76,8 @@ params! {
         line_bytes: u32 = 64,
         /// Load-to-use latency of a hit at this level, in core cycles.
         latency_cycles: f64 = 4.0,
-        /// Replacement policy name (`lru`, `tree_plru`).
-        replacement: String = "lru".to_string(),
+        /// Replacement policy: the name of a registered one.
+        replacement: Name<ReplacementPolicies> = Name::new("lru"),
         /// Relation to the level above (ignored for L1).
         relation: Relation = Relation::Inclusive,
         /// Whether a write hit counts as a use for replacement (false reproduces pycachesim).
@@ -123,12 +123,8 @@ impl CacheSpec {
             )
         })?;
         ensure(self.latency_cycles >= 0.0, &key("latency_cycles"), || "must not be negative".into())?;
-        let policy = replacement::find(&self.replacement).ok_or_else(|| {
-            ConfigError::new(
-                key("replacement"),
-                format!("unknown policy `{}` (known: {})", self.replacement, replacement::names().join(", ")),
-            )
-        })?;
+        self.replacement.check(&key("replacement"))?;
+        let policy = replacement::find(&self.replacement).expect("a checked name");
         (policy.check_ways)(self.ways as usize).map_err(|m| ConfigError::new(key("replacement"), m))?;
         self.prefetcher.validate(&key("prefetcher"))?;
         let all_ways = if self.ways >= 64 { u64::MAX } else { (1u64 << self.ways) - 1 };
@@ -413,45 +409,39 @@ impl PlatformSpec {
     }
 }
 
-/// A built-in platform preset: name, one-line description and commented TOML source.
+/// A built-in platform preset: a commented TOML file under `presets/`, registered by name.
 pub struct Preset {
     pub name: &'static str,
-    pub description: &'static str,
     pub source: &'static str,
 }
 
+impl Preset {
+    /// The `description` line of the preset file.
+    pub fn description(&self) -> String {
+        let table: toml::Table = self.source.parse().expect("built-in preset parses");
+        table.get("description").and_then(|d| d.as_str()).unwrap_or_default().to_string()
+    }
+}
+
+/// Registers a preset file by name: `presets/NAME.toml`.
+macro_rules! preset {
+    ($name:literal) => {
+        Preset { name: $name, source: include_str!(concat!("../presets/", $name, ".toml")) }
+    };
+}
+
+/// Every built-in platform preset (one line each).
 pub const PRESETS: &[Preset] = &[
-    Preset {
-        name: "turin-9655",
-        description: "AMD EPYC 9655 (Zen 5, 96 cores, 12 CCX x 8, 12 x DDR5-6000)",
-        source: include_str!("../presets/turin-9655.toml"),
-    },
-    Preset {
-        name: "turin-9845",
-        description: "AMD EPYC 9845 (Zen 5c, 160 cores, 10 CCX x 16, 12 x DDR5-4800)",
-        source: include_str!("../presets/turin-9845.toml"),
-    },
-    Preset {
-        name: "turin-9575f",
-        description: "AMD EPYC 9575F (Zen 5, 64 cores, 8 CCX x 8, 12 x DDR5-6400)",
-        source: include_str!("../presets/turin-9575f.toml"),
-    },
-    Preset {
-        name: "skylake-sp-6140",
-        description: "Intel Xeon Gold 6140 (Skylake-SP, 18 cores, 24.75 MB 11-way LLC, 6 x DDR4-2666, DDIO)",
-        source: include_str!("../presets/skylake-sp-6140.toml"),
-    },
-    Preset {
-        name: "icelake-sp-6354",
-        description: "Intel Xeon Gold 6354 (Ice Lake-SP, 18 cores, 39 MB 12-way LLC, 8 x DDR4-3200, DDIO)",
-        source: include_str!("../presets/icelake-sp-6354.toml"),
-    },
-    Preset {
-        name: "power5",
-        description: "IBM POWER5 (2 cores, 128 B lines, 1.875 MB L2, 36 MB victim L3; approximations marked)",
-        source: include_str!("../presets/power5.toml"),
-    },
+    preset!("turin-9655"),
+    preset!("turin-9845"),
+    preset!("turin-9575f"),
+    preset!("skylake-sp-6140"),
+    preset!("icelake-sp-6354"),
+    preset!("power5"),
 ];
+
+/// The description of the `host` preset, read from this machine.
+pub const HOST_DESCRIPTION: &str = "this machine, from sysfs (latencies and memory channels assumed)";
 
 /// The names `platform.preset` accepts, `host` included.
 pub fn preset_names() -> Vec<&'static str> {
@@ -491,6 +481,15 @@ mod tests {
             let docs = spec.describe();
             assert!(docs.iter().any(|d| d.key == "l2.size_kib"));
             assert!(docs.iter().all(|d| !d.meaning.is_empty()), "{name}: undocumented parameter");
+        }
+    }
+
+    #[test]
+    fn every_preset_file_names_itself_and_describes_itself() {
+        for preset in PRESETS {
+            let table: toml::Table = preset.source.parse().unwrap();
+            assert_eq!(table["name"].as_str(), Some(preset.name));
+            assert!(!preset.description().is_empty(), "{}", preset.name);
         }
     }
 

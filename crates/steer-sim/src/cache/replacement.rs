@@ -141,6 +141,16 @@ pub fn find(name: &str) -> Option<&'static PolicyInfo> {
     POLICIES.iter().find(|p| p.name == name)
 }
 
+/// The registry `replacement` names an entry of.
+pub struct ReplacementPolicies;
+
+impl crate::params::Registry for ReplacementPolicies {
+    const WHAT: &'static str = "replacement policy";
+    fn entries() -> Vec<(&'static str, &'static str)> {
+        POLICIES.iter().map(|p| (p.name, p.description)).collect()
+    }
+}
+
 pub fn names() -> Vec<&'static str> {
     POLICIES.iter().map(|p| p.name).collect()
 }

@@ -403,7 +403,7 @@ impl Agent for Nic {
                 d.put(&TX_GBPS, sum(|r| r.stats.transmitted_bytes) as f64 * 8.0 / window);
                 d.put(&OFFERED_GBPS, sum(|r| r.stats.arrived_bytes) as f64 * 8.0 / window);
                 d.put(&DROPS, sum(|r| r.stats.dropped_packets));
-                d.put(&PLACEMENT, self.spec.placement.policy.clone());
+                d.put(&PLACEMENT, self.spec.placement.policy.as_str());
                 d.put(&WRITE_HIT_RATE, ratio(traffic.write_llc_hits, traffic.writes));
                 d.put(&READ_HIT_RATE, ratio(traffic.read_cache_hits, traffic.reads));
                 d.section("dma", |r| traffic.report(r));

@@ -1,0 +1,32 @@
+//! `tph`: PCIe TPH as AMD SDCI handles it. The I/O die decodes each write's steering tag with
+//! the platform's map and places the line in the L2 of the CPU it names. What carries a hint is
+//! the device's choice (its `tph.hints`); a write without one, or with a tag naming no CPU, goes
+//! to memory; a No-ST hint updates a cached line in place.
+
+use super::{any_platform, DmaWrite, Hint, PlacementPolicy, PolicyInfo};
+use crate::devices::tph::StMap;
+use crate::hierarchy::Destination;
+
+pub const KIND: PolicyInfo = PolicyInfo {
+    name: "tph",
+    description: "PCIe TPH as AMD SDCI handles it: a tagged write goes to the L2 of the CPU its tag names, \
+                  a No-ST hint updates a cached line in place, a write without a hint goes to memory",
+    check: any_platform,
+    build: |_, st_map| Box::new(Tph { st_map: st_map.clone() }),
+};
+
+struct Tph {
+    st_map: StMap,
+}
+
+impl PlacementPolicy for Tph {
+    fn destination(&self, write: &DmaWrite) -> Destination {
+        match write.hint {
+            None => Destination::Memory,
+            Some(Hint::NoSt) => Destination::UpdateIfCached,
+            Some(Hint::Tag { st, extended }) => {
+                self.st_map.cpu_of(st, extended).map_or(Destination::Memory, |cpu| Destination::L2 { cpu })
+            }
+        }
+    }
+}
