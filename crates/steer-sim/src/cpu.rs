@@ -262,10 +262,34 @@ impl ProgramCx<'_, '_> {
         self.ops.queue.push_back(Op::Hold(duration));
     }
 
+    /// Queues any operation.
+    pub fn queue(&mut self, op: Op) {
+        if let Op::Load(_) = op {
+            self.ops.loads_queued += 1;
+        }
+        self.ops.queue.push_back(op);
+    }
+
     /// The operations queued so far in this unit (for tests of programs).
     pub fn queued(&self) -> impl Iterator<Item = &Op> {
         self.ops.queue.iter()
     }
+}
+
+/// Asks `program` for its next unit at `now` outside any CPU, as a CPU would: what it answered,
+/// the operations it queued, and the units it counted (for tests of programs).
+pub fn ask(program: &mut dyn Program, cx: &mut Cx, now: Time) -> (Next, Vec<Op>, u64) {
+    let (mut ops, mut units) = (Ops::default(), 0);
+    let next = program.next(&mut ProgramCx { cx, now, ops: &mut ops, units: &mut units });
+    (next, ops.queue.into_iter().collect(), units)
+}
+
+/// Reaches `Op::Call(tag)` of `program`'s unit at `now`, outside any CPU; returns the units it
+/// counted.
+pub fn reach_call(program: &mut dyn Program, tag: u32, cx: &mut Cx, now: Time) -> u64 {
+    let (mut ops, mut units) = (Ops::default(), 0);
+    program.on_call(tag, &mut ProgramCx { cx, now, ops: &mut ops, units: &mut units });
+    units
 }
 
 /// The current unit's operations and when each of its loads completes.
@@ -589,5 +613,147 @@ fn fractions(out: &mut Report, counts: &[u64; 6], skip_l1: bool) {
     for source in Source::ALL.iter().filter(|s| counted(s)) {
         let count = counts[*source as usize];
         out.put_named(source.name(), &FILL_SOURCE, if total > 0 { count as f64 / total as f64 } else { 0.0 });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Harness;
+    use crate::system::Shared;
+    use crate::testing::{ns, tiny_platform};
+
+    /// A program that plays back units of operations, recording when each of its calls happens.
+    struct Script {
+        units: VecDeque<(Vec<Op>, Next)>,
+        calls: std::rc::Rc<std::cell::RefCell<Vec<(&'static str, u32, Time)>>>,
+        role: &'static str,
+    }
+
+    impl Program for Script {
+        fn role(&self) -> &'static str {
+            self.role
+        }
+        fn unit(&self) -> &'static UnitKind {
+            &STEP
+        }
+        fn next(&mut self, cx: &mut ProgramCx) -> Next {
+            let Some((ops, next)) = self.units.pop_front() else { return Next::Wait };
+            ops.into_iter().for_each(|op| cx.queue(op));
+            cx.count(1);
+            next
+        }
+        fn on_call(&mut self, tag: u32, cx: &mut ProgramCx) {
+            self.calls.borrow_mut().push((self.role, tag, cx.now()));
+        }
+    }
+
+    type Calls = std::rc::Rc<std::cell::RefCell<Vec<(&'static str, u32, Time)>>>;
+
+    fn cpu_of(scripts: Vec<(&'static str, Vec<(Vec<Op>, Next)>)>) -> (Cpu, Harness, Calls) {
+        let platform = tiny_platform();
+        let calls: Calls = Default::default();
+        let programs = scripts
+            .into_iter()
+            .map(|(role, units)| {
+                Box::new(Script { units: units.into(), calls: calls.clone(), role }) as Box<dyn Program>
+            })
+            .collect();
+        let shared = Shared { hierarchy: Hierarchy::new(&platform), rings: Vec::new() };
+        (Cpu::new(CoreTimer::on_cpu(0, &platform), programs), Harness::new(shared, 1), calls)
+    }
+
+    const A: Line = Line(0x1000);
+
+    #[test]
+    fn a_dependent_miss_then_a_hit_then_compute_take_their_exact_times() {
+        let (mut cpu, mut h, calls) = cpu_of(vec![(
+            "p",
+            vec![(vec![Op::LoadDependent(A), Op::LoadDependent(A), Op::Compute(10.0), Op::Call(7)], Next::Unit)],
+        )]);
+        // Issue at 1 ns, DRAM's 100 ns: data at 101; issue at 102, L1 hit (4 ns): 106; +10 cycles.
+        assert_eq!(h.step(&mut cpu, Time::ZERO, Time::MAX), Step::Wait);
+        assert_eq!(*calls.borrow(), [("p", 7, ns(116.0))]);
+    }
+
+    #[test]
+    fn misses_overlap_up_to_the_outstanding_miss_slots_and_a_drain_waits_for_all() {
+        let lines: Vec<Op> = (0..5).map(|i| Op::Load(Line(0x1000 + i * 64))).collect();
+        let unit = [lines, vec![Op::Drain, Op::Call(0)]].concat();
+        let (mut cpu, mut h, calls) = cpu_of(vec![("p", vec![(unit, Next::Unit)])]);
+        h.step(&mut cpu, Time::ZERO, Time::MAX);
+        // Four loads issue at 1..4 ns and complete 100 ns later; the fifth waits for the first
+        // slot (101 ns) and completes at 201 ns.
+        assert_eq!(*calls.borrow(), [("p", 0, ns(201.0))]);
+    }
+
+    #[test]
+    fn a_wait_for_a_load_waits_for_that_load_only() {
+        let unit = vec![Op::Load(A), Op::Load(Line(0x2000)), Op::WaitFor(LoadId(0)), Op::Call(0)];
+        let (mut cpu, mut h, calls) = cpu_of(vec![("p", vec![(unit, Next::Unit)])]);
+        h.step(&mut cpu, Time::ZERO, Time::MAX);
+        assert_eq!(*calls.borrow(), [("p", 0, ns(101.0))]);
+    }
+
+    #[test]
+    fn the_cpu_stops_at_the_run_ahead_limit_between_operations_and_goes_on_from_there() {
+        let unit = vec![Op::LoadDependent(A), Op::Compute(10.0), Op::Call(0)];
+        let (mut cpu, mut h, calls) = cpu_of(vec![("p", vec![(unit, Next::Unit)])]);
+        assert_eq!(h.step(&mut cpu, Time::ZERO, ns(50.0)), Step::At(ns(101.0)));
+        assert!(calls.borrow().is_empty());
+        assert_eq!(h.step(&mut cpu, ns(101.0), ns(105.0)), Step::At(ns(111.0)));
+        assert_eq!(h.step(&mut cpu, ns(111.0), ns(200.0)), Step::Wait);
+        assert_eq!(*calls.borrow(), [("p", 0, ns(111.0))]);
+    }
+
+    #[test]
+    fn programs_sharing_a_cpu_take_turns_at_the_end_of_each_burst() {
+        let burst = |cycles: f64, next: Next| (vec![Op::Compute(cycles), Op::Call(0)], next);
+        let a = vec![burst(10.0, Next::Unit), burst(10.0, Next::Yield), burst(10.0, Next::Yield)];
+        let b = vec![burst(20.0, Next::Yield), burst(20.0, Next::Yield)];
+        let (mut cpu, mut h, calls) = cpu_of(vec![("a", a), ("b", b)]);
+        assert_eq!(h.step(&mut cpu, Time::ZERO, Time::MAX), Step::Wait);
+        let order: Vec<(&str, f64)> = calls.borrow().iter().map(|&(role, _, t)| (role, t.as_ns())).collect();
+        // a keeps the CPU for its two-unit burst, then b, a, b.
+        assert_eq!(order, [("a", 10.0), ("a", 20.0), ("b", 40.0), ("a", 50.0), ("b", 70.0)]);
+        assert_eq!(cpu.role(), "a+b");
+    }
+
+    #[test]
+    fn a_program_with_nothing_to_do_until_later_is_asked_again_then() {
+        let (mut cpu, mut h, calls) =
+            cpu_of(vec![("p", vec![(vec![Op::Call(1)], Next::At(ns(500.0))), (vec![Op::Call(2)], Next::Unit)])]);
+        assert_eq!(h.step(&mut cpu, Time::ZERO, Time::MAX), Step::At(ns(500.0)));
+        assert_eq!(h.step(&mut cpu, ns(500.0), Time::MAX), Step::Wait);
+        assert_eq!(*calls.borrow(), [("p", 1, Time::ZERO), ("p", 2, ns(500.0))]);
+    }
+
+    #[test]
+    fn a_program_that_cannot_go_on_stalls_its_cpu_with_the_reason() {
+        let (mut cpu, mut h, _) = cpu_of(vec![("p", vec![(vec![], Next::Stall("out of buffers".into()))])]);
+        assert_eq!(h.step(&mut cpu, Time::ZERO, Time::MAX), Step::Stall("p: out of buffers".into()));
+        let (mut cpu, mut h, _) = cpu_of(vec![("q", vec![(vec![], Next::Unit)])]);
+        assert_eq!(h.step(&mut cpu, Time::ZERO, Time::MAX), Step::Stall("q: it returned a unit with no work".into()));
+    }
+
+    #[test]
+    fn activity_is_reported_per_program_with_time_per_unit() {
+        let (mut cpu, mut h, _) =
+            cpu_of(vec![("p", vec![(vec![Op::Compute(100.0)], Next::Unit), (vec![Op::Compute(300.0)], Next::Unit)])]);
+        h.step(&mut cpu, Time::ZERO, Time::MAX);
+        let view = ReportView { shared: &h.shared, window_start: Time::ZERO, now: ns(1000.0) };
+        let mut out = Report::root();
+        cpu.report(&mut out, &view);
+        let workload = &out.finish().0["cores"]["0"]["workload"];
+        assert_eq!(workload["steps"], 2);
+        assert_eq!((workload["busy"].as_f64(), workload["exec_ns"].as_f64()), (Some(0.4), Some(400.0)));
+        assert_eq!(
+            (workload["exec_ns_per_step"].as_f64(), workload["cycles_per_step"].as_f64()),
+            (Some(200.0), Some(200.0))
+        );
+        cpu.reset_stats(ns(1000.0));
+        let mut out = Report::root();
+        cpu.report(&mut out, &ReportView { shared: &h.shared, window_start: ns(1000.0), now: ns(2000.0) });
+        assert_eq!(out.finish().0["cores"]["0"]["workload"]["steps"], 0);
     }
 }

@@ -95,6 +95,8 @@ struct Schedule {
     /// Per signal: the agents waiting on it, with the epoch they waited in.
     waiters: Vec<Vec<(AgentId, u32)>>,
     sequence: u64,
+    /// Every notification, when a `Harness` records them.
+    notified: Option<Vec<(Signal, Time)>>,
 }
 
 impl Schedule {
@@ -146,6 +148,9 @@ impl Cx<'_> {
     /// agent may then not run past `at` by more than the run-ahead allowance.
     pub fn notify(&mut self, signal: Signal, at: Time) {
         let at = at.max(self.now);
+        if let Some(notified) = &mut self.schedule.notified {
+            notified.push((signal, at));
+        }
         let waiters = &mut self.schedule.waiters[signal.0 as usize];
         let current = &self.schedule.epoch;
         waiters.retain(|&(agent, epoch)| epoch == current[agent.0 as usize]);
@@ -199,6 +204,7 @@ impl Engine {
                 pending: vec![None; count],
                 waiters: vec![Vec::new(); signals as usize],
                 sequence: 0,
+                notified: None,
             },
             last_run: vec![Time::ZERO; count],
             stalled: vec![None; count],
@@ -293,6 +299,59 @@ impl Engine {
             }
         }
         stalls
+    }
+}
+
+/// Steps one agent by hand with no other agent around: how a kind's unit tests drive it and probe
+/// what it does at the boundary (each step's result, the signals it notifies and when, the
+/// signals it waits on).
+pub struct Harness {
+    pub shared: Shared,
+    schedule: Schedule,
+}
+
+impl Harness {
+    /// A harness over `shared` with `signals` signals.
+    pub fn new(shared: Shared, signals: u32) -> Harness {
+        let engine = Engine::new(Vec::new(), signals, Time::ZERO);
+        let mut schedule = engine.schedule;
+        schedule.epoch = vec![0];
+        schedule.pending = vec![None];
+        schedule.notified = Some(Vec::new());
+        Harness { shared, schedule }
+    }
+
+    /// Runs `f` with a `Cx` as the agent's step at `now` with run-ahead limit `limit` would have.
+    pub fn with_cx<T>(&mut self, now: Time, limit: Time, f: impl FnOnce(&mut Cx) -> T) -> T {
+        self.schedule.epoch[0] += 1;
+        let mut cx = Cx {
+            shared: &mut self.shared,
+            schedule: &mut self.schedule,
+            me: AgentId(0),
+            now,
+            limit,
+            max_runahead: Time::ZERO,
+        };
+        f(&mut cx)
+    }
+
+    /// Steps `agent` at `now` with run-ahead limit `limit`.
+    pub fn step(&mut self, agent: &mut dyn Agent, now: Time, limit: Time) -> Step {
+        self.with_cx(now, limit, |cx| agent.step(cx, now, limit))
+    }
+
+    /// The notifications since the last call: (signal, time), in order.
+    pub fn notified(&mut self) -> Vec<(Signal, Time)> {
+        std::mem::take(self.schedule.notified.as_mut().expect("a harness records notifications"))
+    }
+
+    /// The signals the agent waits on after its last step.
+    pub fn waits(&self) -> Vec<Signal> {
+        let epoch = self.schedule.epoch[0];
+        (0..self.schedule.waiters.len() as u32)
+            .map(Signal)
+            .filter(|s| self.schedule.waiters[s.0 as usize].iter().any(|&(a, e)| a == AgentId(0) && e == epoch))
+            .collect()
     }
 }
 

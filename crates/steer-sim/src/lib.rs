@@ -23,6 +23,8 @@ pub mod results;
 pub mod scenario;
 pub mod stats;
 pub mod system;
+#[cfg(test)]
+mod testing;
 pub mod trace;
 pub mod units;
 pub mod workloads;

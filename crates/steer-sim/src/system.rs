@@ -139,12 +139,19 @@ impl<'a> Builder<'a> {
     }
 
     /// The engine and the shared state: one CPU agent for each CPU with programs.
-    pub fn finish(mut self, max_runahead: Time) -> (Engine, Shared) {
+    pub fn finish(self, max_runahead: Time) -> (Engine, Shared) {
+        let (agents, shared, signals) = self.into_parts();
+        (Engine::new(agents, signals, max_runahead), shared)
+    }
+
+    /// The agents with their start times (a CPU agent for each CPU with programs), the shared
+    /// state and the number of signals: what an engine runs, or a test drives by hand.
+    pub fn into_parts(mut self) -> (Vec<(Box<dyn Agent>, Option<Time>)>, Shared, u32) {
         for (cpu, programs) in std::mem::take(&mut self.programs) {
             let timer = CoreTimer::on_cpu(cpu, self.platform);
             self.agents.push((Box::new(Cpu::new(timer, programs)), Some(Time::ZERO)));
         }
-        (Engine::new(self.agents, self.signals, max_runahead), self.shared)
+        (self.agents, self.shared, self.signals)
     }
 }
 

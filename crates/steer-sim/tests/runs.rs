@@ -365,3 +365,32 @@ fn lightly_loaded_channels_do_not_queue_reads_behind_other_cores_future() {
     }
     assert_eq!(r["devices"]["nic0"]["drops"], 0, "{}", r["devices"]["nic0"]);
 }
+
+#[test]
+fn a_ping_pong_whose_message_is_dropped_is_reported_as_stalled_not_silently_short() {
+    // The queue restarts at 1 ms for 50 µs: the message arriving then is dropped, so neither
+    // side ever sends again.
+    let r = run_builtin(
+        "eflatency",
+        &[
+            "tph_mode=\"iv\"",
+            "devices.0.tph.affinity_changes=[{ queue = 0, at_us = 1000.0, cpu = 3 }]",
+            "devices.0.tph.restart_us=50.0",
+        ],
+    );
+    let sim = &r["sim"];
+    assert_eq!(f(&sim["measured_ns"]), 5_000_000.0, "the window is not cut short");
+    let stalled_at = f(&sim["stalled_at_ns"]);
+    assert!((1_000_000.0..1_060_000.0).contains(&stalled_at), "{stalled_at}");
+    let stalls = sim["stalls"].as_array().unwrap();
+    let cpu = stalls.iter().find(|s| s["agent"] == "cpu 2 (pingpong)").expect("the ping-pong's CPU");
+    assert!(cpu["reason"].as_str().unwrap().contains("the next message on nic0 queue 0"), "{cpu}");
+    assert_eq!(r["devices"]["nic0"]["queues"][0]["dropped_packets"], 1);
+}
+
+#[test]
+fn a_busy_run_reports_no_stall() {
+    let r = run_builtin("iperf-rx", &["sim.measure_us=200"]);
+    assert_eq!(r["sim"]["stalls"], serde_json::json!([]));
+    assert_eq!(r["sim"]["stalled_at_ns"], Value::Null);
+}

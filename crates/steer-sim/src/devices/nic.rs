@@ -426,3 +426,142 @@ impl Agent for Nic {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::devices::tph::AffinityChange;
+    use crate::engine::Harness;
+    use crate::testing::{ns, tiny_platform};
+
+    /// A NIC of `spec` on the tiny platform, driven by hand; its first step's time.
+    fn nic(spec: NicSpec) -> (Harness, Box<dyn Agent>, Time) {
+        let platform = tiny_platform();
+        spec.validate("devices.0", &platform).unwrap();
+        let mut b = Builder::new(&platform, 1);
+        spec.build(&mut b);
+        let (mut agents, shared, signals) = b.into_parts();
+        let (agent, start) = agents.pop().unwrap();
+        (Harness::new(shared, signals), agent, start.unwrap())
+    }
+
+    /// One constant-rate queue of 1000 B packets at 8 Gb/s (one per µs), 2 descriptors, 1 µs
+    /// visibility, a 10 Gb/s link.
+    fn spec() -> NicSpec {
+        NicSpec {
+            link_gbps: 10.0,
+            dma_latency_ns: 1000.0,
+            queues: vec![QueueSpec {
+                ring_entries: 2,
+                packet_bytes: 1000,
+                buffer_bytes: 2048,
+                offered_gbps: 8.0,
+                ..QueueSpec::default()
+            }],
+            ..NicSpec::default()
+        }
+    }
+
+    fn step_at(h: &mut Harness, nic: &mut Box<dyn Agent>, at: Time) -> Step {
+        h.step(nic.as_mut(), at, at)
+    }
+
+    #[test]
+    fn a_packet_is_written_made_visible_after_the_dma_latency_and_the_next_follows_at_the_rate() {
+        let (mut h, mut nic, first) = nic(spec());
+        assert!(first < ns(1000.0), "the first arrival is within one inter-arrival time");
+        assert_eq!(step_at(&mut h, &mut nic, first), Step::At(first + ns(1000.0)));
+        let ring = &h.shared.rings[0];
+        assert_eq!(ring.poll(first + ns(999.0)), crate::devices::ring::Poll::NotYet(first + ns(1000.0)));
+        let (ready, doorbell) = (ring.ready, ring.doorbell);
+        // 1000 B: 16 payload lines (the first a header) and one completion line, all to memory.
+        assert_eq!(h.shared.hierarchy.stats.dma_lines_to_memory, 16 + 1);
+        assert_eq!(h.notified(), [(ready, first + ns(1000.0))]);
+        assert_eq!(h.waits(), [doorbell]);
+    }
+
+    #[test]
+    fn arrivals_without_a_posted_descriptor_are_dropped_and_counted() {
+        let (mut h, mut nic, first) = nic(spec());
+        for k in 0..3 {
+            step_at(&mut h, &mut nic, first + ns(1000.0 * k as f64));
+        }
+        let stats = &h.shared.rings[0].stats;
+        assert_eq!((stats.arrived_packets, stats.dropped_packets, stats.dropped_bytes), (3, 1, 1000));
+        assert_eq!(h.shared.rings[0].in_flight_bytes, 2000);
+    }
+
+    #[test]
+    fn the_tx_engine_serialises_packets_onto_the_link() {
+        let (mut h, mut nic, first) = nic(spec());
+        step_at(&mut h, &mut nic, first);
+        step_at(&mut h, &mut nic, first + ns(1000.0));
+        // The host forwards both packets at `at` and rings the doorbell.
+        let at = first + ns(1500.0);
+        let ring = &mut h.shared.rings[0];
+        let packets: Vec<_> = (0..2).map(|_| ring.take().unwrap()).collect();
+        packets.iter().for_each(|c| {
+            ring.finish(c);
+            ring.post_tx(c)
+        });
+        // The first goes out at once; 1000 B at 10 Gb/s keep the link 800 ns.
+        assert_eq!(step_at(&mut h, &mut nic, at), Step::At(at + ns(500.0)), "the next arrival comes first");
+        let ring = &h.shared.rings[0];
+        assert_eq!(ring.stats.transmitted_packets, 1);
+        assert_eq!(ring.tx_latency.summary().unwrap().p50, (at + ns(1000.0) - packets[0].arrival).as_ns());
+        assert_eq!(h.shared.hierarchy.stats.devices[0].reads, 16);
+        // The arrival at +2 µs finds the buffer the first packet freed.
+        assert_eq!(step_at(&mut h, &mut nic, at + ns(500.0)), Step::At(at + ns(800.0)));
+        assert_eq!(h.shared.rings[0].stats.dropped_packets, 0);
+        assert_eq!(step_at(&mut h, &mut nic, at + ns(800.0)), Step::At(first + ns(3000.0)));
+        let ring = &h.shared.rings[0];
+        assert_eq!(ring.stats.transmitted_packets, 2);
+        assert_eq!(ring.tx_latency.summary().unwrap().mean, ((at + ns(1000.0) - packets[0].arrival).as_ns() + (at + ns(1800.0) - packets[1].arrival).as_ns()) / 2.0);
+    }
+
+    #[test]
+    fn a_closed_queue_delivers_exactly_the_arrivals_asked_for() {
+        let mut spec = spec();
+        spec.queues[0].arrival = Arrival::Closed;
+        let (mut h, mut nic, first) = nic(spec);
+        assert_eq!(first, Time::ZERO);
+        assert_eq!(step_at(&mut h, &mut nic, Time::ZERO), Step::Wait);
+        h.shared.rings[0].request_arrival(ns(500.0), 100);
+        assert_eq!(step_at(&mut h, &mut nic, ns(100.0)), Step::At(ns(500.0)));
+        step_at(&mut h, &mut nic, ns(500.0));
+        let ring = &mut h.shared.rings[0];
+        let completion = ring.take().unwrap();
+        assert_eq!((completion.bytes, completion.arrival, completion.ready), (100, ns(500.0), ns(1500.0)));
+    }
+
+    #[test]
+    fn an_affinity_change_restarts_the_queue_dropping_what_was_pending_and_arrivals_until_it_is_back() {
+        let mut spec = spec();
+        spec.placement.policy = "tph".into();
+        spec.tph.mode = crate::devices::tph::TphMode::Iv;
+        spec.tph.affinity_changes = vec![AffinityChange { queue: 0, at_us: 2.5, cpu: 1 }];
+        spec.tph.restart_us = 1.0;
+        let (mut h, mut nic, first) = nic(spec);
+        step_at(&mut h, &mut nic, first);
+        step_at(&mut h, &mut nic, first + ns(1000.0));
+        assert_eq!(h.shared.rings[0].in_flight_bytes, 2000);
+        let old_entry = h.shared.rings[0].next_completion_entry();
+        // The change is due at 2.5 µs: the NIC wakes then, the two pending completions go with
+        // the old ring, and the arrival due at first + 2 µs (< 2.5) finds the queue stopped.
+        assert!(first < ns(500.0), "the seed's phase puts the third arrival before the change");
+        assert_eq!(step_at(&mut h, &mut nic, first + ns(2000.0)), Step::At(ns(2500.0)));
+        let ring = &h.shared.rings[0];
+        assert_eq!((ring.stats.dropped_packets, ring.in_flight_bytes), (1, 2000), "the ring was full");
+        step_at(&mut h, &mut nic, ns(2500.0));
+        let ring = &h.shared.rings[0];
+        assert_eq!((ring.stats.dropped_packets, ring.in_flight_bytes), (3, 0));
+        assert_ne!(ring.next_completion_entry(), old_entry);
+        // Stopped until 3.5 µs: the arrival at first + 3 µs is dropped, the one at + 4 µs is not.
+        step_at(&mut h, &mut nic, first + ns(3000.0));
+        assert_eq!(h.shared.rings[0].stats.dropped_packets, 4);
+        step_at(&mut h, &mut nic, first + ns(4000.0));
+        assert_eq!((h.shared.rings[0].stats.dropped_packets, h.shared.rings[0].in_flight_bytes), (4, 1000));
+        let nic = nic.as_any().downcast_ref::<Nic>().unwrap();
+        assert_eq!((nic.queues[0].restarts, nic.tph.irq_cpu[0], nic.tph.steering_cpu(0)), (1, 1, Some(1)));
+    }
+}

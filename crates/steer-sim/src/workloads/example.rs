@@ -136,3 +136,35 @@ impl Program for Example {
         out.put(&LINES_READ, self.lines_read);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::{ask, reach_call, Op};
+    use crate::devices::ring::Recycle;
+    use crate::testing::{deliver, ns, ring_harness, READY};
+
+    #[test]
+    fn the_filter_reads_the_first_lines_of_each_packet_and_drops_it() {
+        let (mut h, ring) = ring_harness(4, 4, Recycle::Fifo);
+        let spec = ExampleSpec { lines: 2, cycles: 50.0, ..ExampleSpec::default() };
+        let mut p = Example { spec, ring, line_bits: 6, taken: None, lines_read: 0 };
+        assert_eq!(h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(0.0))).0, Next::Wait);
+        assert_eq!(h.waits(), [READY]);
+        deliver(&mut h, ring, 1500, ns(0.0), ns(10.0));
+        assert_eq!(h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(5.0))).0, Next::At(ns(10.0)));
+        let (next, ops, _) = h.with_cx(ns(10.0), ns(10.0), |cx| ask(&mut p, cx, ns(10.0)));
+        assert_eq!(next, Next::Unit);
+        let expected = [
+            Op::LoadDependent(Line(0x3000 >> 6)),
+            Op::Load(Line(0x4000)),
+            Op::Load(Line(0x4001)),
+            Op::Drain,
+            Op::Compute(50.0),
+            Op::Call(0),
+        ];
+        assert_eq!(ops, expected);
+        assert_eq!(h.with_cx(ns(20.0), ns(20.0), |cx| reach_call(&mut p, 0, cx, ns(20.0))), 1);
+        assert_eq!((h.shared.rings[0].stats.consumed_packets, p.lines_read), (1, 2));
+    }
+}

@@ -127,3 +127,66 @@ impl Program for L2fwd {
         format!("packets on {}", self.spec.device)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::{ask, reach_call, Op};
+    use crate::devices::ring::Recycle;
+    use crate::testing::{deliver, ns, ring_harness, DOORBELL, READY};
+
+    fn program(ring: RingId, burst: u32) -> L2fwd {
+        let spec = L2fwdSpec { burst, work_cycles: 20.0, driver_cycles: 100.0, ..L2fwdSpec::default() };
+        L2fwd { spec, ring, line_bits: 6, burst: Vec::new() }
+    }
+
+    #[test]
+    fn a_burst_takes_what_is_ready_up_to_its_size_and_posts_each_packet_for_transmission() {
+        let (mut h, ring) = ring_harness(4, 8, Recycle::Lifo);
+        let mut p = program(ring, 2);
+        for i in 0..3 {
+            deliver(&mut h, ring, 1500, ns(i as f64), ns(100.0 + i as f64));
+        }
+        let (next, ops, _) = h.with_cx(ns(101.0), ns(101.0), |cx| ask(&mut p, cx, ns(101.0)));
+        assert_eq!(next, Next::Unit);
+        // Buffers 0 and 1 (lines 0x4000, 0x4040), entries 0 and 1 of the completion ring, their
+        // descriptors refilled from the pool (slots 0 and 1), TX descriptors 0 and 1.
+        let expected = [
+            Op::LoadDependent(Line(0x3000 >> 6)),
+            Op::Store(Line(0x1000 >> 6)),
+            Op::LoadDependent(Line(0x3010 >> 6)),
+            Op::Store(Line(0x1010 >> 6)),
+            Op::LoadDependent(Line(0x4000)),
+            Op::Store(Line(0x4000)),
+            Op::Compute(120.0),
+            Op::Store(Line(0x2000 >> 6)),
+            Op::Call(0),
+            Op::LoadDependent(Line(0x4040)),
+            Op::Store(Line(0x4040)),
+            Op::Compute(120.0),
+            Op::Store(Line(0x2010 >> 6)),
+            Op::Call(1),
+            Op::Drain,
+        ];
+        assert_eq!(ops, expected);
+        assert_eq!(h.shared.rings[0].stats.consumed_packets, 2);
+        for (tag, at) in [(0, 150.0), (1, 180.0)] {
+            let units = h.with_cx(ns(at), ns(at), |cx| reach_call(&mut p, tag, cx, ns(at)));
+            assert_eq!(units, 1);
+            assert_eq!(h.notified(), [(DOORBELL, ns(at))], "the doorbell rings when the packet is posted");
+        }
+        let r = &mut h.shared.rings[0];
+        assert_eq!((r.pop_tx().unwrap().buffer, r.pop_tx().unwrap().buffer), (0, 1));
+        assert!(p.burst.is_empty());
+    }
+
+    #[test]
+    fn an_empty_ring_waits_and_one_not_yet_visible_says_when() {
+        let (mut h, ring) = ring_harness(4, 4, Recycle::Lifo);
+        let mut p = program(ring, 32);
+        assert_eq!(h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(0.0))).0, Next::Wait);
+        assert_eq!(h.waits(), [READY]);
+        deliver(&mut h, ring, 64, ns(0.0), ns(50.0));
+        assert_eq!(h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(10.0))).0, Next::At(ns(50.0)));
+    }
+}

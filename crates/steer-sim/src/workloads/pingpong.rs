@@ -180,3 +180,77 @@ impl Program for PingPong {
         self.half_rtt.report(out, &HALF_RTT);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::{ask, reach_call, Op};
+    use crate::devices::ring::Recycle;
+    use crate::testing::{deliver, ns, ring_harness, DOORBELL, READY};
+
+    fn program(ring: RingId, read_data: bool, copy: bool) -> PingPong {
+        let spec = PingPongSpec { payload_bytes: 86, header_bytes: 42, read_data, copy, stack_cycles: 70.0, ..PingPongSpec::default() };
+        PingPong { spec, ring, line_bits: 6, app_buffer: Line(0x800), started: false, taken: None, half_rtt: Distribution::default() }
+    }
+
+    #[test]
+    fn the_first_message_is_asked_for_at_once_and_each_reply_asks_for_the_next_a_round_trip_later() {
+        let (mut h, ring) = ring_harness(4, 4, Recycle::Fifo);
+        let mut p = program(ring, true, true);
+        assert_eq!(h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(0.0))).0, Next::Wait);
+        assert_eq!(h.notified(), [(DOORBELL, ns(0.0))]);
+        assert_eq!(h.waits(), [READY]);
+        assert_eq!(h.shared.rings[0].next_requested(), Some((ns(0.0), 128)));
+        h.shared.rings[0].pop_requested();
+        // The NIC delivers it: arrival 0, visible at 400 ns.
+        deliver(&mut h, ring, 128, ns(0.0), ns(400.0));
+        let (next, ops, _) = h.with_cx(ns(400.0), ns(400.0), |cx| ask(&mut p, cx, ns(400.0)));
+        assert_eq!(next, Next::Unit);
+        let expected = [
+            Op::LoadDependent(Line(0x3000 >> 6)),
+            Op::Load(Line(0x4000)),
+            Op::Store(Line(0x800)),
+            Op::Load(Line(0x4001)),
+            Op::Store(Line(0x801)),
+            Op::Drain,
+            Op::Compute(70.0),
+            Op::Store(Line(0x1000 >> 6)),
+            Op::Hold(ns(250.0)),
+            Op::Call(0),
+        ];
+        assert_eq!(ops, expected);
+        // The reply leaves at 700 ns: 700 ns in the host, so a half round trip of 700 + 500 ns,
+        // and the peer's answer arrives after two one-way paths and its own 700 ns.
+        let units = h.with_cx(ns(700.0), ns(700.0), |cx| reach_call(&mut p, 0, cx, ns(700.0)));
+        assert_eq!(units, 1);
+        assert_eq!(p.half_rtt.summary().unwrap().p50, 1200.0);
+        assert_eq!(h.shared.rings[0].next_requested(), Some((ns(700.0 + 500.0 + 700.0 + 500.0), 128)));
+        assert_eq!(h.notified(), [(DOORBELL, ns(700.0))]);
+        assert_eq!(h.shared.rings[0].stats.consumed_packets, 1);
+    }
+
+    #[test]
+    fn events_only_reads_nothing_but_the_event() {
+        let (mut h, ring) = ring_harness(4, 4, Recycle::Fifo);
+        let mut p = program(ring, false, false);
+        p.started = true;
+        deliver(&mut h, ring, 128, ns(0.0), ns(0.0));
+        let (_, ops, _) = h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(0.0)));
+        assert_eq!(ops.iter().filter(|op| matches!(op, Op::Load(_) | Op::Store(_) | Op::Drain)).count(), 1, "{ops:?}");
+    }
+
+    #[test]
+    fn the_report_summarises_half_round_trips_of_the_window() {
+        let mut p = program(RingId(0), true, false);
+        p.half_rtt.add(1000.0);
+        p.half_rtt.add(3000.0);
+        let (h, _) = ring_harness(1, 1, Recycle::Fifo);
+        let view = ReportView { shared: &h.shared, window_start: ns(0.0), now: ns(1.0) };
+        let mut out = Report::root();
+        p.report(&mut out, &view);
+        let value = out.finish().0;
+        assert_eq!((value["half_rtt_ns"]["p50"].as_f64(), value["half_rtt_ns"]["mean"].as_f64()), (Some(1000.0), Some(2000.0)));
+        p.reset_stats();
+        assert!(p.half_rtt.is_empty());
+    }
+}

@@ -170,3 +170,71 @@ impl Program for Reduce {
         format!("a message on {} queue {}", self.spec.device, self.spec.queue)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::{ask, reach_call, Op};
+    use crate::devices::ring::Recycle;
+    use crate::testing::{deliver, ns, ring_harness, READY};
+
+    fn program(ring: RingId, window: u64, prefetch_distance: u32, delay_ns: f64, working_lines: u64) -> Reduce {
+        let spec = ReduceSpec { element_bytes: 8, cycles_per_element: 1.0, prefetch_distance, delay_ns, ..ReduceSpec::default() };
+        Reduce {
+            spec,
+            ring,
+            window,
+            line_bits: 6,
+            working_set: Line(0x900),
+            working_lines,
+            delay: Time::from_ns(delay_ns),
+            taken: None,
+        }
+    }
+
+    #[test]
+    fn loads_run_ahead_by_the_window_and_each_line_is_reduced_when_its_data_is_in() {
+        let (mut h, ring) = ring_harness(4, 4, Recycle::Fifo);
+        // 3 lines, a window of 2, prefetching 1 line ahead into the L1.
+        let mut p = program(ring, 2, 1, 0.0, 0);
+        deliver(&mut h, ring, 192, ns(0.0), ns(0.0));
+        let (next, ops, _) = h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(0.0)));
+        assert_eq!(next, Next::Unit);
+        let (a, b, c) = (Line(0x4000), Line(0x4001), Line(0x4002));
+        let expected = [
+            Op::LoadDependent(Line(0x3000 >> 6)),
+            Op::Prefetch(b, Level::L1),
+            Op::Load(a),
+            Op::Prefetch(c, Level::L1),
+            Op::Load(b),
+            Op::WaitFor(crate::cpu::LoadId(0)),
+            Op::Compute(8.0),
+            Op::Load(c),
+            Op::WaitFor(crate::cpu::LoadId(1)),
+            Op::Compute(8.0),
+            Op::WaitFor(crate::cpu::LoadId(2)),
+            Op::Compute(8.0),
+            Op::Drain,
+            Op::Store(Line(0x1000 >> 6)),
+            Op::Call(0),
+        ];
+        assert_eq!(ops, expected);
+        assert_eq!(h.with_cx(ns(0.0), ns(0.0), |cx| reach_call(&mut p, 0, cx, ns(90.0))), 1);
+        assert_eq!(h.shared.rings[0].stats.consumed_packets, 1);
+    }
+
+    #[test]
+    fn a_message_is_used_a_delay_after_it_is_visible_and_the_working_set_is_walked_too() {
+        let (mut h, ring) = ring_harness(4, 4, Recycle::Fifo);
+        let mut p = program(ring, 4, 0, 50.0, 2);
+        assert_eq!(h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(0.0))).0, Next::Wait);
+        assert_eq!(h.waits(), [READY]);
+        deliver(&mut h, ring, 64, ns(0.0), ns(100.0));
+        assert_eq!(h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(120.0))).0, Next::At(ns(150.0)));
+        let (next, ops, _) = h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(150.0)));
+        assert_eq!(next, Next::Unit);
+        let loads: Vec<Line> = ops.iter().filter_map(|op| if let Op::Load(l) = op { Some(*l) } else { None }).collect();
+        assert_eq!(loads, [Line(0x4000), Line(0x900), Line(0x901)]);
+        assert!(!ops.iter().any(|op| matches!(op, Op::Prefetch(..))), "no prefetching at distance 0");
+    }
+}

@@ -146,3 +146,89 @@ impl Program for RxLoop {
         out.put(&GOODPUT, self.bytes as f64 * 8.0 / view.window_ns());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::{ask, reach_call, Op};
+    use crate::devices::ring::Recycle;
+    use crate::testing::{deliver, ns, ring_harness, READY};
+
+    fn program(ring: RingId, copy: bool) -> RxLoop {
+        let spec = RxLoopSpec { copy, compute_cycles_per_packet: 300.0, ..RxLoopSpec::default() };
+        // A 2-line application buffer at line 0x800.
+        RxLoop { spec, ring, app_buffer: Line(0x800), app_lines: 2, app_cursor: 0, line_bits: 6, bytes: 0, taken: None }
+    }
+
+    #[test]
+    fn it_waits_for_a_completion_then_until_it_is_visible() {
+        let (mut h, ring) = ring_harness(4, 4, Recycle::Fifo);
+        let mut p = program(ring, true);
+        let (next, ops, _) = h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(0.0)));
+        assert_eq!((next, ops.len()), (Next::Wait, 0));
+        assert_eq!(h.waits(), [READY]);
+        deliver(&mut h, ring, 150, ns(10.0), ns(300.0));
+        let (next, ops, _) = h.with_cx(ns(20.0), ns(20.0), |cx| ask(&mut p, cx, ns(299.0)));
+        assert_eq!((next, ops.len()), (Next::At(ns(300.0)), 0));
+    }
+
+    #[test]
+    fn a_packet_is_read_line_by_line_copied_and_released_at_the_end_of_its_unit() {
+        let (mut h, ring) = ring_harness(4, 4, Recycle::Fifo);
+        let mut p = program(ring, true);
+        // 150 B at buffer 0 (line 0x4000): lines 0x4000..=0x4002; completion entry at 0x3000.
+        let c = deliver(&mut h, ring, 150, ns(10.0), ns(300.0));
+        let (next, ops, units) = h.with_cx(ns(300.0), ns(300.0), |cx| ask(&mut p, cx, ns(300.0)));
+        assert_eq!((next, units), (Next::Unit, 0));
+        let expected = [
+            Op::LoadDependent(Line(0x3000 >> 6)),
+            Op::Load(Line(0x4000)),
+            Op::Store(Line(0x800)),
+            Op::Load(Line(0x4001)),
+            Op::Store(Line(0x801)),
+            Op::Load(Line(0x4002)),
+            Op::Store(Line(0x800)),
+            Op::Drain,
+            Op::Compute(300.0),
+            // The descriptor the buffer is re-posted to: slot 0 of the ring at 0x1000.
+            Op::Store(Line(0x1000 >> 6)),
+            Op::Call(RELEASE),
+        ];
+        assert_eq!(ops, expected);
+        assert_eq!(h.shared.rings[0].stats.consumed_packets, 0, "released only when the unit reaches its call");
+        let units = h.with_cx(ns(500.0), ns(500.0), |cx| reach_call(&mut p, RELEASE, cx, ns(500.0)));
+        assert_eq!(units, 1);
+        let r = &h.shared.rings[0];
+        assert_eq!((r.stats.consumed_packets, r.stats.consumed_bytes, r.in_flight_bytes), (1, 150, 0));
+        assert_eq!(p.bytes, 150);
+        // The buffer went back to the ring: four descriptors are posted again, buffer 0 last.
+        let rings = &mut h.shared.rings[0];
+        let taken: Vec<u32> = (0..4).map(|_| rings.accept(64, true).unwrap()).collect();
+        assert_eq!(taken, [1, 2, 3, c.buffer]);
+    }
+
+    #[test]
+    fn without_copy_the_packet_is_only_read() {
+        let (mut h, ring) = ring_harness(4, 4, Recycle::Fifo);
+        let mut p = program(ring, false);
+        deliver(&mut h, ring, 64, ns(0.0), ns(0.0));
+        let (_, ops, _) = h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(0.0)));
+        assert!(!ops.iter().any(|op| matches!(op, Op::Store(Line(0x800)))));
+        assert_eq!(ops.iter().filter(|op| matches!(op, Op::Load(_))).count(), 1);
+    }
+
+    #[test]
+    fn goodput_is_the_bytes_over_the_window() {
+        let (mut h, ring) = ring_harness(4, 4, Recycle::Fifo);
+        let mut p = program(ring, true);
+        deliver(&mut h, ring, 1000, ns(0.0), ns(0.0));
+        h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(0.0)));
+        h.with_cx(ns(0.0), ns(0.0), |cx| reach_call(&mut p, RELEASE, cx, ns(0.0)));
+        let view = ReportView { shared: &h.shared, window_start: ns(0.0), now: ns(8000.0) };
+        let mut out = Report::root();
+        p.report(&mut out, &view);
+        assert_eq!(out.finish().0["goodput_gbps"], 1.0);
+        p.reset_stats();
+        assert_eq!(p.bytes, 0);
+    }
+}

@@ -81,3 +81,26 @@ impl Program for Stream {
         Next::Unit
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::{ask, Op};
+    use crate::testing::{ns, ring_harness};
+
+    #[test]
+    fn a_unit_sweeps_sixty_four_lines_writing_every_nth_and_wraps_around() {
+        let (mut h, _) = ring_harness(1, 1, crate::devices::ring::Recycle::Fifo);
+        let spec = StreamSpec { write_every: 3, cycles_per_line: 2.0, ..StreamSpec::default() };
+        let mut p = Stream { spec, base: Line(0x100), lines: 40, cursor: 0 };
+        let (next, ops, units) = h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(0.0)));
+        assert_eq!((next, units), (Next::Unit, 64));
+        assert_eq!(&ops[..5], [Op::Load(Line(0x100)), Op::Store(Line(0x100)), Op::Compute(2.0), Op::Load(Line(0x101)), Op::Compute(2.0)]);
+        let loads: Vec<u64> = ops.iter().filter_map(|op| if let Op::Load(l) = op { Some(l.0 - 0x100) } else { None }).collect();
+        assert_eq!(loads, (0..64).map(|i| i % 40).collect::<Vec<_>>());
+        // Lines 0, 3, ..., 39 and then (after the wrap) 0 (cursor 40 -> 0), 3, ..., 21 are written.
+        let stores = ops.iter().filter(|op| matches!(op, Op::Store(_))).count();
+        assert_eq!(stores, 14 + 8);
+        assert_eq!(p.cursor, 24);
+    }
+}

@@ -515,3 +515,212 @@ impl Program for Recv {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::{ask, reach_call, Op};
+    use crate::devices::ring::Recycle;
+    use crate::engine::Harness;
+    use crate::testing::{deliver, ns, ring_harness, READY};
+
+    const DATA: Signal = Signal(2);
+    const KICK: Signal = Signal(3);
+
+    /// NAPI and recv of one queue (8 descriptors, 8 pages), sharing a socket: two pages per
+    /// sk_buff, two-line sk_buffs, one-line heads, one line of socket state, budget 3.
+    fn path() -> (Harness, Napi, Recv) {
+        let (h, ring) = ring_harness(8, 8, Recycle::Lifo);
+        let spec = TcpRxSpec {
+            napi_budget: 3,
+            skb_lines: 2,
+            head_lines: 1,
+            socket_lines: 1,
+            tpa_pages: 2,
+            skb_pool: 4,
+            app_buffer_bytes: 8192,
+            ..TcpRxSpec::default()
+        };
+        let socket = Rc::new(RefCell::new(Socket {
+            queue: VecDeque::new(),
+            deferred: Vec::new(),
+            deferred_skbs: 0,
+            shared: Line(0x700),
+            shared_lines: 1,
+            pages: Line(0x10000),
+            lines_per_page: 64,
+            free_skbs: Vec::new(),
+            data: DATA,
+            kick: KICK,
+        }));
+        let napi = Napi {
+            spec: spec.clone(),
+            ring,
+            socket: socket.clone(),
+            line_bits: 6,
+            slab: SkbSlab { next: Line(0x500), left: 3, lines: 2, per_slab: 4 },
+            frag_cache: Line(0x600),
+            frag_cache_lines: 2,
+            frag_cursor: 0,
+            open_aggregation: Vec::new(),
+            in_poll: false,
+            taken: 0,
+            freeing: Vec::new(),
+            pending: None,
+        };
+        let recv = Recv { spec, ring, socket, line_bits: 6, app_buffer: Line(0x800), app_lines: 128, app_cursor: 0, in_call: false, copied: 0, consuming: None };
+        (h, napi, recv)
+    }
+
+    fn page_line(napi: &Napi, buffer: u32) -> Line {
+        napi.socket.borrow().page(buffer)
+    }
+
+    #[test]
+    fn napi_builds_one_sk_buff_from_the_pages_of_an_aggregation_and_queues_it_when_the_last_is_in() {
+        let (mut h, mut napi, _) = path();
+        let ring = napi.ring;
+        deliver(&mut h, ring, 4096, ns(0.0), ns(100.0));
+        deliver(&mut h, ring, 4096, ns(1.0), ns(101.0));
+        let (next, ops, _) = h.with_cx(ns(101.0), ns(101.0), |cx| ask(&mut napi, cx, ns(101.0)));
+        assert_eq!(next, Next::Unit);
+        let first = [
+            Op::LoadDependent(Line(0x3000 >> 6)),
+            Op::LoadDependent(Line(0x4000)),
+            Op::Store(Line(0x500)),
+            Op::Store(Line(0x501)),
+            Op::Store(Line(0x600)),
+            Op::Compute(1000.0),
+            Op::Store(page_line(&napi, 0)),
+            Op::Compute(150.0),
+            Op::Store(Line(0x1000 >> 6)),
+            Op::Call(PAGE_DONE),
+        ];
+        assert_eq!(ops, first);
+        h.with_cx(ns(200.0), ns(200.0), |cx| reach_call(&mut napi, PAGE_DONE, cx, ns(200.0)));
+        assert!(napi.socket.borrow().queue.is_empty() && h.notified().is_empty());
+        let (_, ops, _) = h.with_cx(ns(200.0), ns(200.0), |cx| ask(&mut napi, cx, ns(200.0)));
+        // The second page shares the sk_buff: no header read, no sk_buff writes; the socket
+        // state is updated when the aggregation is complete. The descriptor refilled by the
+        // first page moved the next slot on.
+        let second = [
+            Op::LoadDependent(Line(0x3010 >> 6)),
+            Op::Store(page_line(&napi, 1)),
+            Op::Compute(150.0),
+            Op::Store(Line(0x1010 >> 6)),
+            Op::Store(Line(0x700)),
+            Op::Call(PAGE_DONE),
+        ];
+        assert_eq!(ops, second);
+        h.with_cx(ns(300.0), ns(300.0), |cx| reach_call(&mut napi, PAGE_DONE, cx, ns(300.0)));
+        let queued: Vec<bool> = napi.socket.borrow().queue.iter().map(|p| p.last).collect();
+        assert_eq!(queued, [false, true]);
+        assert_eq!(h.notified(), [(DATA, ns(300.0))], "the application is woken when the sk_buff is queued");
+        assert_eq!(h.shared.rings[0].stats.consumed_packets, 2);
+        // Nothing more is ready: the poll ends with a drain, and the next one waits.
+        let (next, ops, units) = h.with_cx(ns(300.0), ns(300.0), |cx| ask(&mut napi, cx, ns(300.0)));
+        assert_eq!((next, ops, units), (Next::Yield, vec![Op::Drain], 1));
+        assert_eq!(h.with_cx(ns(300.0), ns(300.0), |cx| ask(&mut napi, cx, ns(300.0))).0, Next::Wait);
+        assert_eq!(h.waits(), [READY, KICK]);
+    }
+
+    #[test]
+    fn a_poll_takes_at_most_its_budget() {
+        let (mut h, mut napi, _) = path();
+        let ring = napi.ring;
+        for i in 0..4 {
+            deliver(&mut h, ring, 4096, ns(i as f64), ns(10.0));
+        }
+        for _ in 0..3 {
+            assert_eq!(h.with_cx(ns(10.0), ns(10.0), |cx| ask(&mut napi, cx, ns(10.0))).0, Next::Unit);
+            h.with_cx(ns(10.0), ns(10.0), |cx| reach_call(&mut napi, PAGE_DONE, cx, ns(10.0)));
+        }
+        let (next, ops, _) = h.with_cx(ns(10.0), ns(10.0), |cx| ask(&mut napi, cx, ns(10.0)));
+        assert_eq!((next, ops), (Next::Yield, vec![Op::Drain]));
+        assert_eq!(h.shared.rings[0].stats.consumed_packets, 3);
+    }
+
+    #[test]
+    fn recv_copies_pages_defers_the_sk_buff_and_napi_frees_it_at_its_next_poll() {
+        let (mut h, mut napi, mut recv) = path();
+        let ring = napi.ring;
+        assert_eq!(h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut recv, cx, ns(0.0))).0, Next::Wait);
+        assert_eq!(h.waits(), [DATA]);
+        for i in 0..2 {
+            deliver(&mut h, ring, 128, ns(i as f64), ns(10.0));
+            h.with_cx(ns(10.0), ns(10.0), |cx| ask(&mut napi, cx, ns(10.0)));
+            h.with_cx(ns(10.0), ns(10.0), |cx| reach_call(&mut napi, PAGE_DONE, cx, ns(10.0)));
+        }
+        // NAPI's poll ends: nothing more is ready.
+        assert_eq!(h.with_cx(ns(10.0), ns(10.0), |cx| ask(&mut napi, cx, ns(10.0))).0, Next::Yield);
+        h.notified();
+        let (next, ops, _) = h.with_cx(ns(20.0), ns(20.0), |cx| ask(&mut recv, cx, ns(20.0)));
+        assert_eq!(next, Next::Unit);
+        let first_page = [
+            Op::LoadDependent(Line(0x500)),
+            Op::Load(Line(0x600)),
+            Op::Load(Line(0x4000)),
+            Op::Store(Line(0x800)),
+            Op::Load(Line(0x4001)),
+            Op::Store(Line(0x801)),
+            Op::Compute(400.0),
+            Op::Call(PAGE_COPIED),
+        ];
+        assert_eq!(ops, first_page);
+        h.with_cx(ns(30.0), ns(30.0), |cx| reach_call(&mut recv, PAGE_COPIED, cx, ns(30.0)));
+        let (_, ops, _) = h.with_cx(ns(30.0), ns(30.0), |cx| ask(&mut recv, cx, ns(30.0)));
+        // The last page of the sk_buff also updates the socket and links the sk_buff into the
+        // deferred-free list.
+        assert_eq!(&ops[ops.len() - 4..], [Op::Compute(400.0), Op::Store(Line(0x700)), Op::Store(Line(0x500)), Op::Call(PAGE_COPIED)]);
+        h.with_cx(ns(40.0), ns(40.0), |cx| reach_call(&mut recv, PAGE_COPIED, cx, ns(40.0)));
+        assert_eq!(napi.socket.borrow().deferred_skbs, 1);
+        assert!(h.notified().is_empty(), "one deferred sk_buff does not kick NAPI");
+        let (next, ops, units) = h.with_cx(ns(40.0), ns(40.0), |cx| ask(&mut recv, cx, ns(40.0)));
+        assert_eq!((next, ops, units), (Next::Yield, vec![Op::Drain], 1));
+        // NAPI's next poll frees the pages (back to the pool's cache) and the sk_buff.
+        let posted_before = h.shared.rings[0].next_descriptor_addr();
+        let (next, ops, _) = h.with_cx(ns(50.0), ns(50.0), |cx| ask(&mut napi, cx, ns(50.0)));
+        assert_eq!(next, Next::Unit);
+        let frees =
+            [Op::Store(page_line(&napi, 0)), Op::Store(page_line(&napi, 1)), Op::Store(Line(0x500)), Op::Store(Line(0x501)), Op::Call(FREE_DEFERRED)];
+        assert_eq!(ops, frees);
+        h.with_cx(ns(60.0), ns(60.0), |cx| reach_call(&mut napi, FREE_DEFERRED, cx, ns(60.0)));
+        assert_eq!(napi.socket.borrow().free_skbs.last(), Some(&Line(0x500)));
+        assert_ne!(h.shared.rings[0].next_descriptor_addr(), posted_before, "the freed pages refilled descriptors");
+    }
+
+    #[test]
+    fn recv_kicks_napi_at_the_thirty_second_deferred_sk_buff() {
+        let (mut h, mut napi, mut recv) = path();
+        let ring = napi.ring;
+        for i in 0..2 {
+            deliver(&mut h, ring, 64, ns(i as f64), ns(10.0));
+            h.with_cx(ns(10.0), ns(10.0), |cx| ask(&mut napi, cx, ns(10.0)));
+            h.with_cx(ns(10.0), ns(10.0), |cx| reach_call(&mut napi, PAGE_DONE, cx, ns(10.0)));
+        }
+        napi.socket.borrow_mut().deferred_skbs = DEFER_KICK - 1;
+        h.notified();
+        for at in [20.0, 30.0] {
+            h.with_cx(ns(at), ns(at), |cx| ask(&mut recv, cx, ns(at)));
+            h.with_cx(ns(at), ns(at), |cx| reach_call(&mut recv, PAGE_COPIED, cx, ns(at + 5.0)));
+        }
+        assert_eq!(h.notified(), [(KICK, ns(35.0))]);
+    }
+
+    #[test]
+    fn a_call_copies_at_most_the_application_buffer() {
+        let (mut h, mut napi, mut recv) = path();
+        recv.spec.app_buffer_bytes = 4096;
+        napi.spec.napi_budget = 64;
+        let ring = napi.ring;
+        for i in 0..4 {
+            deliver(&mut h, ring, 4096, ns(i as f64), ns(10.0));
+            h.with_cx(ns(10.0), ns(10.0), |cx| ask(&mut napi, cx, ns(10.0)));
+            h.with_cx(ns(10.0), ns(10.0), |cx| reach_call(&mut napi, PAGE_DONE, cx, ns(10.0)));
+        }
+        assert_eq!(h.with_cx(ns(20.0), ns(20.0), |cx| ask(&mut recv, cx, ns(20.0))).0, Next::Unit);
+        h.with_cx(ns(20.0), ns(20.0), |cx| reach_call(&mut recv, PAGE_COPIED, cx, ns(20.0)));
+        assert_eq!(h.with_cx(ns(20.0), ns(20.0), |cx| ask(&mut recv, cx, ns(20.0))).0, Next::Yield);
+        assert_eq!(napi.socket.borrow().queue.len(), 3);
+    }
+}
