@@ -626,9 +626,12 @@ mod tests {
     /// A program that plays back units of operations, recording when each of its calls happens.
     struct Script {
         units: VecDeque<(Vec<Op>, Next)>,
-        calls: std::rc::Rc<std::cell::RefCell<Vec<(&'static str, u32, Time)>>>,
+        calls: Calls,
         role: &'static str,
     }
+
+    /// Units a script plays back: operations and what `next` answers.
+    type Units = Vec<(Vec<Op>, Next)>;
 
     impl Program for Script {
         fn role(&self) -> &'static str {
@@ -650,7 +653,7 @@ mod tests {
 
     type Calls = std::rc::Rc<std::cell::RefCell<Vec<(&'static str, u32, Time)>>>;
 
-    fn cpu_of(scripts: Vec<(&'static str, Vec<(Vec<Op>, Next)>)>) -> (Cpu, Harness, Calls) {
+    fn cpu_of(scripts: Vec<(&'static str, Units)>) -> (Cpu, Harness, Calls) {
         let platform = tiny_platform();
         let calls: Calls = Default::default();
         let programs = scripts

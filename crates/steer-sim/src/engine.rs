@@ -74,6 +74,9 @@ impl ReportView<'_> {
     }
 }
 
+/// An agent and when it first runs (`None`: when a signal it waits on is notified).
+pub type Starting = (Box<dyn Agent>, Option<Time>);
+
 /// An agent that could not go on, or waited through the whole measured window with nothing to
 /// wake it.
 #[derive(Debug, Clone, PartialEq)]
@@ -194,7 +197,7 @@ pub struct Engine {
 impl Engine {
     /// An engine for `agents` over `signals` signals; each agent first runs at its start time
     /// (`None`: it waits to be notified).
-    pub fn new(agents: Vec<(Box<dyn Agent>, Option<Time>)>, signals: u32, max_runahead: Time) -> Engine {
+    pub fn new(agents: Vec<Starting>, signals: u32, max_runahead: Time) -> Engine {
         let count = agents.len();
         let mut engine = Engine {
             agents: Vec::with_capacity(count),
@@ -456,7 +459,7 @@ mod tests {
                 self
             }
         }
-        let agents: Vec<(Box<dyn Agent>, Option<Time>)> =
+        let agents: Vec<Starting> =
             vec![(Box::new(Both(Vec::new())), Some(ns(0.0))), (probe(Some(1000.0), Some(30.0)), Some(ns(20.0)))];
         let mut engine = Engine::new(agents, 1, Time::ZERO);
         engine.run_until(&mut Shared::empty(), ns(250.0), &mut |_| true);
@@ -474,8 +477,7 @@ mod tests {
             stall_after: Some(2),
         };
         gives_up.runs.clear();
-        let agents: Vec<(Box<dyn Agent>, Option<Time>)> =
-            vec![(Box::new(gives_up), Some(ns(0.0))), (probe(None, None), Some(ns(0.0)))];
+        let agents: Vec<Starting> = vec![(Box::new(gives_up), Some(ns(0.0))), (probe(None, None), Some(ns(0.0)))];
         let mut engine = Engine::new(agents, 1, Time::ZERO);
         engine.run_until(&mut Shared::empty(), ns(100.0), &mut |_| true);
         assert_eq!(engine.ran_dry_at, Some(ns(10.0)));

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::cpu::{CoreTimer, Cpu, Program};
 use crate::devices::ring::{RingId, RxRing};
-use crate::engine::{Agent, Engine, ReportView, Signal};
+use crate::engine::{Agent, Engine, ReportView, Signal, Starting};
 use crate::error::Error;
 use crate::hierarchy::Hierarchy;
 use crate::memory::NODE_SPAN_BYTES;
@@ -62,7 +62,7 @@ pub struct Builder<'a> {
     pub seed: u64,
     allocator: Allocator,
     shared: Shared,
-    agents: Vec<(Box<dyn Agent>, Option<Time>)>,
+    agents: Vec<Starting>,
     signals: u32,
     /// Each device's RX queues, by device name, in order.
     device_rings: Vec<(String, Vec<RingId>)>,
@@ -146,7 +146,7 @@ impl<'a> Builder<'a> {
 
     /// The agents with their start times (a CPU agent for each CPU with programs), the shared
     /// state and the number of signals: what an engine runs, or a test drives by hand.
-    pub fn into_parts(mut self) -> (Vec<(Box<dyn Agent>, Option<Time>)>, Shared, u32) {
+    pub fn into_parts(mut self) -> (Vec<Starting>, Shared, u32) {
         for (cpu, programs) in std::mem::take(&mut self.programs) {
             let timer = CoreTimer::on_cpu(cpu, self.platform);
             self.agents.push((Box::new(Cpu::new(timer, programs)), Some(Time::ZERO)));
