@@ -1,6 +1,7 @@
 //! Registered kinds: what a scenario names with `kind = "..."` (devices, workloads). A kind is one
-//! file with its parameters (`params!`), its behaviour and a `KIND` constant, plus one line in its
-//! registry (`registry!`); names, descriptions and parameter docs shown anywhere come from there.
+//! file with its parameters (`params!`), its behaviour and a `KIND` static that registers itself
+//! in its registry (a `linkme` distributed slice), plus its `mod` line; names, descriptions and
+//! parameter docs shown anywhere come from the registries.
 
 use std::any::Any;
 use std::fmt::Debug;
@@ -79,15 +80,12 @@ pub fn defaults_of<T: Default + Describe>() -> Vec<ParamDoc> {
     T::default().describe()
 }
 
-/// Declares a registry: its modules and a constant slice of their `KIND`s, one line each.
-macro_rules! registry {
-    ($(#[doc = $doc:literal])* pub const $name:ident: [$kind:ty] = [$($module:ident),* $(,)?];) => {
-        $(pub mod $module;)*
-        $(#[doc = $doc])*
-        pub const $name: &[$kind] = &[$($module::KIND),*];
-    };
+/// Every entry of a registry, ordered by name (registration order is the linker's).
+pub fn sorted<T>(registry: &'static [T], name: impl Fn(&T) -> &'static str) -> Vec<&'static T> {
+    let mut entries: Vec<&T> = registry.iter().collect();
+    entries.sort_by_key(|e| name(e));
+    entries
 }
-pub(crate) use registry;
 
 /// One entry of one of steer's registries, as tools list it.
 #[derive(Debug, Clone, PartialEq)]
@@ -110,7 +108,7 @@ pub fn catalog() -> Vec<Listed> {
         params: Vec::new(),
     };
     let mut listed = Vec::new();
-    for kind in crate::workloads::WORKLOADS {
+    for kind in sorted(&crate::workloads::WORKLOADS, |k| k.name) {
         listed.push(Listed {
             registry: "workload",
             name: kind.name,
@@ -118,7 +116,7 @@ pub fn catalog() -> Vec<Listed> {
             params: (kind.defaults)(),
         });
     }
-    for kind in crate::devices::DEVICES {
+    for kind in sorted(&crate::devices::DEVICES, |k| k.name) {
         listed.push(Listed {
             registry: "device",
             name: kind.name,
@@ -126,13 +124,13 @@ pub fn catalog() -> Vec<Listed> {
             params: (kind.defaults)(),
         });
     }
-    for policy in crate::devices::placement::POLICIES {
+    for policy in sorted(&crate::devices::placement::POLICIES, |p| p.name) {
         listed.push(plain("placement", policy.name, policy.description));
     }
     for policy in crate::cache::replacement::POLICIES {
         listed.push(plain("replacement", policy.name, policy.description));
     }
-    for prefetcher in crate::cache::prefetch::PREFETCHERS {
+    for prefetcher in sorted(&crate::cache::prefetch::PREFETCHERS, |p| p.name) {
         listed.push(plain("prefetcher", prefetcher.name, prefetcher.description));
     }
     for preset in crate::platform::PRESETS {

@@ -351,8 +351,8 @@ fn resolve(
     merge_platform_preset(tree)?;
     tree.insert("params".into(), toml::Value::Table(params));
     let file: ScenarioFile = deserialize_at(toml::Value::Table(tree.clone()), "")?;
-    let devices = parse_entries(DEVICES, "devices", "device kind", Some("nic"), file.devices)?;
-    let workloads = parse_entries(WORKLOADS, "workloads", "workload kind", None, file.workloads)?;
+    let devices = parse_entries(&DEVICES, "devices", "device kind", Some("nic"), file.devices)?;
+    let workloads = parse_entries(&WORKLOADS, "workloads", "workload kind", None, file.workloads)?;
     let name = if file.name.is_empty() { default_name.to_string() } else { file.name };
     Ok(Scenario {
         name,

@@ -1,13 +1,14 @@
 //! Devices: what moves data into and out of host memory (`nic`, ...), the ports they share with
 //! programs (`ring`), where their writes land (`placement`) and PCIe TPH (`tph`). A device kind is
-//! one file with its parameters, its agent and a `KIND` constant, plus one line in `DEVICES`.
+//! one file with its parameters, its agent and a `KIND` static registering it in `DEVICES`, plus
+//! its `mod` line here.
 
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 
 use crate::error::ConfigResult;
-use crate::kinds::{defaults_of, deserialize_at, registry, Kind, SpecBase};
+use crate::kinds::{defaults_of, deserialize_at, Kind, SpecBase};
 use crate::params::Describe;
 use crate::platform::PlatformSpec;
 use crate::system::Builder;
@@ -47,7 +48,9 @@ fn parse<T: DeviceSpec + DeserializeOwned>(value: toml::Value, path: &str) -> Co
     Ok(Arc::new(deserialize_at::<T>(value, path)?))
 }
 
-registry! {
-    /// Every device kind a scenario can name with `kind = "..."` under `[[devices]]`.
-    pub const DEVICES: [DeviceKind] = [nic];
-}
+/// Every device kind a scenario can name with `kind = "..."` under `[[devices]]`; each kind adds
+/// its `KIND` here.
+#[linkme::distributed_slice]
+pub static DEVICES: [DeviceKind];
+
+pub mod nic;

@@ -83,7 +83,8 @@ params! {
 }
 
 /// The kind's registration.
-pub const KIND: crate::devices::DeviceKind =
+#[linkme::distributed_slice(crate::devices::DEVICES)]
+pub static KIND: crate::devices::DeviceKind =
     crate::devices::DeviceKind::of::<NicSpec>("nic", "a NIC with RX queues, TX engines, DMA placement and PCIe TPH");
 
 impl NicSpec {
@@ -136,16 +137,20 @@ impl DeviceSpec for NicSpec {
             ensure(q.buffer_bytes >= q.packet_bytes, &qkey("buffer_bytes"), || {
                 format!("{} B buffers cannot hold {} B packets", q.buffer_bytes, q.packet_bytes)
             })?;
-            ensure(q.offered_gbps > 0.0, &qkey("offered_gbps"), || format!("must be positive (got {})", q.offered_gbps))?;
+            ensure(q.offered_gbps > 0.0, &qkey("offered_gbps"), || {
+                format!("must be positive (got {})", q.offered_gbps)
+            })?;
             ensure(q.completion_bytes >= 1, &qkey("completion_bytes"), || "must be at least 1".into())?;
             ensure(q.descriptor_bytes >= 1, &qkey("descriptor_bytes"), || "must be at least 1".into())?;
             ensure(q.count >= 1, &qkey("count"), || "must be at least 1".into())?;
             ensure(q.consumer_cpu + q.count <= cpus, &qkey("consumer_cpu"), || {
                 format!("CPU {} out of range (the platform has {cpus})", q.consumer_cpu + q.count - 1)
             })?;
-            ensure(q.buffer_stride_bytes == 0 || q.buffer_stride_bytes >= q.buffer_bytes, &qkey("buffer_stride_bytes"), || {
-                format!("a stride of {} B cannot hold {} B buffers", q.buffer_stride_bytes, q.buffer_bytes)
-            })?;
+            ensure(
+                q.buffer_stride_bytes == 0 || q.buffer_stride_bytes >= q.buffer_bytes,
+                &qkey("buffer_stride_bytes"),
+                || format!("a stride of {} B cannot hold {} B buffers", q.buffer_stride_bytes, q.buffer_bytes),
+            )?;
             ensure(q.pool_buffers == 0 || q.pool_buffers >= q.ring_entries, &qkey("pool_buffers"), || {
                 format!("a pool of {} cannot fill {} descriptors", q.pool_buffers, q.ring_entries)
             })?;
@@ -184,7 +189,8 @@ impl DeviceSpec for NicSpec {
                 consumer_cpu: q.consumer_cpu,
             };
             let ready = b.signal();
-            let ring = b.add_ring(&self.name, RxRing::new(format!("{} queue {i}", self.name), shape, memory, ready, doorbell));
+            let ring =
+                b.add_ring(&self.name, RxRing::new(format!("{} queue {i}", self.name), shape, memory, ready, doorbell));
             let mut rng = Rng::new(b.seed ^ (i as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
             let interarrival_ns = q.packet_bytes as f64 * 8.0 / q.offered_gbps;
             // Each open queue starts at a deterministic, seed-dependent phase.
@@ -310,7 +316,8 @@ impl Nic {
         let hierarchy = &mut cx.shared.hierarchy;
         let consumer_ccx = hierarchy.ccx_of_cpu(consumer_cpu);
         let (first, last) = (start.line(self.line_bits), start.offset(bytes as u64 - 1).line(self.line_bits));
-        let writes = (first.0..=last.0).map(|line| (Line(line), if line == first.0 { DmaKind::Header } else { DmaKind::Payload }));
+        let writes = (first.0..=last.0)
+            .map(|line| (Line(line), if line == first.0 { DmaKind::Header } else { DmaKind::Payload }));
         for (line, kind) in writes.chain([(entry.line(self.line_bits), DmaKind::Completion)]) {
             let hint = self.tph.hint(q, kind);
             let write = DmaWrite { kind, consumer_cpu, llc_ccx: self.llc_ccx, consumer_ccx, hint };
@@ -516,7 +523,10 @@ mod tests {
         assert_eq!(step_at(&mut h, &mut nic, at + ns(800.0)), Step::At(first + ns(3000.0)));
         let ring = &h.shared.rings[0];
         assert_eq!(ring.stats.transmitted_packets, 2);
-        assert_eq!(ring.tx_latency.summary().unwrap().mean, ((at + ns(1000.0) - packets[0].arrival).as_ns() + (at + ns(1800.0) - packets[1].arrival).as_ns()) / 2.0);
+        assert_eq!(
+            ring.tx_latency.summary().unwrap().mean,
+            ((at + ns(1000.0) - packets[0].arrival).as_ns() + (at + ns(1800.0) - packets[1].arrival).as_ns()) / 2.0
+        );
     }
 
     #[test]

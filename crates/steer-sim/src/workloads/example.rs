@@ -39,7 +39,8 @@ params! {
 }
 
 /// The kind's registration.
-pub const KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<ExampleSpec>(
+#[linkme::distributed_slice(crate::workloads::WORKLOADS)]
+pub static KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<ExampleSpec>(
     "example",
     "a template: a packet filter reading the first `lines` lines of each packet, then dropping it",
 );

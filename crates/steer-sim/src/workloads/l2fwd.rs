@@ -26,7 +26,8 @@ params! {
 }
 
 /// The kind's registration.
-pub const KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<L2fwdSpec>(
+#[linkme::distributed_slice(crate::workloads::WORKLOADS)]
+pub static KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<L2fwdSpec>(
     "l2fwd",
     "DPDK-style forwarding, one loop per queue on its consumer CPU: take a burst, rewrite each packet's first line, post it for TX",
 );

@@ -1,13 +1,13 @@
 //! Workload programs that run on CPUs (see `cpu` for how a CPU runs them). A workload kind is one
-//! file with its parameters (`params!`), its program(s) and a `KIND` constant, plus one line in
-//! `WORKLOADS`; `example.rs` is a commented template.
+//! file with its parameters (`params!`), its program(s) and a `KIND` static registering it in
+//! `WORKLOADS`, plus its `mod` line here; `example.rs` is a commented template.
 
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 
 use crate::error::{ConfigError, ConfigResult};
-use crate::kinds::{defaults_of, deserialize_at, registry, Kind, SpecBase};
+use crate::kinds::{defaults_of, deserialize_at, Kind, SpecBase};
 use crate::params::Describe;
 use crate::system::Builder;
 
@@ -38,10 +38,18 @@ fn parse<T: WorkloadSpec + DeserializeOwned>(value: toml::Value, path: &str) -> 
     Ok(Arc::new(deserialize_at::<T>(value, path)?))
 }
 
-registry! {
-    /// Every workload kind a scenario can name with `kind = "..."` under `[[workloads]]`.
-    pub const WORKLOADS: [WorkloadKind] = [rx_loop, l2fwd, stream, reduce, tcp_rx, pingpong, example];
-}
+/// Every workload kind a scenario can name with `kind = "..."` under `[[workloads]]`; each kind
+/// adds its `KIND` here.
+#[linkme::distributed_slice]
+pub static WORKLOADS: [WorkloadKind];
+
+pub mod example;
+pub mod l2fwd;
+pub mod pingpong;
+pub mod reduce;
+pub mod rx_loop;
+pub mod stream;
+pub mod tcp_rx;
 
 /// What validation needs to know about the system a workload runs in.
 pub struct SystemShape<'a> {

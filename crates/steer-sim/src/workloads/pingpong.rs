@@ -43,7 +43,8 @@ params! {
 }
 
 /// The kind's registration.
-pub const KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<PingPongSpec>(
+#[linkme::distributed_slice(crate::workloads::WORKLOADS)]
+pub static KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<PingPongSpec>(
     "pingpong",
     "ping-pong latency (eflatency, sfnt-pingpong): poll, read, reply; needs a closed NIC queue",
 );
@@ -189,8 +190,23 @@ mod tests {
     use crate::testing::{deliver, ns, ring_harness, DOORBELL, READY};
 
     fn program(ring: RingId, read_data: bool, copy: bool) -> PingPong {
-        let spec = PingPongSpec { payload_bytes: 86, header_bytes: 42, read_data, copy, stack_cycles: 70.0, ..PingPongSpec::default() };
-        PingPong { spec, ring, line_bits: 6, app_buffer: Line(0x800), started: false, taken: None, half_rtt: Distribution::default() }
+        let spec = PingPongSpec {
+            payload_bytes: 86,
+            header_bytes: 42,
+            read_data,
+            copy,
+            stack_cycles: 70.0,
+            ..PingPongSpec::default()
+        };
+        PingPong {
+            spec,
+            ring,
+            line_bits: 6,
+            app_buffer: Line(0x800),
+            started: false,
+            taken: None,
+            half_rtt: Distribution::default(),
+        }
     }
 
     #[test]
@@ -249,7 +265,10 @@ mod tests {
         let mut out = Report::root();
         p.report(&mut out, &view);
         let value = out.finish().0;
-        assert_eq!((value["half_rtt_ns"]["p50"].as_f64(), value["half_rtt_ns"]["mean"].as_f64()), (Some(1000.0), Some(2000.0)));
+        assert_eq!(
+            (value["half_rtt_ns"]["p50"].as_f64(), value["half_rtt_ns"]["mean"].as_f64()),
+            (Some(1000.0), Some(2000.0))
+        );
         p.reset_stats();
         assert!(p.half_rtt.is_empty());
     }

@@ -45,7 +45,8 @@ params! {
 }
 
 /// The kind's registration.
-pub const KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<ReduceSpec>(
+#[linkme::distributed_slice(crate::workloads::WORKLOADS)]
+pub static KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<ReduceSpec>(
     "reduce",
     "zero-copy message receive with a linear reduction of each message (Leon & Maccabe)",
 );
@@ -55,7 +56,9 @@ impl WorkloadSpec for ReduceSpec {
         system.check_cpu(path, self.cpu)?;
         system.check_queue(path, &self.device, self.queue)?;
         ensure(self.element_bytes >= 1, &format!("{path}.element_bytes"), || "must be at least 1".into())?;
-        ensure(self.cycles_per_element >= 0.0, &format!("{path}.cycles_per_element"), || "must not be negative".into())?;
+        ensure(self.cycles_per_element >= 0.0, &format!("{path}.cycles_per_element"), || {
+            "must not be negative".into()
+        })?;
         ensure(self.delay_ns >= 0.0, &format!("{path}.delay_ns"), || "must not be negative".into())
     }
 
@@ -179,7 +182,13 @@ mod tests {
     use crate::testing::{deliver, ns, ring_harness, READY};
 
     fn program(ring: RingId, window: u64, prefetch_distance: u32, delay_ns: f64, working_lines: u64) -> Reduce {
-        let spec = ReduceSpec { element_bytes: 8, cycles_per_element: 1.0, prefetch_distance, delay_ns, ..ReduceSpec::default() };
+        let spec = ReduceSpec {
+            element_bytes: 8,
+            cycles_per_element: 1.0,
+            prefetch_distance,
+            delay_ns,
+            ..ReduceSpec::default()
+        };
         Reduce {
             spec,
             ring,

@@ -30,7 +30,8 @@ params! {
 }
 
 /// The kind's registration.
-pub const KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<RxLoopSpec>(
+#[linkme::distributed_slice(crate::workloads::WORKLOADS)]
+pub static KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<RxLoopSpec>(
     "rx_loop",
     "poll an RX queue's completions, read each packet, copy it to an application buffer, release",
 );

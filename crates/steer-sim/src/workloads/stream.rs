@@ -23,7 +23,8 @@ params! {
 }
 
 /// The kind's registration.
-pub const KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<StreamSpec>(
+#[linkme::distributed_slice(crate::workloads::WORKLOADS)]
+pub static KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<StreamSpec>(
     "stream",
     "a cache-hungry co-runner sweeping a working set (confine it with CAT way masks)",
 );
@@ -95,8 +96,12 @@ mod tests {
         let mut p = Stream { spec, base: Line(0x100), lines: 40, cursor: 0 };
         let (next, ops, units) = h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(0.0)));
         assert_eq!((next, units), (Next::Unit, 64));
-        assert_eq!(&ops[..5], [Op::Load(Line(0x100)), Op::Store(Line(0x100)), Op::Compute(2.0), Op::Load(Line(0x101)), Op::Compute(2.0)]);
-        let loads: Vec<u64> = ops.iter().filter_map(|op| if let Op::Load(l) = op { Some(l.0 - 0x100) } else { None }).collect();
+        assert_eq!(
+            &ops[..5],
+            [Op::Load(Line(0x100)), Op::Store(Line(0x100)), Op::Compute(2.0), Op::Load(Line(0x101)), Op::Compute(2.0)]
+        );
+        let loads: Vec<u64> =
+            ops.iter().filter_map(|op| if let Op::Load(l) = op { Some(l.0 - 0x100) } else { None }).collect();
         assert_eq!(loads, (0..64).map(|i| i % 40).collect::<Vec<_>>());
         // Lines 0, 3, ..., 39 and then (after the wrap) 0 (cursor 40 -> 0), 3, ..., 21 are written.
         let stores = ops.iter().filter(|op| matches!(op, Op::Store(_))).count();

@@ -69,7 +69,8 @@ params! {
 }
 
 /// The kind's registration.
-pub const KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<TcpRxSpec>(
+#[linkme::distributed_slice(crate::workloads::WORKLOADS)]
+pub static KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<TcpRxSpec>(
     "tcp_rx",
     "the Linux TCP receive path: NAPI on each queue's IRQ CPU, the application's recv copy on `app_offset` CPUs further",
 );
@@ -515,7 +516,6 @@ impl Program for Recv {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -568,7 +568,18 @@ mod tests {
             freeing: Vec::new(),
             pending: None,
         };
-        let recv = Recv { spec, ring, socket, line_bits: 6, app_buffer: Line(0x800), app_lines: 128, app_cursor: 0, in_call: false, copied: 0, consuming: None };
+        let recv = Recv {
+            spec,
+            ring,
+            socket,
+            line_bits: 6,
+            app_buffer: Line(0x800),
+            app_lines: 128,
+            app_cursor: 0,
+            in_call: false,
+            copied: 0,
+            consuming: None,
+        };
         (h, napi, recv)
     }
 
@@ -671,7 +682,10 @@ mod tests {
         let (_, ops, _) = h.with_cx(ns(30.0), ns(30.0), |cx| ask(&mut recv, cx, ns(30.0)));
         // The last page of the sk_buff also updates the socket and links the sk_buff into the
         // deferred-free list.
-        assert_eq!(&ops[ops.len() - 4..], [Op::Compute(400.0), Op::Store(Line(0x700)), Op::Store(Line(0x500)), Op::Call(PAGE_COPIED)]);
+        assert_eq!(
+            &ops[ops.len() - 4..],
+            [Op::Compute(400.0), Op::Store(Line(0x700)), Op::Store(Line(0x500)), Op::Call(PAGE_COPIED)]
+        );
         h.with_cx(ns(40.0), ns(40.0), |cx| reach_call(&mut recv, PAGE_COPIED, cx, ns(40.0)));
         assert_eq!(napi.socket.borrow().deferred_skbs, 1);
         assert!(h.notified().is_empty(), "one deferred sk_buff does not kick NAPI");
@@ -681,8 +695,13 @@ mod tests {
         let posted_before = h.shared.rings[0].next_descriptor_addr();
         let (next, ops, _) = h.with_cx(ns(50.0), ns(50.0), |cx| ask(&mut napi, cx, ns(50.0)));
         assert_eq!(next, Next::Unit);
-        let frees =
-            [Op::Store(page_line(&napi, 0)), Op::Store(page_line(&napi, 1)), Op::Store(Line(0x500)), Op::Store(Line(0x501)), Op::Call(FREE_DEFERRED)];
+        let frees = [
+            Op::Store(page_line(&napi, 0)),
+            Op::Store(page_line(&napi, 1)),
+            Op::Store(Line(0x500)),
+            Op::Store(Line(0x501)),
+            Op::Call(FREE_DEFERRED),
+        ];
         assert_eq!(ops, frees);
         h.with_cx(ns(60.0), ns(60.0), |cx| reach_call(&mut napi, FREE_DEFERRED, cx, ns(60.0)));
         assert_eq!(napi.socket.borrow().free_skbs.last(), Some(&Line(0x500)));

@@ -1,6 +1,6 @@
 //! Hardware prefetchers: small modules that watch one cache level's demand accesses and name
-//! lines to fetch ahead. A prefetcher is one file with a `KIND` constant, plus one line in
-//! `PREFETCHERS`; a cache spec picks one with `prefetcher = { kind = "NAME", degree = D,
+//! lines to fetch ahead. A prefetcher is one file with a `KIND` static registering it in
+//! `PREFETCHERS`, plus its `mod` line here; a cache spec picks one with `prefetcher = { kind = "NAME", degree = D,
 //! distance = K }`.
 
 use crate::error::{ensure, ConfigResult};
@@ -41,10 +41,13 @@ pub struct PrefetcherInfo {
     pub build: fn(&PrefetcherSpec) -> Option<Box<dyn Prefetcher>>,
 }
 
-crate::kinds::registry! {
-    /// Every prefetcher, by the name `prefetcher.kind` gives.
-    pub const PREFETCHERS: [PrefetcherInfo] = [none, next_line, stride];
-}
+/// Every prefetcher, by the name `prefetcher.kind` gives; each adds its `KIND` here.
+#[linkme::distributed_slice]
+pub static PREFETCHERS: [PrefetcherInfo];
+
+mod next_line;
+mod none;
+mod stride;
 
 /// The registry `prefetcher.kind` names an entry of.
 pub struct Prefetchers;

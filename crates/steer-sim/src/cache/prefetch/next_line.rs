@@ -3,7 +3,9 @@
 use super::{Prefetcher, PrefetcherInfo, Trigger};
 use crate::units::Line;
 
-pub const KIND: PrefetcherInfo = PrefetcherInfo {
+/// The kind's registration.
+#[linkme::distributed_slice(super::PREFETCHERS)]
+pub static KIND: PrefetcherInfo = PrefetcherInfo {
     name: "next_line",
     description: "on a miss (or first use of a prefetched line), fetch the following lines",
     build: |spec| Some(Box::new(NextLine { degree: spec.degree as u64, distance: spec.distance as u64 })),

@@ -2,4 +2,7 @@
 
 use super::PrefetcherInfo;
 
-pub const KIND: PrefetcherInfo = PrefetcherInfo { name: "none", description: "no hardware prefetching", build: |_| None };
+/// The kind's registration.
+#[linkme::distributed_slice(super::PREFETCHERS)]
+pub static KIND: PrefetcherInfo =
+    PrefetcherInfo { name: "none", description: "no hardware prefetching", build: |_| None };

@@ -6,7 +6,9 @@ use rustc_hash::FxHashMap;
 use super::{Prefetcher, PrefetcherInfo, Trigger};
 use crate::units::Line;
 
-pub const KIND: PrefetcherInfo = PrefetcherInfo {
+/// The kind's registration.
+#[linkme::distributed_slice(super::PREFETCHERS)]
+pub static KIND: PrefetcherInfo = PrefetcherInfo {
     name: "stride",
     description: "per 4 KiB region, detect a repeating stride and fetch ahead along it, within the region",
     build: |spec| Some(Box::new(Stride::new(spec.degree as i64, spec.distance as i64))),

@@ -5,7 +5,9 @@
 use super::{DmaWrite, PlacementPolicy, PolicyInfo};
 use crate::hierarchy::Destination;
 
-pub const KIND: PolicyInfo = PolicyInfo {
+/// The kind's registration.
+#[linkme::distributed_slice(super::POLICIES)]
+pub static KIND: PolicyInfo = PolicyInfo {
     name: "ddio",
     description: "write into the device's LLC: update in place on a hit, else allocate in the DDIO ways",
     check: |platform| {

@@ -4,7 +4,9 @@
 use super::{any_platform, DmaWrite, InjectLevel, PlacementPolicy, PolicyInfo};
 use crate::hierarchy::Destination;
 
-pub const KIND: PolicyInfo = PolicyInfo {
+/// The kind's registration.
+#[linkme::distributed_slice(super::POLICIES)]
+pub static KIND: PolicyInfo = PolicyInfo {
     name: "inject",
     description: "inject every write into the consumer's L2, its CCX's L3, or memory (`level`)",
     check: any_platform,

@@ -4,7 +4,9 @@
 use super::inject::Inject;
 use super::{any_platform, InjectLevel, PolicyInfo};
 
-pub const KIND: PolicyInfo = PolicyInfo {
+/// The kind's registration.
+#[linkme::distributed_slice(super::POLICIES)]
+pub static KIND: PolicyInfo = PolicyInfo {
     name: "l2",
     description: "inject every write into one core's L2 (the SDCI mechanism; inject at level l2)",
     check: any_platform,

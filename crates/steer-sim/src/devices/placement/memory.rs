@@ -3,7 +3,9 @@
 use super::{any_platform, DmaWrite, PlacementPolicy, PolicyInfo};
 use crate::hierarchy::Destination;
 
-pub const KIND: PolicyInfo = PolicyInfo {
+/// The kind's registration.
+#[linkme::distributed_slice(super::POLICIES)]
+pub static KIND: PolicyInfo = PolicyInfo {
     name: "memory",
     description: "write to DRAM and invalidate cached copies (no injection)",
     check: any_platform,

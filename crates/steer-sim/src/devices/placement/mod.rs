@@ -1,6 +1,6 @@
 //! DMA write placement: where an inbound device write lands. A policy only decides (returns a
 //! `Destination`); the hierarchy carries the decision out. A policy is one file with a `KIND`
-//! constant, plus one line in `POLICIES`.
+//! static registering it in `POLICIES`, plus its `mod` line here.
 
 use crate::devices::tph::StMap;
 use crate::error::ConfigResult;
@@ -88,10 +88,15 @@ pub fn any_platform(_: &PlatformSpec) -> Result<(), String> {
     Ok(())
 }
 
-crate::kinds::registry! {
-    /// Every placement policy, by the name `placement.policy` gives.
-    pub const POLICIES: [PolicyInfo] = [memory, inject, l2, ddio, tph];
-}
+/// Every placement policy, by the name `placement.policy` gives; each adds its `KIND` here.
+#[linkme::distributed_slice]
+pub static POLICIES: [PolicyInfo];
+
+mod ddio;
+mod inject;
+mod l2;
+mod memory;
+mod tph;
 
 /// The registry `placement.policy` names an entry of.
 pub struct Placements;

@@ -7,7 +7,9 @@ use super::{any_platform, DmaWrite, Hint, PlacementPolicy, PolicyInfo};
 use crate::devices::tph::StMap;
 use crate::hierarchy::Destination;
 
-pub const KIND: PolicyInfo = PolicyInfo {
+/// The kind's registration.
+#[linkme::distributed_slice(super::POLICIES)]
+pub static KIND: PolicyInfo = PolicyInfo {
     name: "tph",
     description: "PCIe TPH as AMD SDCI handles it: a tagged write goes to the L2 of the CPU its tag names, \
                   a No-ST hint updates a cached line in place, a write without a hint goes to memory",
