@@ -124,11 +124,6 @@ impl CoreTimer {
         self.now += self.clock.cycles(cycles);
     }
 
-    /// How many misses the core can have in flight: also how far it can run loads ahead.
-    pub fn window(&self) -> usize {
-        self.slots.len()
-    }
-
     /// A duration in this core's cycles.
     pub fn cycles(&self, t: Time) -> f64 {
         self.clock.to_cycles(t)
@@ -221,8 +216,7 @@ impl ProgramCx<'_, '_> {
     }
 
     pub fn load(&mut self, line: Line) -> LoadId {
-        self.ops.queue.push_back(Op::Load(line));
-        self.ops.loads_queued += 1;
+        self.queue(Op::Load(line));
         LoadId(self.ops.loads_queued - 1)
     }
 
@@ -254,10 +248,6 @@ impl ProgramCx<'_, '_> {
         self.ops.queue.push_back(Op::Call(tag));
     }
 
-    pub fn idle_until(&mut self, t: Time) {
-        self.ops.queue.push_back(Op::IdleUntil(t));
-    }
-
     pub fn hold(&mut self, duration: Time) {
         self.ops.queue.push_back(Op::Hold(duration));
     }
@@ -268,11 +258,6 @@ impl ProgramCx<'_, '_> {
             self.ops.loads_queued += 1;
         }
         self.ops.queue.push_back(op);
-    }
-
-    /// The operations queued so far in this unit (for tests of programs).
-    pub fn queued(&self) -> impl Iterator<Item = &Op> {
-        self.ops.queue.iter()
     }
 }
 
@@ -398,18 +383,9 @@ impl Cpu {
         }
     }
 
-    pub fn cpu(&self) -> u32 {
-        self.timer.cpu
-    }
-
     /// The roles of its programs, joined with `+`.
     pub fn role(&self) -> String {
         self.hosted.iter().map(|h| h.program.role()).collect::<Vec<_>>().join("+")
-    }
-
-    /// The programs it runs (for tests and inspection).
-    pub fn programs(&self) -> impl Iterator<Item = &dyn Program> {
-        self.hosted.iter().map(|h| h.program.as_ref())
     }
 
     fn program_cx<'a, 'b>(&'a mut self, cx: &'a mut Cx<'b>, p: usize) -> (ProgramCx<'a, 'b>, &'a mut Box<dyn Program>) {
@@ -740,6 +716,23 @@ mod tests {
     }
 
     #[test]
+    fn an_operation_exactly_at_the_limit_still_runs() {
+        let unit = vec![Op::LoadDependent(A), Op::Compute(10.0), Op::Call(0)];
+        let (mut cpu, mut h, calls) = cpu_of(vec![("p", vec![(unit, Next::Unit), (vec![Op::Call(1)], Next::Unit)])]);
+        assert_eq!(h.step(&mut cpu, Time::ZERO, Time::ZERO), Step::At(ns(101.0)));
+        assert_eq!(h.step(&mut cpu, ns(101.0), ns(101.0)), Step::At(ns(111.0)));
+        // At the limit the program is asked for its next unit too.
+        assert_eq!(h.step(&mut cpu, ns(111.0), ns(111.0)), Step::Wait);
+        assert_eq!(*calls.borrow(), [("p", 0, ns(111.0)), ("p", 1, ns(111.0))]);
+    }
+
+    #[test]
+    fn a_cpu_whose_programs_name_nothing_they_wait_for_names_nothing() {
+        let (cpu, _, _) = cpu_of(vec![("p", vec![]), ("q", vec![])]);
+        assert_eq!(cpu.waiting_for(), "");
+    }
+
+    #[test]
     fn activity_is_reported_per_program_with_time_per_unit() {
         let (mut cpu, mut h, _) =
             cpu_of(vec![("p", vec![(vec![Op::Compute(100.0)], Next::Unit), (vec![Op::Compute(300.0)], Next::Unit)])]);
@@ -757,6 +750,12 @@ mod tests {
         cpu.reset_stats(ns(1000.0));
         let mut out = Report::root();
         cpu.report(&mut out, &ReportView { shared: &h.shared, window_start: ns(1000.0), now: ns(2000.0) });
-        assert_eq!(out.finish().0["cores"]["0"]["workload"]["steps"], 0);
+        let report = out.finish().0;
+        let workload = &report["cores"]["0"]["workload"];
+        assert_eq!((workload["steps"].as_u64(), workload["exec_ns_per_step"].as_f64()), (Some(0), Some(0.0)));
+        // No fills in the window: every source's fraction is 0, not 0/0.
+        for key in ["fills", "dc_fills"] {
+            assert!(report["cores"]["0"][key].as_object().unwrap().values().all(|v| v.as_f64() == Some(0.0)), "{key}");
+        }
     }
 }

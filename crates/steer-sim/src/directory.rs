@@ -23,10 +23,6 @@ impl Holders {
         self.0[(id / 64) as usize] &= !(1 << (id % 64));
     }
 
-    pub fn contains(&self, id: u32) -> bool {
-        self.0[(id / 64) as usize] >> (id % 64) & 1 == 1
-    }
-
     pub fn is_empty(&self) -> bool {
         self.0.iter().all(|&w| w == 0)
     }
@@ -159,6 +155,7 @@ mod tests {
         d.remove(7, 3);
         d.remove(7, 99);
         assert_eq!(ids(&d, 7), [200]);
+        assert!(!d.is_empty());
         d.remove(7, 200);
         assert!(d.is_empty() && d.holders(7).is_empty());
         d.remove(8, 1);

@@ -137,11 +137,6 @@ pub struct Cx<'a> {
 }
 
 impl Cx<'_> {
-    /// The engine's time: when this step started.
-    pub fn now(&self) -> Time {
-        self.now
-    }
-
     /// The latest time the running agent may simulate to.
     pub fn limit(&self) -> Time {
         self.limit
@@ -514,5 +509,114 @@ mod tests {
     fn a_stopped_run_says_so() {
         let mut engine = Engine::new(vec![(probe(Some(10.0), None), Some(ns(0.0)))], 1, Time::ZERO);
         assert!(!engine.run_until(&mut Shared::empty(), ns(1e6), &mut |t| t < ns(60.0)));
+    }
+
+    /// Runs at the times given, one step each, waiting on `wait` and notifying `notify` as told;
+    /// records when it ran and the limit it saw after notifying (once).
+    struct Scripted {
+        name: &'static str,
+        at: Vec<Time>,
+        wait: Option<Signal>,
+        notify: Option<(Signal, Time)>,
+        stall: bool,
+        runs: Log,
+    }
+
+    impl Agent for Scripted {
+        fn name(&self) -> String {
+            self.name.into()
+        }
+        fn step(&mut self, cx: &mut Cx, now: Time, _limit: Time) -> Step {
+            if let Some(signal) = self.wait {
+                cx.wait_on(signal);
+            }
+            if let Some((signal, at)) = self.notify.take() {
+                cx.notify(signal, at);
+            }
+            self.runs.borrow_mut().push((self.name, now, cx.limit()));
+            if self.stall {
+                return Step::Stall("gave up".into());
+            }
+            match self.at.iter().find(|&&t| t > now) {
+                Some(&t) => Step::At(t),
+                None => Step::Wait,
+            }
+        }
+        fn as_any(&self) -> &dyn Any {
+            self
+        }
+    }
+
+    type Log = std::rc::Rc<std::cell::RefCell<Vec<(&'static str, Time, Time)>>>;
+
+    fn scripted(name: &'static str, log: &Log) -> Scripted {
+        Scripted { name, at: Vec::new(), wait: None, notify: None, stall: false, runs: log.clone() }
+    }
+
+    #[test]
+    fn agents_woken_for_the_same_time_run_in_the_order_they_were_woken() {
+        let log = Log::default();
+        // Agent 1 schedules itself for 100 at 10; agent 0, waiting, is woken for 100 by agent 2 at 50.
+        let late = Scripted { wait: Some(Signal(0)), ..scripted("late", &log) };
+        let early = Scripted { at: vec![ns(100.0)], ..scripted("early", &log) };
+        let notifier = Scripted { notify: Some((Signal(0), ns(100.0))), ..scripted("notifier", &log) };
+        let agents: Vec<Starting> = vec![
+            (Box::new(late), Some(ns(0.0))),
+            (Box::new(early), Some(ns(10.0))),
+            (Box::new(notifier), Some(ns(50.0))),
+        ];
+        let mut engine = Engine::new(agents, 1, Time::ZERO);
+        engine.run_until(&mut Shared::empty(), ns(200.0), &mut |_| true);
+        let order: Vec<(&str, f64)> = log.borrow().iter().map(|&(n, t, _)| (n, t.as_ns())).collect();
+        assert_eq!(order, [("late", 0.0), ("early", 10.0), ("notifier", 50.0), ("early", 100.0), ("late", 100.0)]);
+    }
+
+    #[test]
+    fn notifying_a_signal_only_the_notifier_waits_on_leaves_its_limit_alone() {
+        let log = Log::default();
+        let own = Scripted { wait: Some(Signal(0)), notify: Some((Signal(0), ns(10.0))), ..scripted("own", &log) };
+        let other = Scripted { wait: Some(Signal(1)), ..scripted("other", &log) };
+        let notifier = Scripted { notify: Some((Signal(1), ns(120.0))), ..scripted("notifier", &log) };
+        let agents: Vec<Starting> = vec![
+            (Box::new(own), Some(ns(0.0))),
+            (Box::new(other), Some(ns(100.0))),
+            (Box::new(notifier), Some(ns(100.0))),
+        ];
+        let mut engine = Engine::new(agents, 2, ns(5.0));
+        engine.run_until(&mut Shared::empty(), ns(1000.0), &mut |_| true);
+        // Waking itself at 10 leaves its limit at the notifier's 100 plus 5; a notification
+        // another agent waits on lowers the notifier's limit from the end (1005) to 120 + 5.
+        let seen: Vec<_> = log.borrow().iter().filter(|r| r.0 != "other").copied().collect();
+        assert_eq!(
+            seen,
+            [("own", ns(0.0), ns(105.0)), ("own", ns(10.0), ns(105.0)), ("notifier", ns(100.0), ns(125.0))]
+        );
+    }
+
+    #[test]
+    fn a_stalled_agent_is_never_woken_again_by_what_it_waited_on() {
+        let log = Log::default();
+        let quitter = Scripted { wait: Some(Signal(0)), stall: true, ..scripted("quitter", &log) };
+        let notifier = Scripted { notify: Some((Signal(0), ns(60.0))), ..scripted("notifier", &log) };
+        let agents: Vec<Starting> = vec![(Box::new(quitter), Some(ns(0.0))), (Box::new(notifier), Some(ns(50.0)))];
+        let mut engine = Engine::new(agents, 1, Time::ZERO);
+        engine.run_until(&mut Shared::empty(), ns(200.0), &mut |_| true);
+        let names: Vec<&str> = log.borrow().iter().map(|r| r.0).collect();
+        assert_eq!(names, ["quitter", "notifier"]);
+        assert_eq!(engine.stalls(Time::ZERO)[0].reason, "gave up");
+    }
+
+    #[test]
+    fn a_harness_reports_the_waits_of_the_last_step_only() {
+        let log = Log::default();
+        let mut h = Harness::new(Shared::empty(), 2);
+        let mut first = Scripted { wait: Some(Signal(0)), ..scripted("a", &log) };
+        h.step(&mut first, Time::ZERO, Time::MAX);
+        assert_eq!(h.waits(), [Signal(0)]);
+        let mut second = Scripted { wait: Some(Signal(1)), ..scripted("a", &log) };
+        h.step(&mut second, ns(1.0), Time::MAX);
+        assert_eq!(h.waits(), [Signal(1)]);
+        h.step(&mut scripted("a", &log), ns(2.0), Time::MAX);
+        assert!(h.waits().is_empty());
     }
 }

@@ -362,7 +362,6 @@ pub struct Hierarchy {
     masks: [LevelMasks; 3],
     /// The request being carried out (see `Requester`).
     requester: Requester,
-    line_bits: u32,
     /// Hardware prefetchers of each core's L1D and L2, indexed by `Level as usize` (`None`: no prefetcher).
     prefetchers: [Vec<Option<Box<dyn Prefetcher>>>; 2],
     /// When each prefetched line's data arrives and where it is read from (removed at first use
@@ -374,7 +373,6 @@ pub struct Hierarchy {
     ccx_of_core: Vec<u32>,
     /// LLC ways of Intel DDIO; 0 when the platform has none.
     ddio_mask: u64,
-    nodes_per_socket: u32,
     pub stats: HierarchyStats,
 }
 
@@ -414,7 +412,6 @@ impl Hierarchy {
                 LevelMasks::new(&platform.l3, t.cpus()),
             ],
             requester: Requester::Cpu(0),
-            line_bits: platform.line_bits(),
             prefetchers: [
                 (0..t.cores()).map(|_| platform.l1d.prefetcher.build()).collect(),
                 (0..t.cores()).map(|_| platform.l2.prefetcher.build()).collect(),
@@ -423,7 +420,6 @@ impl Hierarchy {
             core_of_cpu: (0..t.cpus()).map(|cpu| t.core_of_cpu(cpu)).collect(),
             ccx_of_core: (0..t.cores()).map(|core| t.ccx_of_core(core)).collect(),
             ddio_mask: platform.io.ddio_mask(platform.l3.ways),
-            nodes_per_socket: platform.memory.nodes_per_socket,
             stats: HierarchyStats { fills: vec![[0; 6]; t.cpus() as usize], ..Default::default() },
             topology: t,
         }
@@ -438,18 +434,6 @@ impl Hierarchy {
         l3.register(name, if self.ddio_mask != 0 { self.ddio_mask } else { u64::MAX });
         self.stats.devices.push(DeviceTraffic::default());
         self.masks[0].device.len() as u32 - 1
-    }
-
-    pub fn memory_nodes_per_socket(&self) -> u32 {
-        self.nodes_per_socket
-    }
-
-    pub fn line_bits(&self) -> u32 {
-        self.line_bits
-    }
-
-    pub fn topology(&self) -> &TopologySpec {
-        &self.topology
     }
 
     pub fn reset_stats(&mut self) {

@@ -24,9 +24,7 @@ pub trait DeviceSpec: SpecBase {
     /// Checks every value that types alone cannot; errors name keys below `path`.
     fn validate(&self, path: &str, platform: &PlatformSpec) -> ConfigResult<()>;
     /// The consumer CPU of each RX queue it offers workloads (none for devices without queues).
-    fn queue_cpus(&self) -> Vec<u32> {
-        Vec::new()
-    }
+    fn queue_cpus(&self) -> Vec<u32>;
     /// Adds the device to a system being built: its agents, rings and signals.
     fn build(&self, builder: &mut Builder);
 }
