@@ -6,7 +6,7 @@ per bound, the largest change of any row against the tightest bound (0: agents i
 at the granularity they step at), the rows that move most, and the host time. The table in
 docs/engine.md comes from this script:
 
-    .venv/bin/python scripts/runahead.py [--bounds 0,10,50,100,500,2000,20000]
+    .venv/bin/python scripts/runahead.py [--bounds 0,10,50,100,500,2000,20000,1e9]
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def change(new: float, reference: float, unit: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bounds", default="0,10,50,100,500,2000,20000")
+    parser.add_argument("--bounds", default="0,10,50,100,500,2000,20000,1e9")
     args = parser.parse_args()
     bounds = [float(b) for b in args.bounds.split(",")]
     measured = {bound: measure(bound) for bound in bounds}

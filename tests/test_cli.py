@@ -173,7 +173,8 @@ def test_reproduce_prints_published_beside_simulated(steer_cli, tmp_path):
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)
     assert [r["id"] for r in rows][:2] == ["leon/prefetch-reads", "leon/inject-l3-reads"]
-    assert all(set(r) == {"id", "source", "metric", "unit", "published", "simulated"} for r in rows)
+    assert all(set(r) == {"id", "source", "metric", "unit", "published", "simulated", "role"} for r in rows)
+    assert {r["role"] for r in rows} == {"validation"}, "seed 003 only validates"
     reads = {r["id"]: r for r in rows}
     assert abs(reads["leon/prefetch-reads"]["simulated"] - 1.0) < 0.01
     table = steer_cli("reproduce", "--only", "leon/*time", "--plot", str(tmp_path), "--quiet")
@@ -181,7 +182,7 @@ def test_reproduce_prints_published_beside_simulated(steer_cli, tmp_path):
     # Each percentage row is judged against the seeds' 10-point target, and the total is summed up.
     verdicts = [line.split()[-1] for line in table.stdout.splitlines() if line.startswith("leon/")]
     assert len(verdicts) == 3 and set(verdicts) <= {"within", "miss"}
-    assert f"{verdicts.count('within')} of 3 rows with a target are within it" in table.stdout
+    assert f"calibration: 0 of 0 within target; validation: {verdicts.count('within')} of 3 within" in table.stdout
     png = tmp_path / "reproduce.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     none = steer_cli("reproduce", "--only", "nothing-like-this")
@@ -196,6 +197,8 @@ def test_reproduce_has_the_sdci_rows_of_seeds_000_and_002(steer_cli):
     assert all(r["simulated"] < 0 for r in rows), "SDCI lowers memory bandwidth"
     seed000 = json.loads(steer_cli("reproduce", "--only", "seed000/1q/fills-iperf*", "--json", "--quiet").stdout)
     assert len(seed000) == 6 and all(0 <= r["simulated"] <= 100 for r in seed000)
+    # Calibration rows: seed 000's one-queue rows and seed 004's eflatency mean, nothing else.
+    assert {r["role"] for r in seed000} == {"calibration"} and {r["role"] for r in rows} == {"validation"}
 
 
 def test_uprof_format_prints_one_column_per_umc(steer_cli):
@@ -207,3 +210,16 @@ def test_uprof_format_prints_one_column_per_umc(steer_cli):
     writes = [float(v) for v in lines["UMC est write BW (GB/s)"]]
     assert len(reads) == 12 and sum(reads) > 1.0 and sum(writes) > 1.0
     assert abs(float(lines["% UMC CAS for reads"][0]) + float(lines["% UMC CAS for writes"][0]) - 100) < 0.01
+
+
+def test_reproduce_rows_calibrate_on_seed_000_one_queue_and_the_eflatency_mean_only():
+    from steer.reproduce import Row
+
+    def role(row_id):
+        return Row(row_id, "s", "m", "%", 1.0, 1.0).role
+
+    assert role("seed000/1q/dram-read-sdci-on") == "calibration"
+    assert role("seed004/eflatency-avg") == "calibration"
+    assert [role(i) for i in ("seed000/4q/dram-read-sdci-on", "seed004/eflatency-256b", "seed002/96c-1q/x")] == [
+        "validation"
+    ] * 3

@@ -212,7 +212,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.json == "-":
         print(json.dumps([r.to_dict() for r in rows], indent=2))
         return 0
-    headers = ["id", "source", "metric", "published", "simulated", "difference", "target"]
+    headers = ["id", "role", "source", "metric", "published", "simulated", "difference", "target"]
     print(output.table(headers, reproduce.table_rows(rows)))
     print(reproduce.summary(rows))
     for path in files:

@@ -325,8 +325,9 @@ impl LazyCache {
     }
 }
 
-/// Most cores with filled caches for which asking each of them beats keeping a directory.
-pub const PROBE_LIMIT: usize = 4;
+/// Most cores with filled caches for which asking each of them beats keeping a directory
+/// (measured with scripts/bench.py; see docs/engine.md).
+pub const PROBE_LIMIT: usize = 1;
 
 /// How the holders of a line are found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -151,7 +151,7 @@ fn asking_the_caches_keeping_a_directory_and_switching_to_one_agree() {
     for relation in [Relation::Inclusive, Relation::Exclusive, Relation::NonInclusive] {
         let mut platform = tiny(relation);
         // Three CCXs of two cores: six cores, so the adaptive hierarchy starts keeping a
-        // directory when the fifth fills its caches.
+        // directory when the second fills its caches.
         platform.topology.ccx_per_socket = 3;
         platform.l2.relation =
             if relation == Relation::NonInclusive { Relation::NonInclusive } else { Relation::Inclusive };
