@@ -104,7 +104,7 @@ def test_load_and_export(tmp_path):
     assert list(df["param.placement"]) == ["memory", "memory", "l2", "l2"]
     assert list(df["param.offered_gbps"]) == [10.0, 20.0, 10.0, 20.0]
     memory = df[df["param.placement"] == "memory"]
-    assert (memory["dram.read_gbps"] > 0.5).all()
+    assert (memory["dram.write_gbps"] > 0.5).all()
     assert df["run_id"].is_unique
     parquet = steer.export(tmp_path / "results", tmp_path / "runs.parquet")
     again = steer.load(parquet)

@@ -99,9 +99,9 @@ def test_figures_show_what_they_claim(results):
     assert [t.get_text() for t in ax.get_xticklabels()] == ["memory", "l2"] * 3
     lines = plot.metric(results, y=["dram.read_gbps", "dram.write_gbps"]).axes[0].get_lines()
     assert len(lines) == 2 * 2  # two placements, two metrics
-    memory_read = next(line for line in lines if line.get_label() == "memory · dram.read_gbps")
-    assert list(memory_read.get_xdata()) == [10.0, 40.0, 70.0]
-    assert memory_read.get_ydata()[0] < memory_read.get_ydata()[-1]  # more load, more DRAM traffic
+    memory_write = next(line for line in lines if line.get_label() == "memory · dram.write_gbps")
+    assert list(memory_write.get_xdata()) == [10.0, 40.0, 70.0]
+    assert memory_write.get_ydata()[0] < memory_write.get_ydata()[-1]  # more load, more DRAM traffic
     fills = plot.fill_bars(results).axes[0]
     tops = {}
     for patch in fills.patches:

@@ -18,7 +18,15 @@ def scenarios() -> list[tuple[str, str]]:
 
 def platforms() -> list[tuple[str, str]]:
     """Platform presets as ``(name, description)`` pairs."""
-    return _core.platform_presets()
+    return [(name, description) for name, description, _ in _core.platform_presets()]
+
+
+def preset_source(name: str) -> str:
+    """The commented TOML file of preset ``name`` (each value with its source or its mark)."""
+    sources = {preset: source for preset, _, source in _core.platform_presets()}
+    if not sources.get(name):
+        raise ScenarioError(f"no preset file `{name}` (known: {', '.join(p for p, s in sources.items() if s)})")
+    return sources[name]
 
 
 def describe_platform(name: str, overrides: Iterable[str] = ()) -> list[tuple[str, str, str]]:

@@ -187,6 +187,26 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def reproduce_sensitivity(args: argparse.Namespace, step, progress) -> int:
+    from steer import sensitivity
+
+    if args.set or args.plot:
+        raise ScenarioError("--sensitivity: not with --set or --plot")
+    try:
+        _, results = sensitivity.sensitivity(args.only, progress=step)
+    finally:
+        progress.close()
+    if args.json:
+        text = json.dumps([r.to_dict() for r in results], indent=2) + "\n"
+        if args.json == "-":
+            print(text, end="")
+            return 0
+        output.write_atomically({Path(args.json): text})
+    print(output.table(sensitivity.HEADERS, sensitivity.table_rows(results)))
+    print("moves: simulated at the changed value minus the base, in the row's unit (points for %)")
+    return 0
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from steer import reproduce
 
@@ -197,8 +217,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         done.append(label)
         progress(min(len(done) / 74, 0.99))
 
+    if args.sensitivity:
+        return reproduce_sensitivity(args, step, progress)
     try:
-        rows = reproduce.reproduce(args.only, progress=step)
+        rows = reproduce.reproduce(args.only, progress=step, common=args.set)
     finally:
         progress.close()
     if not rows:
@@ -323,7 +345,13 @@ def parser() -> argparse.ArgumentParser:
         nargs="?",
         const="-",
         metavar="FILE",
-        help="rows {id, source, metric, unit, published, simulated} as JSON (to FILE or stdout)",
+        help="rows {id, role, source, metric, unit, published, simulated} as JSON (to FILE or stdout)",
+    )
+    with_set(repro)
+    repro.add_argument(
+        "--sensitivity",
+        action="store_true",
+        help="for each preset value marked assumed or calibrated: how far the rows move at -20%% and +20%%",
     )
     repro.add_argument("--plot", metavar="DIR", help="draw published vs simulated for every row into DIR")
     repro.add_argument("--quiet", action="store_true", help="no progress bar")

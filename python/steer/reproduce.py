@@ -59,16 +59,19 @@ ROLES = ("calibration", "validation")
 class Runner:
     """Runs scenarios once each (experiments share runs) and reports progress per run."""
 
-    def __init__(self, progress: Callable[[str], None] | None = None) -> None:
+    def __init__(self, progress: Callable[[str], None] | None = None, common: Iterable[str] = ()) -> None:
         self.cache: dict[tuple, dict] = {}
         self.progress = progress
+        self.common = list(common)
 
     def run(self, scenario: str, *overrides: str) -> dict:
+        """Runs `scenario` with the experiment's `overrides`, then the overrides common to every
+        run (a parameter being fitted, say)."""
         key = (scenario, overrides)
         if key not in self.cache:
             if self.progress:
                 self.progress(f"{scenario} {' '.join(overrides)}")
-            self.cache[key] = api.run(scenario, list(overrides))
+            self.cache[key] = api.run(scenario, [*overrides, *self.common])
         return self.cache[key]
 
 
@@ -336,10 +339,17 @@ EXPERIMENTS: dict[str, Callable[[Runner], list[Row]]] = {
 }
 
 
-def reproduce(only: str | None = None, progress: Callable[[str], None] | None = None) -> list[Row]:
+def reproduce(
+    only: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    common: Iterable[str] = (),
+    runner: Runner | None = None,
+) -> list[Row]:
     """Runs the experiments and returns their rows; `only` (a glob or substring of row ids, e.g.
-    `leon` or `leon/*time`) keeps the matching rows and runs only the experiments they need."""
-    runner = Runner(progress)
+    `leon` or `leon/*time`) keeps the matching rows and runs only the experiments they need;
+    `common` overrides apply to every run (`platform.memory.idle_latency_ns=120`); a `runner`
+    given runs them instead (and keeps them)."""
+    runner = runner or Runner(progress, common)
     head = (only or "").split("/")[0]
     chosen = [name for name in EXPERIMENTS if head and matches(name, head)] or list(EXPERIMENTS)
     rows = [row for name in chosen for row in EXPERIMENTS[name](runner)]

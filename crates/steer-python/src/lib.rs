@@ -109,13 +109,13 @@ fn builtin_scenarios() -> Vec<(String, String, String)> {
     scenario::BUILTINS.iter().map(|b| (b.name.to_string(), b.description(), b.source.to_string())).collect()
 }
 
-/// Platform presets: (name, description).
+/// Platform presets: (name, description, TOML source; empty for `host`, read from this machine).
 #[pyfunction]
-fn platform_presets() -> Vec<(String, String)> {
+fn platform_presets() -> Vec<(String, String, String)> {
     platform::PRESETS
         .iter()
-        .map(|p| (p.name.to_string(), p.description()))
-        .chain(std::iter::once(("host".to_string(), platform::HOST_DESCRIPTION.to_string())))
+        .map(|p| (p.name.to_string(), p.description(), p.source.to_string()))
+        .chain(std::iter::once(("host".to_string(), platform::HOST_DESCRIPTION.to_string(), String::new())))
         .collect()
 }
 

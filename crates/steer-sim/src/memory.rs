@@ -2,11 +2,16 @@
 //! line at a time at its bandwidth; a request that finds it busy waits, so latency rises as the
 //! channel saturates. Reads and writes share the channel, as they share a DDR bus.
 //!
-//! Agents run ahead of each other in simulated time (a core simulates a whole burst before the
-//! NIC's next arrival is handled), so requests reach a channel out of time order. A channel
+//! A controller holds a written line in its write queue for `write_queue_ns` before it reaches
+//! DRAM; a read of it meanwhile is answered from there.
+//!
+//! Agents run ahead of each other in simulated time by up to the engine's run-ahead bound and one
+//! operation, so requests reach a channel out of time order. A channel
 //! therefore books its time in a calendar of fixed slices rather than with one "busy until"
 //! mark: a request takes service time in the slice of its own time, or the next slice with room,
 //! and a request dated earlier than others is not queued behind them.
+
+use std::collections::VecDeque;
 
 use crate::platform::{MemorySpec, TopologySpec};
 use crate::units::{Line, Time};
@@ -21,6 +26,8 @@ pub struct ChannelStats {
     /// Sum of queueing delays seen by reads (ps), for the mean.
     pub read_queue_ps: u64,
     pub reads: u64,
+    /// Reads answered from the write queue (not in `reads`: no DRAM access).
+    pub write_queue_reads: u64,
 }
 
 impl ChannelStats {
@@ -45,12 +52,19 @@ struct Channel {
     booked: Vec<Time>,
     /// Number of the window's first slice.
     first: u64,
+    /// Lines written and not yet drained to DRAM, with when they were written, oldest first.
+    write_queue: VecDeque<(Line, Time)>,
     stats: ChannelStats,
 }
 
 impl Channel {
     fn new() -> Channel {
-        Channel { booked: vec![Time::ZERO; SLICES as usize], first: 0, stats: ChannelStats::default() }
+        Channel {
+            booked: vec![Time::ZERO; SLICES as usize],
+            first: 0,
+            write_queue: VecDeque::new(),
+            stats: ChannelStats::default(),
+        }
     }
 
     /// Books `service` for a request at `now`; returns how long the request waits.
@@ -97,6 +111,8 @@ pub struct Memory {
     service: Time,
     /// Idle read latency minus the channel's own service time.
     base_latency: Time,
+    write_queue_residency: Time,
+    write_queue_latency: Time,
 }
 
 impl Memory {
@@ -114,6 +130,8 @@ impl Memory {
             last_node: nodes - 1,
             service,
             base_latency: Time::from_ns(spec.idle_latency_ns).saturating_sub(service),
+            write_queue_residency: Time::from_ns(spec.write_queue_ns),
+            write_queue_latency: Time::from_ns(spec.write_queue_latency_ns),
         }
     }
 
@@ -130,9 +148,15 @@ impl Memory {
         self.channels[channel].book(now, self.service)
     }
 
-    /// Reads a line; returns its load-to-use latency (idle latency plus queueing).
+    /// Reads a line; returns its load-to-use latency: from the controller's write queue if the
+    /// line is still there (no DRAM access), else idle latency plus queueing.
     pub fn read(&mut self, line: Line, now: Time) -> Time {
         let channel = self.channel_of(line);
+        let residency = self.write_queue_residency;
+        if self.channels[channel].write_queue.iter().any(|&(l, at)| l == line && at <= now && now < at + residency) {
+            self.channels[channel].stats.write_queue_reads += 1;
+            return self.write_queue_latency;
+        }
         let wait = self.occupy(channel, now);
         let stats = &mut self.channels[channel].stats;
         stats.read_bytes += self.line_bytes;
@@ -145,7 +169,17 @@ impl Memory {
     pub fn write(&mut self, line: Line, now: Time) {
         let channel = self.channel_of(line);
         self.occupy(channel, now);
-        self.channels[channel].stats.write_bytes += self.line_bytes;
+        let channel = &mut self.channels[channel];
+        channel.stats.write_bytes += self.line_bytes;
+        if self.write_queue_residency > Time::ZERO {
+            // Requests arrive out of time order by up to the run-ahead bound: drop only lines
+            // drained well before this write.
+            let horizon = now.saturating_sub(self.write_queue_residency + self.write_queue_residency);
+            while channel.write_queue.front().is_some_and(|&(_, at)| at < horizon) {
+                channel.write_queue.pop_front();
+            }
+            channel.write_queue.push_back((line, now));
+        }
     }
 
     pub fn stats(&self) -> impl Iterator<Item = &ChannelStats> {
@@ -184,6 +218,29 @@ mod tests {
         assert_eq!(m.read(Line(3), Time::ZERO), Time::from_ns(103.0));
         let stats: Vec<_> = m.stats().collect();
         assert_eq!((stats[0].read_bytes, stats[0].write_bytes), (192, 64));
+    }
+
+    #[test]
+    fn a_read_of_a_line_still_in_the_write_queue_is_answered_from_it() {
+        let spec = MemorySpec {
+            channels_per_node: 1,
+            channel_gbs: 64.0,
+            idle_latency_ns: 100.0,
+            write_queue_ns: 500.0,
+            write_queue_latency_ns: 40.0,
+            ..MemorySpec::default()
+        };
+        let mut m = Memory::new(&spec, &TopologySpec::default(), 64);
+        m.write(Line(1), Time::ZERO);
+        m.write(Line(2), Time::from_ns(200.0));
+        // At 499 ns both are queued: answered in 40 ns, no DRAM read. At 600 ns line 1 has been
+        // drained: from DRAM. A read dated before the write is not answered by it.
+        assert_eq!(m.read(Line(1), Time::from_ns(499.0)), Time::from_ns(40.0));
+        assert_eq!(m.read(Line(2), Time::from_ns(600.0)), Time::from_ns(40.0));
+        assert_eq!(m.read(Line(1), Time::from_ns(600.0)), Time::from_ns(100.0));
+        assert_eq!(m.read(Line(2), Time::from_ns(100.0)), Time::from_ns(100.0));
+        let stats: Vec<_> = m.stats().collect();
+        assert_eq!((stats[0].reads, stats[0].write_queue_reads, stats[0].read_bytes), (2, 2, 128));
     }
 
     #[test]

@@ -217,6 +217,12 @@ params! {
         idle_latency_ns: f64 = 100.0,
         /// Bytes mapped to one channel before moving to the next.
         interleave_bytes: u32 = 256,
+        /// How long a controller holds a written line in its write queue before it reaches DRAM
+        /// (ns); a read of it meanwhile is answered from the queue. 0: none modelled.
+        write_queue_ns: f64 = 0.0,
+        /// Load-to-use latency of a read answered from a controller's write queue, fabric hops
+        /// included (ns).
+        write_queue_latency_ns: f64 = 0.0,
     }
 }
 
@@ -381,6 +387,8 @@ impl PlatformSpec {
             ("fabric.peer_l2_latency_ns", self.fabric.peer_l2_latency_ns),
             ("fabric.remote_cache_latency_ns", self.fabric.remote_cache_latency_ns),
             ("memory.idle_latency_ns", self.memory.idle_latency_ns),
+            ("memory.write_queue_latency_ns", self.memory.write_queue_latency_ns),
+            ("memory.write_queue_ns", self.memory.write_queue_ns),
         ] {
             ensure(value >= 0.0, &key(name), || format!("must not be negative (got {value})"))?;
         }
@@ -400,6 +408,12 @@ impl PlatformSpec {
         ensure(m.channels_per_node >= 1, &key("memory.channels_per_node"), || "must be at least 1".into())?;
         ensure(m.channel_gbs > 0.0, &key("memory.channel_gbs"), || {
             format!("must be positive (got {})", m.channel_gbs)
+        })?;
+        ensure(m.write_queue_ns <= 1e6, &key("memory.write_queue_ns"), || {
+            format!("at most 1 ms: a controller drains its writes (got {})", m.write_queue_ns)
+        })?;
+        ensure(m.write_queue_latency_ns <= m.idle_latency_ns, &key("memory.write_queue_latency_ns"), || {
+            format!("must not exceed memory.idle_latency_ns ({})", m.idle_latency_ns)
         })?;
         ensure(
             m.interleave_bytes.is_power_of_two() && m.interleave_bytes >= self.line_bytes(),

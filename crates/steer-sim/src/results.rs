@@ -20,6 +20,7 @@ stat!(TOTAL_GBPS, "total_gbps", "GB/s", "DRAM read plus write bandwidth");
 stat!(CHANNEL_READ_GBPS, "read_gbps", "GB/s", "the channel's read bandwidth");
 stat!(CHANNEL_WRITE_GBPS, "write_gbps", "GB/s", "the channel's write bandwidth");
 stat!(READ_QUEUE_NS, "read_queue_ns", "ns", "mean time a read waited for the channel");
+stat!(WRITE_QUEUE_READS, "write_queue_reads", "lines", "reads answered from a controller's write queue, not DRAM");
 stat!(DMA_TO_MEMORY, "dma_lines_to_memory", "lines", "device line writes that went to DRAM");
 stat!(DMA_TO_CACHE, "dma_lines_to_cache", "lines", "device line writes placed in a cache");
 stat!(SIMULATED_NS, "simulated_ns", "ns", "simulated time at the end of the run");
@@ -58,6 +59,7 @@ pub fn collect(
         dram.put(&READ_GBPS, read as f64 / window);
         dram.put(&WRITE_GBPS, write as f64 / window);
         dram.put(&TOTAL_GBPS, (read + write) as f64 / window);
+        dram.put(&WRITE_QUEUE_READS, channels.iter().map(|c| c.write_queue_reads).sum::<u64>());
         dram.list("channels", channels.iter(), |r, c| {
             r.put(&CHANNEL_READ_GBPS, c.read_bytes as f64 / window);
             r.put(&CHANNEL_WRITE_GBPS, c.write_bytes as f64 / window);

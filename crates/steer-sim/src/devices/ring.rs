@@ -23,8 +23,14 @@ choice! {
         Fifo,
         /// The buffer freed last, as a per-core mempool cache hands them out (DPDK).
         Lifo,
+        /// Linux page_pool: freed pages go to a LIFO cache of `PAGE_POOL_CACHE` pages while it has
+        /// room, else to a FIFO ring; refills take from the cache first, then the ring.
+        PagePool,
     }
 }
+
+/// Pages in page_pool's per-NAPI LIFO cache (`PP_ALLOC_CACHE_SIZE`, include/net/page_pool/types.h).
+pub const PAGE_POOL_CACHE: usize = 128;
 
 stats! {
     /// Byte accounting of one queue: arrived = dropped + consumed + (in flight at the end - at
@@ -100,8 +106,10 @@ pub struct RxRing {
     buffers: Vec<Addr>,
     /// Posted buffers, in ring order.
     posted: VecDeque<u32>,
-    /// Free buffers, oldest freed first.
+    /// Free buffers, oldest freed first (a page pool's ring).
     free: VecDeque<u32>,
+    /// A page pool's LIFO cache, last freed at the end.
+    cache: Vec<u32>,
     completions: VecDeque<Completion>,
     /// Packets waiting for TX DMA, in order.
     tx: VecDeque<TxPacket>,
@@ -143,6 +151,7 @@ impl RxRing {
             buffers: memory.buffers,
             posted: (0..posted).collect(),
             free: (posted..pool).collect(),
+            cache: Vec::new(),
             completions: VecDeque::new(),
             tx: VecDeque::new(),
             requested: VecDeque::new(),
@@ -200,8 +209,16 @@ impl RxRing {
 
     /// A buffer returns to the pool; free buffers refill empty descriptors.
     pub fn recycle(&mut self, buffer: u32) {
-        self.free.push_back(buffer);
+        self.free_buffer(buffer);
         self.refill();
+    }
+
+    fn free_buffer(&mut self, buffer: u32) {
+        if self.shape.recycle == Recycle::PagePool && self.cache.len() < PAGE_POOL_CACHE {
+            self.cache.push(buffer);
+        } else {
+            self.free.push_back(buffer);
+        }
     }
 
     /// Posts free buffers to empty descriptors, in the pool's recycle order.
@@ -210,6 +227,7 @@ impl RxRing {
             let next = match self.shape.recycle {
                 Recycle::Fifo => self.free.pop_front(),
                 Recycle::Lifo => self.free.pop_back(),
+                Recycle::PagePool => self.cache.pop().or_else(|| self.free.pop_front()),
             };
             let Some(buffer) = next else { break };
             self.posted.push_back(buffer);
@@ -308,7 +326,7 @@ impl RxRing {
             self.stats.dropped_packets += 1;
             self.stats.dropped_bytes += completion.bytes as u64;
             self.in_flight_bytes -= completion.bytes as u64;
-            self.free.push_back(completion.buffer);
+            self.free_buffer(completion.buffer);
         }
         self.refill();
         self.completion_ring = completion_ring;
@@ -379,6 +397,26 @@ mod tests {
         r.refill();
         // One descriptor emptied and refilled from the free list.
         assert_eq!(r.next_descriptor_addr(), Addr(0x1010));
+    }
+
+    #[test]
+    fn a_page_pool_reuses_its_cache_last_in_first_and_overflows_to_its_ring_in_order() {
+        let cache = PAGE_POOL_CACHE as u32;
+        let mut r = ring(1, cache + 2, Recycle::PagePool);
+        r.posted.clear();
+        r.free.clear();
+        (0..cache + 2).for_each(|b| r.free_buffer(b));
+        // The cache takes the first 128 freed; the last two go to the ring.
+        assert_eq!(
+            (r.cache.len(), r.free.iter().copied().collect::<Vec<_>>()),
+            (PAGE_POOL_CACHE, vec![cache, cache + 1])
+        );
+        r.refill();
+        assert_eq!(r.posted, [cache - 1], "the page the cache took last");
+        r.cache.clear();
+        r.posted.clear();
+        r.refill();
+        assert_eq!(r.posted, [cache], "with the cache empty, the ring's oldest");
     }
 
     #[test]

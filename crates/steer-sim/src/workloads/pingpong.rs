@@ -29,6 +29,11 @@ params! {
         header_bytes: u32 = 42,
         /// Read the message after its event (eflatency "ReadData"); false: events only.
         read_data: bool = true,
+        /// The event is a word written with the frame, inside its first line (X4 express
+        /// datapath, Onload `efct`): the poll that finds it reads that line, fetched together with
+        /// the frame's other lines.
+        /// false: a separate event-queue entry is polled, then the data read.
+        poll_in_payload: bool = false,
         /// Copy the payload into the application's buffer (Onload delivering to the socket user).
         copy: bool = false,
         /// Cycles of protocol processing per message (Onload's stack); 0 for raw ef_vi.
@@ -139,14 +144,21 @@ impl Program for PingPong {
         };
         let buffer = ring.buffer_addr(completion.buffer).line(self.line_bits).0;
         let descriptor = ring.next_descriptor_addr().line(self.line_bits);
-        cx.load_dependent(completion.entry.line(self.line_bits));
-        if self.spec.read_data || self.spec.copy {
-            for i in 0..(self.message_bytes() as u64).div_ceil(1 << self.line_bits) {
-                cx.load(Line(buffer + i));
-                if self.spec.copy {
-                    cx.store(Line(self.app_buffer.0 + i));
-                }
+        let lines = (self.message_bytes() as u64).div_ceil(1 << self.line_bits);
+        let mut data_lines = if self.spec.read_data || self.spec.copy { lines } else { 0 };
+        if self.spec.poll_in_payload {
+            // The poll that finds the event reads the first line; the others are fetched with it.
+            data_lines = data_lines.max(1);
+        } else {
+            cx.load_dependent(completion.entry.line(self.line_bits));
+        }
+        for i in 0..data_lines {
+            cx.load(Line(buffer + i));
+            if self.spec.copy {
+                cx.store(Line(self.app_buffer.0 + i));
             }
+        }
+        if data_lines > 0 {
             cx.drain();
         }
         cx.compute(self.spec.stack_cycles);
@@ -243,6 +255,17 @@ mod tests {
         assert_eq!(h.shared.rings[0].next_requested(), Some((ns(700.0 + 500.0 + 700.0 + 500.0), 128)));
         assert_eq!(h.notified(), [(DOORBELL, ns(700.0))]);
         assert_eq!(h.shared.rings[0].stats.consumed_packets, 1);
+    }
+
+    #[test]
+    fn an_event_inside_the_payload_is_read_with_the_rest_of_the_frame_in_one_round() {
+        let (mut h, ring) = ring_harness(4, 4, Recycle::Fifo);
+        let mut p = program(ring, true, false);
+        p.spec.poll_in_payload = true;
+        p.started = true;
+        deliver(&mut h, ring, 128, ns(0.0), ns(0.0));
+        let (_, ops, _) = h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(0.0)));
+        assert_eq!(ops[..3], [Op::Load(Line(0x4000)), Op::Load(Line(0x4001)), Op::Drain]);
     }
 
     #[test]

@@ -1,0 +1,42 @@
+import json
+
+from steer.sensitivity import Parameter, marked_parameters
+
+PRESET = """
+name = "p"   # assumed: not a number, skipped
+[core]
+freq_ghz = 5.0           # published
+outstanding_misses = 24  # assumed: as Zen 4
+[memory]
+idle_latency_ns = 130.0  # calibrated on some rows
+write_queue_ns = 0.0     # assumed, but zero: nothing to scale
+smt = true               # assumed, but not a number
+"""
+
+
+def test_only_marked_non_zero_numbers_are_varied_and_integers_stay_integers():
+    found = marked_parameters("p", PRESET)
+    assert found == [
+        Parameter("p", "core.outstanding_misses", 24, "assumed"),
+        Parameter("p", "memory.idle_latency_ns", 130.0, "calibrated"),
+    ]
+    assert [found[0].scaled(f) for f in (0.8, 1.2)] == [
+        "platform.core.outstanding_misses=19",
+        "platform.core.outstanding_misses=29",
+    ]
+    assert found[1].scaled(0.8) == "platform.memory.idle_latency_ns=104"
+    assert Parameter("p", "memory.nodes_per_socket", 1, "assumed").scaled(0.8).endswith("=1")
+
+
+def test_sensitivity_moves_only_the_rows_of_the_parameters_platform(steer_cli):
+    done = steer_cli("reproduce", "--sensitivity", "--only", "seed004/eflatency-avg", "--json", "--quiet")
+    assert done.returncode == 0, done.stderr
+    results = {r["key"]: r for r in json.loads(done.stdout)}
+    calibrated = results["memory.write_queue_latency_ns"]
+    assert (calibrated["preset"], calibrated["mark"]) == ("turin-9575f", "calibrated")
+    # The saving is the write queue's answer minus an L2 hit: it moves with the value, 1:1.
+    move = calibrated["moves"]["1.2"]["seed004/eflatency-avg"]
+    assert abs(move - 0.2 * calibrated["value"]) < 0.5
+    assert results["memory.interleave_bytes"]["moves"]["0.8"] is None, "no valid value 20% off a power of two"
+    bad = steer_cli("reproduce", "--sensitivity", "--set", "queues=2")
+    assert bad.returncode == 2 and "not with --set" in bad.stderr
