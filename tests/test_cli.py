@@ -225,3 +225,17 @@ def test_reproduce_rows_calibrate_on_seed_000_one_queue_and_the_eflatency_mean_o
     assert [role(i) for i in ("seed000/4q/dram-read-sdci-on", "seed004/eflatency-256b", "seed002/96c-1q/x")] == [
         "validation"
     ] * 3
+
+
+def test_absurd_runs_and_non_numbers_are_one_line_errors(steer_cli, tmp_path):
+    huge = steer_cli("run", "rx-default", "--set", "devices.0.queues.0.ring_entries=4000000000", "--quiet")
+    assert huge.returncode == 2 and huge.stderr.count("\n") == 1 and "GiB of host memory" in huge.stderr
+    assert "--allow-large" in huge.stderr
+    long = steer_cli("run", "rx-default", "--set", "sim.measure_us=1e7", "--quiet")
+    assert long.returncode == 2 and "µs of simulated time" in long.stderr
+    infinite = steer_cli("run", "rx-default", "--set", "sim.warmup_us=inf", "--quiet")
+    assert infinite.returncode == 2 and "sim.warmup_us: must be a finite number (got inf)" in infinite.stderr
+    empty = tmp_path / "empty.toml"
+    empty.write_text("# nothing here\n")
+    nothing = steer_cli("run", str(empty), "--quiet")
+    assert nothing.returncode == 2 and "nothing to simulate" in nothing.stderr

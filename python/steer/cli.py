@@ -317,6 +317,13 @@ def parser() -> argparse.ArgumentParser:
             metavar="KEY=VALUE",
             help="override a declared parameter (NAME=VALUE) or any key path (a.b.c=VALUE); repeatable",
         )
+        p.add_argument(
+            "--allow-large",
+            dest="set",
+            action="append_const",
+            const="sim.allow_large=true",
+            help="run even beyond the limits of simulated time (1 s) and host memory (4 GiB)",
+        )
 
     run = commands.add_parser("run", help="run a scenario file or built-in scenario")
     run.add_argument("scenario", help="scenario file (.toml) or built-in name (see `steer scenarios`)")

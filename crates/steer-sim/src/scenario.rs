@@ -31,8 +31,19 @@ params! {
         /// ahead. Smaller is more exact and slower; results have converged at the default (see
         /// docs/engine.md).
         max_runahead_ns: f64 = 100.0,
+        /// Run even when it would take more than `MAX_SIMULATED_US` of simulated time or
+        /// `MAX_HOST_BYTES` of host memory (`--allow-large`).
+        allow_large: bool = false,
     }
 }
+
+/// Simulated time beyond which a run needs `sim.allow_large`: one second, hours of host time for
+/// a loaded machine.
+pub const MAX_SIMULATED_US: f64 = 1e6;
+/// Host memory beyond which a run needs `sim.allow_large`.
+pub const MAX_HOST_BYTES: u64 = 4 << 30;
+/// Host bytes per cache line a cache may hold (tag, state, replacement rank).
+const HOST_BYTES_PER_CACHED_LINE: u64 = 16;
 
 impl Describe for toml::Table {
     fn describe_into(&self, prefix: &str, meaning: &str, out: &mut Vec<ParamDoc>) {
@@ -178,6 +189,34 @@ impl Describe for Scenario {
 
 impl Scenario {
     /// Checks every value that types alone cannot (ranges, references between parts).
+    /// Refuses a run that would need more simulated time or host memory than is sane, unless
+    /// `sim.allow_large`: one line saying what and how much.
+    pub fn check_size(&self) -> Result<(), String> {
+        if self.sim.allow_large {
+            return Ok(());
+        }
+        let simulated = self.sim.warmup_us + self.sim.measure_us;
+        if simulated > MAX_SIMULATED_US {
+            return Err(format!(
+                "sim: {simulated} µs of simulated time is more than {MAX_SIMULATED_US} µs; set sim.allow_large = true \
+                 (or --allow-large) to run it anyway"
+            ));
+        }
+        let t = &self.platform.topology;
+        let p = &self.platform;
+        let cached = t.cores() as u64 * (p.l1d.lines() + p.l2.lines()) + t.ccx_count() as u64 * p.l3.lines();
+        let bytes = cached * HOST_BYTES_PER_CACHED_LINE + self.devices.iter().map(|d| d.spec.host_bytes()).sum::<u64>();
+        if bytes > MAX_HOST_BYTES {
+            return Err(format!(
+                "the caches and devices would need {:.1} GiB of host memory, more than {} GiB; set sim.allow_large = \
+                 true (or --allow-large) to run it anyway",
+                bytes as f64 / (1u64 << 30) as f64,
+                MAX_HOST_BYTES >> 30
+            ));
+        }
+        Ok(())
+    }
+
     pub fn validate(&self) -> ConfigResult<()> {
         self.platform.validate("platform")?;
         let sim = &self.sim;
@@ -349,6 +388,7 @@ fn resolve(
     }
     substitute_table(tree, &params, "")?;
     merge_platform_preset(tree)?;
+    reject_non_finite(&toml::Value::Table(tree.clone()), "")?;
     tree.insert("params".into(), toml::Value::Table(params));
     let file: ScenarioFile = deserialize_at(toml::Value::Table(tree.clone()), "")?;
     let devices = parse_entries(&DEVICES, "devices", "device kind", Some("nic"), file.devices)?;
@@ -364,6 +404,21 @@ fn resolve(
         devices,
         workloads,
     })
+}
+
+/// Refuses NaN and infinities anywhere (TOML accepts `inf` and `nan`; no parameter means them).
+fn reject_non_finite(value: &toml::Value, path: &str) -> ConfigResult<()> {
+    let child = |key: &str| if path.is_empty() { key.to_string() } else { format!("{path}.{key}") };
+    match value {
+        toml::Value::Float(f) if !f.is_finite() => {
+            Err(ConfigError::new(path, format!("must be a finite number (got {f})")))
+        }
+        toml::Value::Table(table) => table.iter().try_for_each(|(k, v)| reject_non_finite(v, &child(k))),
+        toml::Value::Array(items) => {
+            items.iter().enumerate().try_for_each(|(i, v)| reject_non_finite(v, &child(&i.to_string())))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Reads a `--set` value as TOML (number, bool, string, array, inline table), else as a bare string.

@@ -174,6 +174,10 @@ impl Simulation {
     /// Validates a scenario and builds its system.
     pub fn new(scenario: Scenario) -> Result<Simulation, Error> {
         scenario.validate().map_err(|e| Error::Input(e.to_string()))?;
+        scenario.check_size().map_err(Error::TooLarge)?;
+        if scenario.devices.is_empty() && scenario.workloads.is_empty() {
+            return Err(Error::Input("nothing to simulate: no [[devices]] and no [[workloads]]".into()));
+        }
         let max_runahead = Time::from_ns(scenario.sim.max_runahead_ns);
         let (engine, shared) = {
             let mut builder = Builder::new(&scenario.platform, scenario.seed);

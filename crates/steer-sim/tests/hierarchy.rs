@@ -231,3 +231,35 @@ fn a_device_way_mask_confines_injection_and_victims_keep_their_place() {
     assert_eq!(read(&mut h, 1, 32), Source::L2);
     assert!(h.in_l2(1, Line(16)) && h.in_l2(1, Line(32)));
 }
+
+/// Evicts line 100 from CPU 0's L1 (set 4 of 8, 2 ways) with two lines of the same L1 set that
+/// fall in other L2 sets, so 100 stays in its L2.
+fn push_100_out_of_cpu0_l1(h: &mut Hierarchy) {
+    for line in [108, 124] {
+        read(h, 0, line);
+    }
+}
+
+#[test]
+fn an_l2_read_hit_on_a_shared_line_leaves_the_other_copies_alone() {
+    let mut h = Hierarchy::new(&tiny(Relation::Exclusive));
+    read(&mut h, 0, 100);
+    assert_eq!(read(&mut h, 1, 100), Source::PeerL2);
+    push_100_out_of_cpu0_l1(&mut h);
+    assert_eq!(read(&mut h, 0, 100), Source::L2);
+    assert_eq!(read(&mut h, 1, 100), Source::L1, "CPU 1 keeps its copy");
+    // A write hit in the L2 does take the line from CPU 1.
+    push_100_out_of_cpu0_l1(&mut h);
+    assert_eq!(write(&mut h, 0, 100), Source::L2);
+    assert_eq!(read(&mut h, 1, 100), Source::PeerL2);
+}
+
+#[test]
+fn a_software_prefetch_to_l1_of_a_line_in_l2_brings_it_up() {
+    let mut h = Hierarchy::new(&tiny(Relation::Exclusive));
+    read(&mut h, 0, 100);
+    push_100_out_of_cpu0_l1(&mut h);
+    assert!(h.prefetch(0, Line(100), steer_sim::hierarchy::Level::L1, Time::ZERO).is_some());
+    // Long after the prefetch, the read hits the L1.
+    assert_eq!(h.core_access(0, Line(100), false, Time::from_ns(1000.0)).source, Source::L1);
+}

@@ -172,7 +172,7 @@ fn bad_input_names_the_key_and_the_position() {
 
 #[test]
 fn parameters_substitute_with_their_types() {
-    let text = "[params]\nus = 250.0\nname = \"x\"\n[sim]\nmeasure_us = \"${us}\"\n";
+    let text = "[params]\nus = 250.0\nname = \"x\"\n[sim]\nmeasure_us = \"${us}\"\n[[workloads]]\nkind = \"stream\"\n";
     let source = ScenarioSource { text, origin: "s.toml", default_name: "s" };
     let scenario = load(&source, &[]).unwrap();
     assert_eq!(scenario.sim.measure_us, 250.0);
@@ -415,4 +415,57 @@ fn a_busy_run_reports_no_stall() {
     let r = run_builtin("iperf-rx", &["sim.measure_us=200"]);
     assert_eq!(r["sim"]["stalls"], serde_json::json!([]));
     assert_eq!(r["sim"]["stalled_at_ns"], Value::Null);
+}
+
+#[test]
+fn infinities_and_nan_are_refused_where_they_are_written() {
+    let text = "[platform]\npreset = \"turin-9655\"\n[sim]\nmeasure_us = inf\n[[workloads]]\nkind = \"stream\"\n";
+    assert_eq!(load_error(text, &[]), "s.toml:4:1: sim.measure_us: must be a finite number (got inf)");
+    let base = "[platform]\npreset = \"turin-9655\"\n[[workloads]]\nkind = \"stream\"\n";
+    assert_eq!(
+        load_error(base, &["sim.warmup_us=nan"]),
+        "--set sim.warmup_us: sim.warmup_us: must be a finite number (got NaN)"
+    );
+    assert!(
+        load_error(base, &["workloads.0.bytes=-inf"]).contains("workloads.0.bytes: must be a finite number (got -inf)")
+    );
+}
+
+#[test]
+fn a_scenario_with_nothing_in_it_is_refused() {
+    let empty = load(&ScenarioSource { text: "", origin: "s.toml", default_name: "s" }, &[]).unwrap();
+    let error = steer_sim::Simulation::new(empty).err().unwrap();
+    assert_eq!(error.to_string(), "nothing to simulate: no [[devices]] and no [[workloads]]");
+}
+
+#[test]
+fn runs_beyond_the_limits_are_refused_before_anything_is_allocated_unless_allowed() {
+    let too_large = |overrides: &[&str]| {
+        let source = steer_sim::scenario::builtin("rx-default").unwrap().source;
+        let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        let scenario = load(&ScenarioSource { text: source, origin: "rx", default_name: "rx" }, &overrides).unwrap();
+        match steer_sim::Simulation::new(scenario) {
+            Err(steer_sim::Error::TooLarge(message)) => message,
+            other => panic!("not refused: {:?}", other.err()),
+        }
+    };
+    assert!(too_large(&["sim.measure_us=2e6"]).starts_with("sim: 2000300 µs of simulated time is more than 1000000 µs"));
+    let ring = too_large(&["devices.0.queues.0.ring_entries=4000000000"]);
+    assert!(ring.starts_with("the caches and devices would need 119.3 GiB of host memory"), "{ring}");
+    // Allowed, the check passes (the run itself is not made here).
+    let source = steer_sim::scenario::builtin("rx-default").unwrap().source;
+    let allowed = ["sim.measure_us=2e6".to_string(), "sim.allow_large=true".to_string()];
+    let scenario = load(&ScenarioSource { text: source, origin: "rx", default_name: "rx" }, &allowed).unwrap();
+    assert_eq!(scenario.check_size(), Ok(()));
+}
+
+#[test]
+fn a_prefetcher_degree_beyond_a_page_is_refused() {
+    let base = "[platform]\npreset = \"turin-9655\"\n[[workloads]]\nkind = \"stream\"\n";
+    let error =
+        load_error(base, &["platform.l2.prefetcher.kind=\"next_line\"", "platform.l2.prefetcher.degree=1000000"]);
+    assert!(
+        error.ends_with("platform.l2.prefetcher.degree: must be 1 to 64 lines per trigger (got 1000000)"),
+        "{error}"
+    );
 }

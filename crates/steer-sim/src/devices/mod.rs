@@ -25,6 +25,8 @@ pub trait DeviceSpec: SpecBase {
     fn validate(&self, path: &str, platform: &PlatformSpec) -> ConfigResult<()>;
     /// The consumer CPU of each RX queue it offers workloads (none for devices without queues).
     fn queue_cpus(&self) -> Vec<u32>;
+    /// Host memory its model will hold (bytes), for the limit on runs that would need too much.
+    fn host_bytes(&self) -> u64;
     /// Adds the device to a system being built: its agents, rings and signals.
     fn build(&self, builder: &mut Builder);
 }

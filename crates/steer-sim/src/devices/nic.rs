@@ -113,6 +113,12 @@ impl DeviceSpec for NicSpec {
         self.expanded_queues().iter().map(|q| q.consumer_cpu).collect()
     }
 
+    /// Per buffer of a pool: its address and its place in the free list or on the ring.
+    fn host_bytes(&self) -> u64 {
+        let per_queue = |q: &QueueSpec| 16 * (q.pool_buffers.max(q.ring_entries) as u64 + q.ring_entries as u64);
+        self.queues.iter().map(|q| q.count as u64 * per_queue(q)).sum()
+    }
+
     fn validate(&self, path: &str, platform: &PlatformSpec) -> ConfigResult<()> {
         let cpus = platform.topology.cpus();
         let nodes = platform.memory.nodes(&platform.topology);

@@ -22,6 +22,11 @@ pub trait Prefetcher: Send {
     fn on_access(&mut self, trigger: Trigger, out: &mut Vec<Line>);
 }
 
+/// Most lines one trigger may prefetch: a 4 KiB page of 64 B lines (hardware stays within one).
+pub const MAX_DEGREE: u32 = 64;
+/// Farthest ahead a prefetch may start, in lines or strides.
+pub const MAX_DISTANCE: u32 = 4096;
+
 params! {
     /// A cache level's hardware prefetcher.
     pub struct PrefetcherSpec {
@@ -62,7 +67,12 @@ impl Registry for Prefetchers {
 impl PrefetcherSpec {
     pub fn validate(&self, path: &str) -> ConfigResult<()> {
         self.kind.check(&format!("{path}.kind"))?;
-        ensure(self.degree >= 1, &format!("{path}.degree"), || "must be at least 1".into())?;
+        ensure((1..=MAX_DEGREE).contains(&self.degree), &format!("{path}.degree"), || {
+            format!("must be 1 to {MAX_DEGREE} lines per trigger (got {})", self.degree)
+        })?;
+        ensure(self.distance <= MAX_DISTANCE, &format!("{path}.distance"), || {
+            format!("must be at most {MAX_DISTANCE} (got {})", self.distance)
+        })?;
         ensure(self.distance >= 1, &format!("{path}.distance"), || "must be at least 1".into())
     }
 
