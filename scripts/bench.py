@@ -170,18 +170,28 @@ def bench_scenarios(repeat: int) -> None:
     for name in SCENARIOS:
         sim = min((steer.run(name).sim for _ in range(repeat)), key=lambda s: s["host_seconds"])
         seconds, simulated_ms = sim["host_seconds"], sim["simulated_ns"] / 1e6
+        # Line operations are counted in the measured window; the warm-up does the same work.
+        line_ops = sim["line_ops"] * sim["simulated_ns"] / sim["measured_ns"]
         rows.append(
             [
                 name,
                 f"{simulated_ms:.1f}",
-                f"{sim['line_ops']:,}",
+                f"{line_ops:,.0f}",
                 f"{seconds:.3f}",
-                f"{sim['line_ops'] / seconds / 1e6:.2f}",
+                f"{line_ops / seconds / 1e6:.2f}",
                 f"{seconds / (simulated_ms / 1e3):.0f}",
             ]
         )
-    print(f"\n(b) scenarios as built in, best of {repeat} (host time excludes reading the scenario)\n")
-    header = ["scenario", "simulated ms", "line operations", "host s", "M line ops / host s", "host s / simulated s"]
+    print(f"\n(b) scenarios as built in, best of {repeat} (host time excludes reading the scenario; line operations")
+    print("    of the measured window scaled to the whole run)\n")
+    header = [
+        "scenario",
+        "simulated ms",
+        "line operations (est.)",
+        "host s",
+        "M line ops / host s",
+        "host s / simulated s",
+    ]
     print(table(header, rows))
 
 
