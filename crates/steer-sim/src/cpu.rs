@@ -9,7 +9,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use crate::devices::ring::{Completion, RingId, RxRing};
+use crate::devices::ring::{Completion, Poll, RingId, RxRing};
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
 use crate::hierarchy::{Hierarchy, Level, Source};
 use crate::platform::PlatformSpec;
@@ -190,6 +190,23 @@ impl ProgramCx<'_, '_> {
     /// An RX queue's host side.
     pub fn ring(&mut self, id: RingId) -> &mut RxRing {
         &mut self.cx.shared.rings[id.0 as usize]
+    }
+
+    /// Takes the next completion of `ring` that has been visible for `delay` (the time the
+    /// program takes to notice one); else what `next` answers: come back when one will be, or
+    /// sleep until the device signals one.
+    pub fn take_completion(&mut self, id: RingId, delay: Time) -> Result<Completion, Next> {
+        let now = self.now;
+        let ring = self.ring(id);
+        match ring.poll(now.saturating_sub(delay)) {
+            Poll::Ready(_) => Ok(ring.take().expect("a ready completion")),
+            Poll::NotYet(ready) => Err(Next::At(ready + delay)),
+            Poll::Empty => {
+                let ready = ring.ready;
+                self.wait_on(ready);
+                Err(Next::Wait)
+            }
+        }
     }
 
     /// Wakes the waiters of `signal` at the CPU's time.

@@ -13,13 +13,13 @@
 //! 5. its own statistics, declared with `stat!` next to the code, put in `report`.
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, PACKET};
-use crate::devices::ring::{Completion, Poll, RingId};
+use crate::devices::ring::{Completion, RingId};
 use crate::engine::ReportView;
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
 use crate::stats::{stat, Report};
 use crate::system::Builder;
-use crate::units::Line;
+use crate::units::{Line, Time};
 use crate::workloads::{SystemShape, WorkloadSpec};
 
 params! {
@@ -90,19 +90,12 @@ impl Program for Example {
     }
 
     fn next(&mut self, cx: &mut ProgramCx) -> Next {
-        let now = cx.now();
-        let ring = cx.ring(self.ring);
-        let completion = match ring.poll(now) {
-            Poll::Ready(_) => ring.take().expect("a ready completion"),
-            // Not visible yet: come back when it is.
-            Poll::NotYet(ready) => return Next::At(ready),
-            // Nothing at all: sleep until the NIC signals a completion.
-            Poll::Empty => {
-                let ready = ring.ready;
-                cx.wait_on(ready);
-                return Next::Wait;
-            }
+        // The next packet, or: come back when one is visible, or sleep until the NIC signals one.
+        let completion = match cx.take_completion(self.ring, Time::ZERO) {
+            Ok(completion) => completion,
+            Err(next) => return next,
         };
+        let ring = cx.ring(self.ring);
         let first = ring.buffer_addr(completion.buffer).line(self.line_bits).0;
         let packet_lines = (completion.bytes as u64).div_ceil(1 << self.line_bits);
         let lines = packet_lines.min(self.spec.lines as u64);

@@ -5,7 +5,7 @@
 //! round-trip latency.
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, MESSAGE};
-use crate::devices::ring::{Completion, Poll, RingId};
+use crate::devices::ring::{Completion, RingId};
 use crate::engine::ReportView;
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
@@ -132,16 +132,11 @@ impl Program for PingPong {
             self.started = true;
             self.expect_message(cx, now);
         }
-        let ring = cx.ring(self.ring);
-        let completion = match ring.poll(now) {
-            Poll::Ready(_) => ring.take().expect("a ready completion"),
-            Poll::NotYet(ready) => return Next::At(ready),
-            Poll::Empty => {
-                let ready = ring.ready;
-                cx.wait_on(ready);
-                return Next::Wait;
-            }
+        let completion = match cx.take_completion(self.ring, Time::ZERO) {
+            Ok(completion) => completion,
+            Err(next) => return next,
         };
+        let ring = cx.ring(self.ring);
         let buffer = ring.buffer_addr(completion.buffer).line(self.line_bits).0;
         let descriptor = ring.next_descriptor_addr().line(self.line_bits);
         let lines = (self.message_bytes() as u64).div_ceil(1 << self.line_bits);

@@ -4,7 +4,7 @@
 //! its own per message, which injected data may evict (cache pollution).
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, MESSAGE};
-use crate::devices::ring::{Completion, Poll, RingId};
+use crate::devices::ring::{Completion, RingId};
 use crate::error::{ensure, ConfigResult};
 use crate::hierarchy::Level;
 use crate::params::{choice, params};
@@ -134,18 +134,12 @@ impl Program for Reduce {
     }
 
     fn next(&mut self, cx: &mut ProgramCx) -> Next {
-        let now = cx.now();
-        let ring = cx.ring(self.ring);
         // The application uses a message `delay` after it becomes visible.
-        let completion = match ring.poll(now.saturating_sub(self.delay)) {
-            Poll::Ready(_) => ring.take().expect("a ready completion"),
-            Poll::NotYet(ready) => return Next::At(ready + self.delay),
-            Poll::Empty => {
-                let ready = ring.ready;
-                cx.wait_on(ready);
-                return Next::Wait;
-            }
+        let completion = match cx.take_completion(self.ring, self.delay) {
+            Ok(completion) => completion,
+            Err(next) => return next,
         };
+        let ring = cx.ring(self.ring);
         let buffer = ring.buffer_addr(completion.buffer);
         let descriptor = ring.next_descriptor_addr().line(self.line_bits);
         cx.load_dependent(completion.entry.line(self.line_bits));

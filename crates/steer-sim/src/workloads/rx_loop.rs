@@ -2,13 +2,13 @@
 //! buffer, release the RX buffer (re-posting its descriptor).
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, PACKET};
-use crate::devices::ring::{Completion, Poll, RingId};
+use crate::devices::ring::{Completion, RingId};
 use crate::engine::ReportView;
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
 use crate::stats::{stat, Report};
 use crate::system::Builder;
-use crate::units::Line;
+use crate::units::{Line, Time};
 use crate::workloads::{SystemShape, WorkloadSpec};
 
 params! {
@@ -95,17 +95,11 @@ impl Program for RxLoop {
     }
 
     fn next(&mut self, cx: &mut ProgramCx) -> Next {
-        let now = cx.now();
-        let ring = cx.ring(self.ring);
-        let completion = match ring.poll(now) {
-            Poll::Ready(_) => ring.take().expect("a ready completion"),
-            Poll::NotYet(ready) => return Next::At(ready),
-            Poll::Empty => {
-                let ready = ring.ready;
-                cx.wait_on(ready);
-                return Next::Wait;
-            }
+        let completion = match cx.take_completion(self.ring, Time::ZERO) {
+            Ok(completion) => completion,
+            Err(next) => return next,
         };
+        let ring = cx.ring(self.ring);
         let buffer = ring.buffer_addr(completion.buffer);
         let descriptor = ring.next_descriptor_addr().line(self.line_bits);
         // The completion entry says where the packet is: everything after depends on it.
