@@ -263,3 +263,14 @@ fn a_software_prefetch_to_l1_of_a_line_in_l2_brings_it_up() {
     // Long after the prefetch, the read hits the L1.
     assert_eq!(h.core_access(0, Line(100), false, Time::from_ns(1000.0)).source, Source::L1);
 }
+
+#[test]
+fn with_one_ccx_a_write_still_takes_the_line_from_the_other_core() {
+    let mut platform = tiny(Relation::Exclusive);
+    platform.topology.ccx_per_socket = 1;
+    let mut h = Hierarchy::new(&platform);
+    read(&mut h, 0, 100);
+    assert_eq!(read(&mut h, 1, 100), Source::PeerL2);
+    assert_eq!(write(&mut h, 0, 100), Source::L1);
+    assert_eq!(read(&mut h, 1, 100), Source::PeerL2, "CPU 1's copy was invalidated");
+}
