@@ -274,3 +274,20 @@ fn with_one_ccx_a_write_still_takes_the_line_from_the_other_core() {
     assert_eq!(write(&mut h, 0, 100), Source::L1);
     assert_eq!(read(&mut h, 1, 100), Source::PeerL2, "CPU 1's copy was invalidated");
 }
+
+#[test]
+fn an_l1_prefetcher_trains_on_misses_and_first_uses_not_on_plain_hits() {
+    let mut platform = tiny(Relation::Exclusive);
+    platform.l1d.prefetcher = steer_sim::cache::prefetch::PrefetcherSpec {
+        kind: steer_sim::params::Name::new("next_line"),
+        degree: 1,
+        distance: 1,
+    };
+    let mut h = Hierarchy::new(&platform);
+    read(&mut h, 0, 100); // a miss: prefetches 101
+    read(&mut h, 0, 109); // L1 set 5 again: 109 and 117 push 101 out, prefetching 110 and 118
+    read(&mut h, 0, 117);
+    assert_eq!(h.stats.l1d.prefetch.issued, 3);
+    assert_eq!(read(&mut h, 0, 100), Source::L1);
+    assert_eq!(h.stats.l1d.prefetch.issued, 3, "a plain hit trains nothing");
+}
