@@ -1,7 +1,9 @@
 """The command line contract: outputs, machine-readable results, and one-line errors (exit 2)."""
 
 import json
+import os
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -239,3 +241,22 @@ def test_absurd_runs_and_non_numbers_are_one_line_errors(steer_cli, tmp_path):
     empty.write_text("# nothing here\n")
     nothing = steer_cli("run", str(empty), "--quiet")
     assert nothing.returncode == 2 and "nothing to simulate" in nothing.stderr
+
+
+def test_outputs_go_through_symlinks_and_devices_and_bad_places_are_one_line_errors(steer_cli, tmp_path):
+    short = ("--set", "sim.measure_us=50", "--set", "sim.warmup_us=10", "--quiet")
+    real = tmp_path / "real.json"
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    assert steer_cli("run", "rx-default", *short, "--json", str(link)).returncode == 0
+    assert link.is_symlink() and json.loads(real.read_text())["scenario"] == "rx-default"
+    # A character device is written through, never replaced, and gets no resolved file beside it.
+    devnull = steer_cli("run", "rx-default", *short, "--json", "/dev/null")
+    assert devnull.returncode == 0 and Path("/dev/null").is_char_device()
+    assert not Path("/dev/null.resolved.toml").exists()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for bad, why in [(tmp_path, "a directory"), (fifo, "not a regular file"), (real / "x.json", "cannot write there")]:
+        done = steer_cli("run", "rx-default", *short, "--json", str(bad))
+        assert done.returncode == 2 and why in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert fifo.exists() and not (tmp_path / "x.resolved.toml").exists()

@@ -78,6 +78,15 @@ def resolved_path(json_path: Path) -> Path:
     return json_path.with_name(f"{stem}.resolved.toml")
 
 
+def run_outputs(json_path: Path, text: str, resolved: str) -> dict[Path, str]:
+    """The result JSON and the resolved scenario beside it; only the JSON when it goes to a
+    device (`/dev/null`, `/dev/stdout`), which has no "beside"."""
+    target = json_path.resolve() if json_path.is_symlink() else json_path
+    if target.is_char_device():
+        return {json_path: text}
+    return {json_path: text, resolved_path(json_path): resolved}
+
+
 def warn_stalls(result: dict) -> None:
     """One line on stderr per agent that stopped making progress: the run is not silently short."""
     sim = result.get("sim", {})
@@ -103,15 +112,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         platform = tomllib.loads(resolved)["platform"]
         per_socket = platform["memory"]["channels_per_node"] * platform["memory"]["nodes_per_socket"]
         if args.json:
-            output.write_atomically({Path(args.json): text, resolved_path(Path(args.json)): resolved})
+            output.write_atomically(run_outputs(Path(args.json), text, resolved))
         print(format_uprof(result, per_socket))
         return 0
-    if args.json:
-        path = Path(args.json)
-        output.write_atomically({path: text, resolved_path(path): resolved})
+    written = run_outputs(Path(args.json), text, resolved) if args.json else {}
+    output.write_atomically(written)
     print(format_run(result))
-    if args.json:
-        print(f"wrote {args.json} and {resolved_path(Path(args.json))}")
+    if written:
+        print(f"wrote {' and '.join(str(p) for p in written)}")
     return 0
 
 

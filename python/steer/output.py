@@ -18,23 +18,42 @@ def current_umask() -> int:
 
 
 def write_atomically(files: dict[Path, str | bytes]) -> None:
-    """Writes every file (text or bytes) or none: each goes to a temporary file beside it, then
-    all are renamed."""
+    """Writes every file (text or bytes) or none. A regular file (new, or reached through a
+    symlink) goes to a temporary file beside it, then all are renamed; an existing character
+    device (`/dev/null`, `/dev/stdout`) is written through. Anything else (a directory, a FIFO, a
+    path under a file or in /proc) is refused with a `ScenarioError` naming it, before any output
+    is replaced."""
+    from steer._core import ScenarioError
+
     staged: list[tuple[str, Path]] = []
+    devices: list[tuple[Path, bytes]] = []
+    path = Path()
     try:
         for path, content in files.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            staged.append((temporary, path))
+            data = content.encode("utf-8") if isinstance(content, str) else content
+            target = path.resolve() if path.is_symlink() else path
+            if target.exists() and not target.is_file():
+                if not target.is_char_device():
+                    kind = "a directory" if target.is_dir() else "not a regular file"
+                    raise ScenarioError(f"{path}: cannot write there: {kind}")
+                devices.append((target, data))
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            staged.append((temporary, target))
             # mkstemp creates private files; results are ordinary files, so follow the umask.
             os.fchmod(handle, 0o666 & ~current_umask())
-            data = content.encode("utf-8") if isinstance(content, str) else content
             with os.fdopen(handle, "wb") as out:
                 out.write(data)
                 out.flush()
                 os.fsync(out.fileno())
-        for temporary, path in staged:
-            os.replace(temporary, path)
+        for path, data in devices:
+            with open(path, "wb") as out:
+                out.write(data)
+        for temporary, target in staged:
+            os.replace(temporary, target)
+    except OSError as error:
+        raise ScenarioError(f"{path}: cannot write there: {error.strerror or error}") from None
     finally:
         for temporary, _ in staged:
             if os.path.exists(temporary):
