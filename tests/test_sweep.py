@@ -151,7 +151,7 @@ def test_missing_files_and_bad_options(tmp_path, capsys):
     assert done.returncode == 2 and "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
-def test_a_failing_point_is_recorded_and_the_rest_complete(tmp_path, capsys):
+def test_invalid_points_stop_a_sweep_unless_keep_going_records_them_and_runs_the_rest(tmp_path, capsys):
     path = write(
         tmp_path,
         """
@@ -161,7 +161,12 @@ ring = [256, 0, 128]
 """,
     )
     out = tmp_path / "out"
-    assert steer_main(["sweep", str(path), "-o", str(out), "--workers", "2", "--quiet"]) == 1
+    # Every point is validated first: an invalid one stops the sweep before anything runs.
+    refused = subprocess.run([*STEER, "sweep", str(path), "-o", str(out), "--quiet"], capture_output=True, text=True)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "ring=0" in refused.stderr and "(2 of 6 points are invalid; --keep-going runs the others)" in refused.stderr
+    assert not out.exists()
+    assert steer_main(["sweep", str(path), "-o", str(out), "--workers", "2", "--quiet", "--keep-going"]) == 1
     printed = capsys.readouterr().out
     assert "6 runs: 4 finished now, 0 already done, 2 failed" in printed
     assert "ring_entries: must be at least 1" in printed
@@ -174,9 +179,9 @@ ring = [256, 0, 128]
     df = steer.load(out)
     assert list(df["status"]).count("failed") == 2 and df[df["status"] == "failed"]["dram.read_gbps"].isna().all()
     # Again: the finished runs are skipped; failures are retried unless --skip-failed.
-    summary = steer.run_sweep(path, out, workers=2)
+    summary = steer.run_sweep(path, out, workers=2, keep_going=True)
     assert summary.skipped == 4 and len(summary.ran) == 2 and len(summary.failed) == 2
-    summary = steer.run_sweep(path, out, workers=2, retry_failed=False)
+    summary = steer.run_sweep(path, out, workers=2, retry_failed=False, keep_going=True)
     assert summary.skipped == 6 and summary.ran == [] and len(summary.failed) == 2
     assert no_partial_files(out)
 

@@ -202,13 +202,15 @@ def override_error(message: str, sections: Mapping[str, str], origin: str) -> st
     return message
 
 
-def plan(sweep: Sweep, overrides: Iterable[str] = ()) -> list[Task]:
-    """Resolves every point of a sweep into a :class:`Task` with its run id.
+def plan(sweep: Sweep, overrides: Iterable[str] = (), keep_going: bool = False) -> list[Task]:
+    """Resolves and validates every point of a sweep into a :class:`Task` with its run id, before
+    any runs.
 
     ``overrides`` are extra ``KEY=VALUE`` strings (``--set``) applied to every point. Points that
-    resolve to the same scenario are one run. A point whose values the scenario rejects becomes a
-    task carrying its error; if no point resolves at all the sweep itself is wrong (an unknown
-    key, say) and ScenarioError is raised with the first point's error.
+    resolve to the same scenario are one run. If a point's values are rejected, ScenarioError is
+    raised naming the first bad point and how many are bad, as `steer run` would for one; with
+    ``keep_going`` such a point becomes a task carrying its error (recorded as failed) and the
+    others run, unless no point resolves at all.
     """
     overrides = list(overrides)
     text, origin, name = sweep_source(sweep)
@@ -238,8 +240,10 @@ def plan(sweep: Sweep, overrides: Iterable[str] = ()) -> list[Task]:
         else:
             task = Task(index, run_id(resolved), point, point_overrides, name, resolved=resolved)
         tasks.setdefault(task.run_id, task)
-    if tasks and all(t.resolved is None for t in tasks.values()):
-        raise ScenarioError(first_error)
+    bad = sum(t.resolved is None for t in tasks.values())
+    if bad and (not keep_going or bad == len(tasks)):
+        count = f" ({bad} of {len(tasks)} points are invalid; --keep-going runs the others)" if bad > 1 else ""
+        raise ScenarioError(f"{first_error}{count}")
     return list(tasks.values())
 
 
@@ -510,6 +514,7 @@ def run_sweep(
     overrides: Iterable[str] = (),
     retry_failed: bool = True,
     quiet: bool = True,
+    keep_going: bool = False,
 ) -> SweepSummary:
     """Runs every point of a sweep not yet finished in ``results_dir``; returns a summary.
 
@@ -518,8 +523,10 @@ def run_sweep(
     ``"local"`` (a process pool of ``workers`` processes, default all cores; 1 runs in this
     process) or ``"ray"`` (``address`` of a cluster, or a local Ray instance with ``workers``
     CPUs). ``overrides`` are ``KEY=VALUE`` strings applied to every point. Runs that failed
-    before are tried again unless ``retry_failed`` is False. A failing run is recorded and the
-    others go on. ``quiet`` hides the progress display.
+    before are tried again unless ``retry_failed`` is False. Every point is validated before any
+    runs: an invalid one raises ScenarioError, unless ``keep_going`` (then it is recorded as failed
+    and the valid points run). A run that fails is recorded and the others go on. ``quiet`` hides
+    the progress display.
 
     With the local executor, call this from under ``if __name__ == "__main__":`` in scripts: the
     worker processes import the main module.
@@ -535,7 +542,7 @@ def run_sweep(
     if workers is not None and workers < 1:
         raise ScenarioError(f"--workers: must be at least 1 (got {workers})")
     clock = time.monotonic()
-    tasks = plan(sweep, overrides)
+    tasks = plan(sweep, overrides, keep_going)
     store = Store(results_dir)
     with store.lock():
         store.remove_partial_files()

@@ -36,6 +36,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         overrides=args.set,
         retry_failed=not args.skip_failed,
         quiet=args.quiet,
+        keep_going=args.keep_going,
     )
     ran_ok = len(summary.ran) - len([r for r in summary.ran if r in summary.failed])
     print(
@@ -57,7 +58,7 @@ def dry_run(sweep, overrides: list[str], results: Path) -> int:
     from steer import sweep as sweeps
     from steer.store import Store
 
-    tasks = sweeps.plan(sweep, overrides)
+    tasks = sweeps.plan(sweep, overrides, keep_going=True)
     store = Store(results)
     done, failed = store.finished_ids(), store.failed_ids()
     keys = sweep.keys()
@@ -148,6 +149,12 @@ def add_commands(commands, with_set: Callable[[argparse.ArgumentParser], None]) 
         help="runs at a time (default: every core; with Ray, CPUs of the local instance)",
     )
     sweep.add_argument("--skip-failed", action="store_true", help="do not retry runs that failed before")
+    sweep.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="run the valid points even if some are invalid (those are recorded as failed); "
+        "without it an invalid point stops the sweep before anything runs (exit 2)",
+    )
     sweep.add_argument("--dry-run", action="store_true", help="list the points and their state; run nothing")
     sweep.add_argument("--quiet", action="store_true", help="no progress display")
     with_set(sweep)

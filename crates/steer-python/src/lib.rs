@@ -37,7 +37,9 @@ fn load(text: &str, origin: &str, default_name: &str, overrides: &[String]) -> P
 #[pyfunction]
 #[pyo3(signature = (text, origin, default_name, overrides=Vec::new()))]
 fn resolve_scenario(text: &str, origin: &str, default_name: &str, overrides: Vec<String>) -> PyResult<String> {
-    Ok(load(text, origin, default_name, &overrides)?.to_toml())
+    let scenario = load(text, origin, default_name, &overrides)?;
+    scenario.check_size().map_err(|message| to_py(steer_sim::Error::TooLarge(message)))?;
+    Ok(scenario.to_toml())
 }
 
 /// Runs a scenario; returns (result JSON, resolved scenario TOML). `progress(fraction)` is called
