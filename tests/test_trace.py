@@ -125,3 +125,22 @@ def test_instruction_fetches_are_skipped_and_bad_lines_are_named(tmp_path: Path)
     bad.write_text("0 1000\n7 2000\n")
     with pytest.raises(steer.ScenarioError, match=r"bad\.din:2: unknown label `7`"):
         steer.trace(str(bad), platform="turin-9655")
+
+
+def test_a_trace_with_nothing_to_replay_is_an_error_unless_allowed(tmp_path: Path) -> None:
+    cases = {"empty.din": b"", "comments.din": b"# nothing\n", "fetches.din": b"2 0x1000\n", "magic.bin": b"STEERTR1"}
+    for name, content in cases.items():
+        trace = tmp_path / name
+        trace.write_bytes(content)
+        with pytest.raises(steer.ScenarioError, match=rf"{name}: nothing to replay"):
+            steer.trace(str(trace))
+        assert steer.trace(str(trace), allow_empty=True)["accesses"] == 0
+
+
+def test_a_record_spanning_megabytes_is_refused_with_its_line(tmp_path: Path) -> None:
+    trace = tmp_path / "huge.din"
+    trace.write_text("0 1000 64\n0 2000 4294967295\n")
+    with pytest.raises(
+        steer.ScenarioError, match=r"huge\.din:2: a 4294967295-byte access would replay as 67108864 line"
+    ):
+        steer.trace(str(trace))

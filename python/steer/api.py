@@ -80,13 +80,25 @@ def scenario_source(scenario: str | Path) -> tuple[str, str, str]:
     raise ScenarioError(f"{scenario}: no such scenario file or built-in scenario (built-in: {known})")
 
 
-def trace(path: str | Path, platform: str = "turin-9655", cpu: int = 0, overrides: Iterable[str] = ()) -> dict:
+def trace(
+    path: str | Path,
+    platform: str = "turin-9655",
+    cpu: int = 0,
+    overrides: Iterable[str] = (),
+    allow_empty: bool = False,
+) -> dict:
     """Replays a memory-access trace (Dinero din text or steer's binary format) through one CPU's
     cache hierarchy of a platform preset; returns hits, misses and writebacks per level.
 
-    ``overrides`` are ``KEY=VALUE`` strings relative to the platform (``l2.size_kib=512``).
+    ``overrides`` are ``KEY=VALUE`` strings relative to the platform (``l2.size_kib=512``). A
+    trace with no access to replay (empty, comments or skipped records only, a binary file that
+    is only its magic) raises ScenarioError unless ``allow_empty``.
     """
-    return json.loads(_core.replay_trace(str(path), platform, cpu, list(overrides)))
+    report = json.loads(_core.replay_trace(str(path), platform, cpu, list(overrides)))
+    if report["accesses"] == 0 and not allow_empty:
+        skipped = f" ({report['skipped']:,} records skipped)" if report["skipped"] else ""
+        raise ScenarioError(f"{path}: nothing to replay: no data accesses{skipped}; allow_empty accepts it")
+    return report
 
 
 def toml_literal(value: object) -> str:

@@ -279,7 +279,9 @@ def cmd_platforms(args: argparse.Namespace) -> int:
 
 def cmd_trace(args: argparse.Namespace) -> int:
     progress = output.Progress(f"steer trace {args.file}", quiet=True)
-    report = api.trace(args.file, platform=args.platform, cpu=args.core, overrides=args.set)
+    report = api.trace(
+        args.file, platform=args.platform, cpu=args.core, overrides=args.set, allow_empty=args.allow_empty
+    )
     progress.close()
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True))
@@ -317,7 +319,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"steer {api._core.__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def with_set(p: argparse.ArgumentParser) -> None:
+    def with_set(p: argparse.ArgumentParser, allow_large: bool = True) -> None:
         p.add_argument(
             "--set",
             action="append",
@@ -325,6 +327,8 @@ def parser() -> argparse.ArgumentParser:
             metavar="KEY=VALUE",
             help="override a declared parameter (NAME=VALUE) or any key path (a.b.c=VALUE); repeatable",
         )
+        if not allow_large:
+            return
         p.add_argument(
             "--allow-large",
             dest="set",
@@ -403,7 +407,8 @@ def parser() -> argparse.ArgumentParser:
     trc.add_argument("file")
     trc.add_argument("--platform", default="turin-9655", help="platform preset (default turin-9655)")
     trc.add_argument("--core", type=int, default=0, help="logical CPU whose hierarchy replays the trace")
-    with_set(trc)
+    with_set(trc, allow_large=False)
+    trc.add_argument("--allow-empty", action="store_true", help="a trace with nothing to replay is not an error")
     trc.add_argument("--json", action="store_true", help="machine-readable output")
     trc.set_defaults(handler=cmd_trace)
 

@@ -54,6 +54,11 @@ const READ_BLOCK: usize = 2 * single_core::BATCH_PER_THREAD * 8;
 /// Bytes of a typical din line (`0 7ffd5a3c1e08 8`), to judge how many lines a text holds.
 const DIN_LINE_BYTES: usize = 16;
 
+/// Largest access one din record may describe. Real accesses are at most a few cache lines (a
+/// 64-byte vector, a cache-line flush, a `rep movs` chunk); a record spanning megabytes is a
+/// corrupt trace whose replay would take minutes of line accesses.
+pub const MAX_RECORD_BYTES: u32 = 64 << 10;
+
 /// What an access does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -394,6 +399,14 @@ fn parse_din_line(bytes: &[u8]) -> Result<DinLine, String> {
         None => 1,
         Some(size_text) => match parse_decimal(size_text) {
             Some(0) => return Err("the size must be at least 1 byte".into()),
+            Some(size) if size > MAX_RECORD_BYTES => {
+                return Err(format!(
+                    "a {size}-byte access would replay as {} line accesses; a record may span at most {} KiB \
+                     (no instruction accesses more: the trace is corrupt)",
+                    (size as u64).div_ceil(64),
+                    MAX_RECORD_BYTES >> 10
+                ))
+            }
             Some(size) => size,
             None => return Err(format!("`{size_text}` is not a size in bytes (a decimal number up to 2^32-1)")),
         },
@@ -490,7 +503,7 @@ fn parse_plain_din_line(line: &[u8]) -> Option<TraceRecord> {
             let size = text
                 .iter()
                 .try_fold(0u64, |value, &digit| digit.is_ascii_digit().then(|| value * 10 + (digit - b'0') as u64))?;
-            u32::try_from(size).ok().filter(|&size| size > 0)?
+            u32::try_from(size).ok().filter(|&size| size > 0 && size <= MAX_RECORD_BYTES)?
         }
         Some(_) => return None,
     };
