@@ -152,6 +152,23 @@ def test_tph_decodes_dumps_and_rejects_garbage(steer_cli, tmp_path):
     bad = steer_cli("tph", str(garbage))
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
     assert steer_cli("tph", str(tmp_path / "missing.bin")).returncode == 2
+    # Quoted in an e-mail, the same text decodes the same.
+    quoted = tmp_path / "mail.txt"
+    quoted.write_text("".join(f"> {line}\n" for line in (TPH_DATA / "lspci-vv-tph.txt").read_text().splitlines()))
+    assert steer_cli("tph", str(quoted)).stdout == text.stdout
+    # lspci -vvx: the decoded text wins over the 64-byte dump an unprivileged -x appends.
+    with_dump = tmp_path / "vvx.txt"
+    dump = "00: e4 14 d8 16 06 04 10 00 01 00 00 02 10 00 80 00\n" + "".join(
+        f"{row:x}0: " + " ".join(["00"] * 16) + "\n" for row in range(1, 4)
+    )
+    with_dump.write_text((TPH_DATA / "lspci-vv-tph.txt").read_text() + dump)
+    assert steer_cli("tph", str(with_dump)).stdout == text.stdout
+    for nothing, content in [("empty.txt", ""), ("prose.txt", "no devices here\n")]:
+        (tmp_path / nothing).write_text(content)
+        done = steer_cli("tph", str(tmp_path / nothing))
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    zero = steer_cli("tph", "/dev/zero")
+    assert zero.returncode == 2 and "more than 16 MiB" in zero.stderr
 
 
 def test_compare_runs_each_placement_side_by_side(steer_cli):

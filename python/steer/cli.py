@@ -299,11 +299,21 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+# Larger than any config-space dump or lspci output of a whole machine: a device file
+# (/dev/zero) or the wrong file; reading stops there instead of never.
+TPH_INPUT_LIMIT = 16 << 20
+
+
 def cmd_tph(args: argparse.Namespace) -> int:
     try:
-        data = Path(args.file).read_bytes()
+        with open(args.file, "rb") as source:
+            data = source.read(TPH_INPUT_LIMIT + 1)
     except OSError as error:
         raise ScenarioError(f"{args.file}: cannot read: {error.strerror}") from None
+    if len(data) > TPH_INPUT_LIMIT:
+        raise ScenarioError(
+            f"{args.file}: more than {TPH_INPUT_LIMIT >> 20} MiB: not a config-space dump or lspci output"
+        )
     try:
         sys.stdout.write(api._core.describe_tph(data))
     except ScenarioError as error:

@@ -11,21 +11,50 @@ use crate::tph::decode;
 
 /// Describes every device in `bytes`; the error is one line.
 pub fn describe(bytes: &[u8]) -> Result<String, String> {
-    let Ok(text) = std::str::from_utf8(bytes) else { return describe_space(None, &binary(bytes)?) };
-    let looks_like_hex = text.lines().any(|l| l.len() > 3 && l.starts_with("00: "));
-    if looks_like_hex {
-        let devices = ConfigSpace::parse_lspci_hex(text).map_err(|e| e.to_string())?;
+    // Text is UTF-8 without control characters but tabs and line ends; anything else is a
+    // binary config space (which has zero bytes).
+    let is_text = |t: &str| !t.chars().any(|c| c.is_control() && !matches!(c, '\t' | '\r' | '\n'));
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) if is_text(text) => unquoted(text),
+        _ => return describe_space(None, &binary(bytes)?),
+    };
+    // lspci's decoded text says more than the 64-byte dump an unprivileged `-x` adds to it.
+    let out = if text.contains("Capabilities:") || text.contains("DevCap2:") {
+        let devices = parse_lspci_vv(&text).map_err(|e| e.to_string())?;
+        devices.iter().map(describe_lspci).collect()
+    } else if text.lines().any(|l| l.len() > 3 && l.starts_with("00: ")) {
+        let devices = ConfigSpace::parse_lspci_hex(&text).map_err(|e| e.to_string())?;
         let mut out = String::new();
         for (label, space) in devices {
             out.push_str(&describe_space(label.as_deref(), &space)?);
         }
-        Ok(out)
-    } else if text.contains("Capabilities:") || text.contains("DevCap2:") {
-        let devices = parse_lspci_vv(text).map_err(|e| e.to_string())?;
-        Ok(devices.iter().map(describe_lspci).collect())
+        out
     } else {
-        describe_space(None, &binary(bytes)?)
+        String::new()
+    };
+    if out.is_empty() {
+        return Err("no PCI device found (expected lspci -vv text, an lspci -x/-xxx/-xxxx dump or a binary config \
+                    space)"
+            .into());
     }
+    Ok(out)
+}
+
+/// The text without e-mail quoting (`> ` or `>` before every line, at any depth), when every
+/// non-blank line is quoted.
+fn unquoted(text: &str) -> std::borrow::Cow<'_, str> {
+    let quoted = |l: &str| l.trim_start().starts_with('>');
+    if !text.lines().filter(|l| !l.trim().is_empty()).all(quoted) || text.trim().is_empty() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let strip = |l: &str| {
+        let mut rest = l.trim_start();
+        while let Some(r) = rest.strip_prefix('>') {
+            rest = r.strip_prefix(' ').unwrap_or(r);
+        }
+        rest.to_string()
+    };
+    std::borrow::Cow::Owned(text.lines().map(strip).collect::<Vec<_>>().join("\n"))
 }
 
 fn binary(bytes: &[u8]) -> Result<ConfigSpace, String> {
