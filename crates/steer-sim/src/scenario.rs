@@ -196,25 +196,22 @@ impl Scenario {
             return Ok(());
         }
         let simulated = self.sim.warmup_us + self.sim.measure_us;
-        if simulated > MAX_SIMULATED_US {
-            return Err(format!(
-                "sim: {simulated} µs of simulated time is more than {MAX_SIMULATED_US} µs; set sim.allow_large = true \
-                 (or --allow-large) to run it anyway"
-            ));
-        }
         let t = &self.platform.topology;
         let p = &self.platform;
         let cached = t.cores() as u64 * (p.l1d.lines() + p.l2.lines()) + t.ccx_count() as u64 * p.l3.lines();
         let bytes = cached * HOST_BYTES_PER_CACHED_LINE + self.devices.iter().map(|d| d.spec.host_bytes()).sum::<u64>();
-        if bytes > MAX_HOST_BYTES {
-            return Err(format!(
-                "the caches and devices would need {:.1} GiB of host memory, more than {} GiB; set sim.allow_large = \
-                 true (or --allow-large) to run it anyway",
+        let too_much = if simulated > MAX_SIMULATED_US {
+            format!("sim: {simulated} µs of simulated time is more than {MAX_SIMULATED_US} µs")
+        } else if bytes > MAX_HOST_BYTES {
+            format!(
+                "the caches and devices would need {:.1} GiB of host memory, more than {} GiB",
                 bytes as f64 / (1u64 << 30) as f64,
                 MAX_HOST_BYTES >> 30
-            ));
-        }
-        Ok(())
+            )
+        } else {
+            return Ok(());
+        };
+        Err(format!("{too_much}; set sim.allow_large = true (or --allow-large) to run it anyway"))
     }
 
     pub fn validate(&self) -> ConfigResult<()> {
@@ -388,7 +385,7 @@ fn resolve(
     }
     substitute_table(tree, &params, "")?;
     merge_platform_preset(tree)?;
-    reject_non_finite(&toml::Value::Table(tree.clone()), "")?;
+    tree.iter().try_for_each(|(key, value)| reject_non_finite(value, key))?;
     tree.insert("params".into(), toml::Value::Table(params));
     let file: ScenarioFile = deserialize_at(toml::Value::Table(tree.clone()), "")?;
     let devices = parse_entries(&DEVICES, "devices", "device kind", Some("nic"), file.devices)?;
