@@ -194,7 +194,7 @@ def test_reproduce_prints_published_beside_simulated(steer_cli, tmp_path):
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)
     assert [r["id"] for r in rows][:2] == ["leon/prefetch-reads", "leon/inject-l3-reads"]
-    assert all(set(r) == {"id", "source", "metric", "unit", "published", "simulated", "role"} for r in rows)
+    assert all(set(r) == {"id", "source", "metric", "unit", "published", "simulated", "relation", "role"} for r in rows)
     assert {r["role"] for r in rows} == {"validation"}, "seed 003 only validates"
     reads = {r["id"]: r for r in rows}
     assert abs(reads["leon/prefetch-reads"]["simulated"] - 1.0) < 0.01

@@ -31,12 +31,15 @@ def format_run(result: dict) -> str:
         f"total {dram['total_gbps']:.2f} GB/s   ({len(dram['channels'])} channels)",
         "",
     ]
+    nics = {name: d for name, d in result["devices"].items() if "placement" in d}
     device_rows = [
         [name, d["placement"], f"{d['offered_gbps']:.2f}", f"{d['rx_gbps']:.2f}", d["drops"]]
-        for name, d in result["devices"].items()
+        for name, d in nics.items()
     ]
     if device_rows:
         lines += [output.table(["device", "placement", "offered Gb/s", "rx Gb/s", "drops"], device_rows), ""]
+    if "copy" in result:
+        lines += [format_copy(result), ""]
     core_rows = []
     for cpu, core in result["cores"].items():
         fills = core["fills"]
@@ -52,6 +55,27 @@ def format_run(result: dict) -> str:
         f"{sim['line_ops']:,} line operations measured"
     )
     return "\n".join(lines)
+
+
+def format_copy(result: dict) -> str:
+    """A copy job's figures and the copy engines that took part."""
+    copy = result["copy"]
+    if copy["seconds"] is None:
+        head = f"copy: {copy['bytes']:,} bytes copied, not finished within sim.measure_us"
+    else:
+        head = (
+            f"copy: {copy['bytes']:,} bytes in {copy['seconds'] * 1e3:.3f} ms = {copy['gibps']:.2f} GiB/s; "
+            f"{copy['descriptors']:,} descriptors, {copy['per_descriptor_us']:.3f} µs each"
+        )
+    if copy["latency_us"] is not None:
+        head += f"; {copy['latency_us']:.3f} µs per submission"
+    rows = [
+        [name, d["node"], f"{d['bytes']:,}", d["descriptors"], percent(d["busy_fraction"]), d["wq"]["retries"]]
+        for name, d in result["devices"].items()
+        if name in copy["devices"]
+    ]
+    table = output.table(["device", "node", "bytes", "descriptors", "busy", "retries"], rows) if rows else ""
+    return "\n".join(line for line in (head, table) if line)
 
 
 def format_uprof(result: dict, channels_per_socket: int) -> str:
@@ -81,8 +105,7 @@ def resolved_path(json_path: Path) -> Path:
 def run_outputs(json_path: Path, text: str, resolved: str) -> dict[Path, str]:
     """The result JSON and the resolved scenario beside it; only the JSON when it goes to a
     device (`/dev/null`, `/dev/stdout`), which has no "beside"."""
-    target = json_path.resolve() if json_path.is_symlink() else json_path
-    if target.is_char_device():
+    if output.destination(json_path).is_char_device():
         return {json_path: text}
     return {json_path: text, resolved_path(json_path): resolved}
 
@@ -90,7 +113,8 @@ def run_outputs(json_path: Path, text: str, resolved: str) -> dict[Path, str]:
 def warn_stalls(result: dict) -> None:
     """One line on stderr per agent that stopped making progress: the run is not silently short."""
     sim = result.get("sim", {})
-    if sim.get("stalled_at_ns") is not None:
+    finished_job = result.get("copy", {}).get("seconds") is not None
+    if sim.get("stalled_at_ns") is not None and not finished_job:
         print(f"steer: warning: nothing was left to happen after {sim['stalled_at_ns'] / 1000:.1f} µs", file=sys.stderr)
     for stall in sim.get("stalls", []):
         since = stall["since_ns"] / 1000
@@ -374,7 +398,7 @@ def parser() -> argparse.ArgumentParser:
         nargs="?",
         const="-",
         metavar="FILE",
-        help="rows {id, role, source, metric, unit, published, simulated} as JSON (to FILE or stdout)",
+        help="rows {id, role, source, metric, unit, published, simulated, relation} as JSON (to FILE or stdout)",
     )
     with_set(repro)
     repro.add_argument(

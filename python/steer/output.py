@@ -17,6 +17,11 @@ def current_umask() -> int:
     return mask
 
 
+def destination(path: Path) -> Path:
+    """Where writing `path` lands: a symlink's target, else the path itself."""
+    return path.resolve() if path.is_symlink() else path
+
+
 def write_atomically(files: dict[Path, str | bytes]) -> None:
     """Writes every file (text or bytes) or none. A regular file (new, or reached through a
     symlink) goes to a temporary file beside it, then all are renamed; an existing character
@@ -31,7 +36,7 @@ def write_atomically(files: dict[Path, str | bytes]) -> None:
     try:
         for path, content in files.items():
             data = content.encode("utf-8") if isinstance(content, str) else content
-            target = path.resolve() if path.is_symlink() else path
+            target = destination(path)
             if target.exists() and not target.is_file():
                 if not target.is_char_device():
                     kind = "a directory" if target.is_dir() else "not a regular file"
@@ -50,8 +55,8 @@ def write_atomically(files: dict[Path, str | bytes]) -> None:
         for path, data in devices:
             with open(path, "wb") as out:
                 out.write(data)
-        for temporary, target in staged:
-            os.replace(temporary, target)
+        for temporary, path in staged:
+            os.replace(temporary, path)
     except OSError as error:
         raise ScenarioError(f"{path}: cannot write there: {error.strerror or error}") from None
     finally:

@@ -8,7 +8,7 @@ import json
 
 from steer import api, output
 
-REGISTRIES = ("workload", "device", "placement", "replacement", "prefetcher", "preset", "scenario")
+REGISTRIES = ("workload", "device", "placement", "copy", "replacement", "prefetcher", "preset", "scenario")
 
 
 def cmd_kinds(args: argparse.Namespace) -> int:

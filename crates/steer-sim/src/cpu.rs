@@ -187,6 +187,11 @@ impl ProgramCx<'_, '_> {
         self.now
     }
 
+    /// The state agents share (copy engine ports, flows).
+    pub fn shared(&mut self) -> &mut crate::system::Shared {
+        self.cx.shared
+    }
+
     /// An RX queue's host side.
     pub fn ring(&mut self, id: RingId) -> &mut RxRing {
         &mut self.cx.shared.rings[id.0 as usize]
@@ -655,7 +660,7 @@ mod tests {
                 Box::new(Script { units: units.into(), calls: calls.clone(), role }) as Box<dyn Program>
             })
             .collect();
-        let shared = Shared { hierarchy: Hierarchy::new(&platform), rings: Vec::new() };
+        let shared = Shared::new(&platform);
         (Cpu::new(CoreTimer::on_cpu(0, &platform), programs), Harness::new(shared, 1), calls)
     }
 

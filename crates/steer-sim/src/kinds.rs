@@ -90,8 +90,8 @@ pub fn sorted<T>(registry: &'static [T], name: impl Fn(&T) -> &'static str) -> V
 /// One entry of one of steer's registries, as tools list it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Listed {
-    /// Which registry: `workload`, `device`, `placement`, `replacement`, `prefetcher`, `preset`,
-    /// `scenario`.
+    /// Which registry: `workload`, `device`, `placement`, `copy`, `replacement`, `prefetcher`,
+    /// `preset`, `scenario`.
     pub registry: &'static str,
     pub name: &'static str,
     pub description: String,
@@ -126,6 +126,9 @@ pub fn catalog() -> Vec<Listed> {
     }
     for policy in sorted(&crate::devices::placement::POLICIES, |p| p.name) {
         listed.push(plain("placement", policy.name, policy.description));
+    }
+    for policy in sorted(&crate::devices::copy_policy::COPY_POLICIES, |p| p.name) {
+        listed.push(plain("copy", policy.name, policy.description));
     }
     for policy in crate::cache::replacement::POLICIES {
         listed.push(plain("replacement", policy.name, policy.description));

@@ -2,7 +2,8 @@
 //!
 //! The layout follows the data path: `devices` (NICs, the rings they share with programs, DMA
 //! placement, PCIe TPH) -> `hierarchy` (coherent caches built from `cache` arrays) -> `memory`
-//! (DRAM channels). Workload programs (`workloads`) run on CPUs (`cpu`, with the core timing
+//! (DRAM channels); bulk copies (a copy engine's descriptors) move as `flows` over memory nodes,
+//! meshes and socket links. Workload programs (`workloads`) run on CPUs (`cpu`, with the core timing
 //! model); `engine` runs every agent in time order; `system` assembles a scenario into agents;
 //! `scenario` loads what users write; `stats` and `results` declare and shape what they read;
 //! `trace` replays traces.
@@ -13,6 +14,7 @@ pub mod devices;
 pub mod directory;
 pub mod engine;
 pub mod error;
+pub mod flows;
 pub mod hierarchy;
 mod host;
 pub mod kinds;

@@ -201,7 +201,49 @@ params! {
         peer_l2_latency_ns: f64 = 25.0,
         /// Load-to-use latency of a line supplied by a cache in another CCX (ns).
         remote_cache_latency_ns: f64 = 100.0,
+        /// Bandwidth of one socket's on-chip mesh for bulk copies (GB/s); every copy touching the
+        /// socket's memory or copy engines shares it.
+        mesh_gbs: f64 = 1000.0,
+        /// Bandwidth of the socket interconnect (UPI, xGMI) in each direction (GB/s).
+        socket_link_gbs: f64 = 64.0,
+        /// Latency a socket crossing adds to a memory read (ns).
+        socket_link_latency_ns: f64 = 60.0,
     }
+}
+
+params! {
+    /// High-bandwidth memory in flat mode (Xeon Max): memory-only NUMA nodes, one per compute
+    /// node, numbered after every DDR node (with 8 DDR nodes, node k's HBM is node k + 8).
+    pub struct HbmSpec {
+        /// HBM nodes per socket (0: no HBM); when present, one per DDR node.
+        nodes_per_socket: u32 = 0,
+        /// Capacity of one HBM node (GiB).
+        gib_per_node: u32 = 16,
+        /// Sustainable bandwidth of one HBM node (GB/s; reads and writes share it).
+        gbs_per_node: f64 = 100.0,
+        /// Idle load-to-use latency of an HBM read from a core of the same socket (ns).
+        idle_latency_ns: f64 = 130.0,
+    }
+}
+
+/// What a memory node is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryKind {
+    Ddr,
+    Hbm,
+}
+
+/// One NUMA memory node as bulk copies see it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MemoryNode {
+    pub kind: MemoryKind,
+    pub socket: u32,
+    /// The compute node it belongs to (itself for DDR nodes).
+    pub compute_node: u32,
+    /// Sustainable bandwidth, reads and writes together (GB/s).
+    pub gbs: f64,
+    /// Idle read latency from a core of its own socket (ns).
+    pub latency_ns: f64,
 }
 
 params! {
@@ -306,6 +348,8 @@ params! {
         fabric: FabricSpec = FabricSpec::default(),
         /// Memory.
         memory: MemorySpec = MemorySpec::default(),
+        /// High-bandwidth memory (HBM) nodes.
+        hbm: HbmSpec = HbmSpec::default(),
         /// Device writes into the LLC.
         io: IoSpec = IoSpec::default(),
         /// PCIe TPH steering on the host side (the `tph` placement). For SDCIAE (resctrl
@@ -329,6 +373,34 @@ impl PlatformSpec {
 
     pub fn line_bytes(&self) -> u32 {
         self.l1d.line_bytes
+    }
+
+    /// Every NUMA memory node: the DDR nodes (with cores), then the HBM nodes.
+    pub fn memory_nodes(&self) -> Vec<MemoryNode> {
+        let m = &self.memory;
+        let ddr_nodes = m.nodes(&self.topology);
+        let ddr = (0..ddr_nodes).map(|n| MemoryNode {
+            kind: MemoryKind::Ddr,
+            socket: n / m.nodes_per_socket,
+            compute_node: n,
+            gbs: m.channels_per_node as f64 * m.channel_gbs,
+            latency_ns: m.idle_latency_ns,
+        });
+        let hbm_nodes = if self.hbm.nodes_per_socket == 0 { 0 } else { ddr_nodes };
+        let hbm = (0..hbm_nodes).map(|n| MemoryNode {
+            kind: MemoryKind::Hbm,
+            socket: n / m.nodes_per_socket,
+            compute_node: n,
+            gbs: self.hbm.gbs_per_node,
+            latency_ns: self.hbm.idle_latency_ns,
+        });
+        ddr.chain(hbm).collect()
+    }
+
+    /// Idle latency of a read of memory node `node` from socket `socket` (ns).
+    pub fn read_latency_ns(&self, node: &MemoryNode, socket: u32) -> f64 {
+        let crossing = if node.socket == socket { 0.0 } else { self.fabric.socket_link_latency_ns };
+        node.latency_ns + crossing
     }
 
     pub fn line_bits(&self) -> u32 {
@@ -389,6 +461,8 @@ impl PlatformSpec {
             ("memory.idle_latency_ns", self.memory.idle_latency_ns),
             ("memory.write_queue_latency_ns", self.memory.write_queue_latency_ns),
             ("memory.write_queue_ns", self.memory.write_queue_ns),
+            ("fabric.socket_link_latency_ns", self.fabric.socket_link_latency_ns),
+            ("hbm.idle_latency_ns", self.hbm.idle_latency_ns),
         ] {
             ensure(value >= 0.0, &key(name), || format!("must not be negative (got {value})"))?;
         }
@@ -403,6 +477,18 @@ impl PlatformSpec {
         ensure(last_tag <= u16::MAX as u64, &key("tph.st_base"), || {
             format!("the tag of CPU {} would be {last_tag}, beyond 16 bits", t.cpus() - 1)
         })?;
+        for (name, value) in [
+            ("fabric.mesh_gbs", self.fabric.mesh_gbs),
+            ("fabric.socket_link_gbs", self.fabric.socket_link_gbs),
+            ("hbm.gbs_per_node", self.hbm.gbs_per_node),
+        ] {
+            ensure(value > 0.0, &key(name), || format!("must be positive (got {value})"))?;
+        }
+        ensure(
+            self.hbm.nodes_per_socket == 0 || self.hbm.nodes_per_socket == self.memory.nodes_per_socket,
+            &key("hbm.nodes_per_socket"),
+            || format!("0, or one per DDR node: {} (got {})", self.memory.nodes_per_socket, self.hbm.nodes_per_socket),
+        )?;
         let m = &self.memory;
         ensure(m.nodes_per_socket >= 1, &key("memory.nodes_per_socket"), || "must be at least 1".into())?;
         ensure(m.channels_per_node >= 1, &key("memory.channels_per_node"), || "must be at least 1".into())?;
@@ -452,6 +538,7 @@ pub const PRESETS: &[Preset] = &[
     preset!("skylake-sp-6140"),
     preset!("icelake-sp-6354"),
     preset!("power5"),
+    preset!("xeon-max-9468"),
 ];
 
 /// The description of the `host` preset, read from this machine.

@@ -243,7 +243,9 @@ impl Scenario {
             }
         }
         let shape = SystemShape {
+            platform: &self.platform,
             cpus: self.platform.topology.cpus(),
+            copy_engines: self.devices.iter().filter_map(|d| d.spec.copy_engines(&self.platform)).collect(),
             devices: self.devices.iter().map(|d| (d.spec.name(), d.spec.queue_cpus())).collect(),
         };
         let mut busy: Vec<(u32, usize)> = Vec::new();
@@ -553,6 +555,7 @@ pub const BUILTINS: &[Builtin] = &[
     Builtin { name: "iperf-rx", source: include_str!("../scenarios/iperf-rx.toml") },
     Builtin { name: "eflatency", source: include_str!("../scenarios/eflatency.toml") },
     Builtin { name: "sdci-affinity", source: include_str!("../scenarios/sdci-affinity.toml") },
+    Builtin { name: "dsa-copy", source: include_str!("../scenarios/dsa-copy.toml") },
 ];
 
 impl Builtin {

@@ -5,9 +5,11 @@
 use std::collections::BTreeMap;
 
 use crate::cpu::{CoreTimer, Cpu, Program};
+use crate::devices::dsa::CopyPorts;
 use crate::devices::ring::{RingId, RxRing};
 use crate::engine::{Agent, Engine, ReportView, Signal, Starting};
 use crate::error::Error;
+use crate::flows::{FlowAgent, Flows, Network};
 use crate::hierarchy::Hierarchy;
 use crate::memory::NODE_SPAN_BYTES;
 use crate::platform::PlatformSpec;
@@ -15,16 +17,28 @@ use crate::scenario::Scenario;
 use crate::stats::{Report, SchemaEntry};
 use crate::units::{Addr, Time};
 
-/// What agents share: the memory hierarchy, and the host side of every RX queue.
+/// What agents share: the memory hierarchy, the host side of every RX queue, bulk transfers in
+/// flight, and the ports of copy engines (work queues, completion records, copy jobs).
 pub struct Shared {
     pub hierarchy: Hierarchy,
     pub rings: Vec<RxRing>,
+    pub flows: Flows,
+    pub copy: CopyPorts,
 }
 
 impl Shared {
     /// A small hierarchy and no rings (for tests of agents).
     pub fn empty() -> Shared {
-        Shared { hierarchy: Hierarchy::new(&PlatformSpec::default()), rings: Vec::new() }
+        Shared::new(&PlatformSpec::default())
+    }
+
+    pub(crate) fn new(platform: &PlatformSpec) -> Shared {
+        Shared {
+            hierarchy: Hierarchy::new(platform),
+            rings: Vec::new(),
+            flows: Flows::default(),
+            copy: CopyPorts::default(),
+        }
     }
 
     fn reset_stats(&mut self) {
@@ -76,7 +90,7 @@ impl<'a> Builder<'a> {
             platform,
             seed,
             allocator: Allocator::new(platform.memory.nodes(&platform.topology)),
-            shared: Shared { hierarchy: Hierarchy::new(platform), rings: Vec::new() },
+            shared: Shared::new(platform),
             agents: Vec::new(),
             signals: 0,
             device_rings: Vec::new(),
@@ -102,6 +116,25 @@ impl<'a> Builder<'a> {
 
     pub fn hierarchy(&mut self) -> &mut Hierarchy {
         &mut self.shared.hierarchy
+    }
+
+    /// The bulk-transfer flows and the platform's shared resources (made, with the agent that
+    /// settles flows, on first use).
+    pub fn flows(&mut self) -> (&mut Flows, Network) {
+        if self.shared.flows.changed.is_none() {
+            let changed = self.signal();
+            let flows = &mut self.shared.flows;
+            flows.changed = Some(changed);
+            flows.network = Some(Network::new(self.platform, flows));
+            self.agents.push((Box::new(FlowAgent), Some(Time::ZERO)));
+        }
+        let network = self.shared.flows.network.clone().expect("made above");
+        (&mut self.shared.flows, network)
+    }
+
+    /// The ports between copy engines and the programs that use them.
+    pub fn copy_ports(&mut self) -> &mut CopyPorts {
+        &mut self.shared.copy
     }
 
     /// Adds an agent that first runs at `start` (`None`: when a signal it waits on is notified).

@@ -40,7 +40,7 @@ pub const SIGNALS: u32 = 6;
 /// 4 KiB at 0x10_0000 (buffer i at 0x10_0000 + 4096 i), consumed by CPU 0; descriptor ring at
 /// 0x1000 (16 B each), TX descriptor ring at 0x2000, completion ring at 0x3000 (16 B entries).
 pub fn ring_harness(entries: u32, pool: u32, recycle: Recycle) -> (Harness, RingId) {
-    let mut shared = Shared { hierarchy: crate::hierarchy::Hierarchy::new(&tiny_platform()), rings: Vec::new() };
+    let mut shared = Shared::new(&tiny_platform());
     let shape = RingShape { entries, descriptor_bytes: 16, completion_bytes: 16, recycle, consumer_cpu: 0 };
     let memory = RingMemory {
         buffers: (0..pool as u64).map(|i| Addr(0x10_0000 + i * 4096)).collect(),

@@ -1,4 +1,5 @@
-//! Devices: what moves data into and out of host memory (`nic`, ...), the ports they share with
+//! Devices: what moves data into and out of host memory (`nic`, `dsa`), how copies are split
+//! among copy engines (`copy_policy`), the ports they share with
 //! programs (`ring`), where their writes land (`placement`) and PCIe TPH (`tph`). A device kind is
 //! one file with its parameters, its agent and a `KIND` static registering it in `DEVICES`, plus
 //! its `mod` line here.
@@ -13,6 +14,7 @@ use crate::params::Describe;
 use crate::platform::PlatformSpec;
 use crate::system::Builder;
 
+pub mod copy_policy;
 pub mod placement;
 pub mod ring;
 pub mod tph;
@@ -25,10 +27,25 @@ pub trait DeviceSpec: SpecBase {
     fn validate(&self, path: &str, platform: &PlatformSpec) -> ConfigResult<()>;
     /// The consumer CPU of each RX queue it offers workloads (none for devices without queues).
     fn queue_cpus(&self) -> Vec<u32>;
+    /// What copy jobs need to know of it, if it is a copy engine.
+    fn copy_engines(&self, _platform: &PlatformSpec) -> Option<CopyEngineShape> {
+        None
+    }
     /// Host memory its model will hold (bytes), for the limit on runs that would need too much.
     fn host_bytes(&self) -> u64;
     /// Adds the device to a system being built: its agents, rings and signals.
     fn build(&self, builder: &mut Builder);
+}
+
+/// A copy engine device as copy jobs see it before it is built.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CopyEngineShape {
+    pub name: String,
+    /// The compute nodes with one of its devices.
+    pub nodes: Vec<u32>,
+    pub max_batch: u32,
+    pub wq: dsa::WqMode,
+    pub wq_size: u32,
 }
 
 /// A registered device kind.
@@ -53,4 +70,5 @@ fn parse<T: DeviceSpec + DeserializeOwned>(value: toml::Value, path: &str) -> Co
 #[linkme::distributed_slice]
 pub static DEVICES: [DeviceKind];
 
+pub mod dsa;
 pub mod nic;

@@ -43,6 +43,7 @@ fn parse<T: WorkloadSpec + DeserializeOwned>(value: toml::Value, path: &str) -> 
 #[linkme::distributed_slice]
 pub static WORKLOADS: [WorkloadKind];
 
+pub mod dsa_copy;
 pub mod example;
 pub mod l2fwd;
 pub mod pingpong;
@@ -53,7 +54,10 @@ pub mod tcp_rx;
 
 /// What validation needs to know about the system a workload runs in.
 pub struct SystemShape<'a> {
+    pub platform: &'a crate::platform::PlatformSpec,
     pub cpus: u32,
+    /// Copy engine devices.
+    pub copy_engines: Vec<crate::devices::CopyEngineShape>,
     /// (device name, consumer CPU of each RX queue)
     pub devices: Vec<(&'a str, Vec<u32>)>,
 }

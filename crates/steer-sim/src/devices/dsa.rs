@@ -1,0 +1,581 @@
+//! Intel Data Streaming Accelerator (device kind `dsa`): one copy engine device per compute NUMA
+//! node (Xeon Max: one per tile). Programs submit descriptors to the device's work queue (shared:
+//! ENQCMD, non-posted, "retry" when full; dedicated: MOVDIR64B, posted, a full queue drops); an
+//! idle engine takes the next descriptor, spends a fixed time on each of its tasks (a batch
+//! descriptor carries several), moves each task's bytes as a flow (`flows`) over the device's
+//! fabric port, the memory nodes and the links it crosses, and writes a completion record the
+//! submitter polls. Throughput is limited where it is on real parts: the device's fabric port (one
+//! engine can fill it), its read buffers over the source's latency, and the memory and links that
+//! every concurrent copy shares.
+//!
+//! Values and sources: ../shared/reference/dsa.md. Calibrated on two points (LightDSA, one SPR
+//! server, DDR to DDR): `fabric_gbs` on the 29.2 GiB/s large-copy ceiling, `descriptor_ns` on the
+//! 0.05 µs per descriptor inside a batch of 32, `latency_ns` on the 0.75 µs of one synchronous 64 B
+//! descriptor (given `enqcmd_ns`, which is assumed).
+
+use std::collections::VecDeque;
+
+use crate::devices::{CopyEngineShape, DeviceSpec};
+use crate::engine::{Agent, Cx, ReportView, Signal, Step};
+use crate::error::{ensure, ConfigResult};
+use crate::flows::{Network, OwnerId, ResourceId};
+use crate::params::{choice, params};
+use crate::platform::PlatformSpec;
+use crate::stats::{stat, stats, Report};
+use crate::system::Builder;
+use crate::units::Time;
+
+/// Engines, work queue entries and batch size one device has at most ([V] `accel-config list`
+/// on SPR, dsa.md).
+pub const DEVICE_ENGINES: u32 = 4;
+pub const DEVICE_WQ_ENTRIES: u32 = 128;
+pub const DEVICE_MAX_BATCH: u32 = 1024;
+/// Largest transfer of one descriptor (2 GiB).
+pub const MAX_TRANSFER_BYTES: u64 = 2 << 30;
+/// Bytes of a page that a fault is taken for.
+const PAGE_BYTES: u64 = 4096;
+
+choice! {
+    /// How programs submit to the device's work queue.
+    pub enum WqMode {
+        /// Shared WQ: ENQCMD, non-posted (one in flight per submitting core), "retry" when full.
+        Shared,
+        /// Dedicated WQ: MOVDIR64B, posted; a full queue drops; one submitter only.
+        Dedicated,
+    }
+}
+
+choice! {
+    /// What happens at destination pages that are not yet mapped.
+    pub enum Faults {
+        /// Every destination page is mapped before the copy.
+        None,
+        /// Untouched destination; the engine waits for each page fault to be resolved.
+        BlockOnFault,
+        /// Untouched destination, no block-on-fault: the descriptor completes partially at the
+        /// first fault and software finishes the rest on the CPU.
+        Partial,
+    }
+}
+
+params! {
+    /// A DSA on every compute NUMA node, named NAME0, NAME1, ... by node.
+    pub struct DsaSpec {
+        /// Name prefix of the devices (device of node n: NAME + n).
+        name: String = "dsa".to_string(),
+        /// Engines in the device's one group (at most 4).
+        engines: u32 = 4,
+        /// Work queue mode: `shared` or `dedicated`.
+        wq: WqMode = WqMode::Shared,
+        /// Entries of the work queue (the device has 128 in all).
+        wq_size: u32 = 128,
+        /// Largest batch the work queue accepts (configured per WQ, at most 1024).
+        max_batch: u32 = 1024,
+        /// Bandwidth of the device's port onto the fabric (GB/s): calibrated, 29.2 GiB/s large-copy ceiling (LightDSA).
+        fabric_gbs: f64 = 31.35,
+        /// Read buffers (reads in flight): 96 ([V] accel-config on SPR).
+        read_buffers: u32 = 96,
+        /// Engine time per task before its data moves (ns): calibrated, 0.05 µs per descriptor in a batch of 32.
+        descriptor_ns: f64 = 50.0,
+        /// Latency of one submission that holds no engine: descriptor fetch and the completion
+        /// record reaching the poller (ns): calibrated on 0.75 µs for one synchronous 64 B copy.
+        latency_ns: f64 = 548.0,
+        /// Core time of one ENQCMD (non-posted: it waits for accept or retry) (ns): assumed.
+        enqcmd_ns: f64 = 150.0,
+        /// Core time of one MOVDIR64B (posted) (ns): assumed.
+        movdir64b_ns: f64 = 20.0,
+        /// Engine wait for the OS to resolve one destination page fault (ns): assumed.
+        fault_ns: f64 = 2000.0,
+        /// Core time to fault in one destination page when software finishes a partial
+        /// completion (ns): assumed.
+        software_fault_ns: f64 = 500.0,
+        /// LLC ways a cache-control write may allocate in (stream-dsa: about 2 of 15).
+        llc_ways: u32 = 2,
+    }
+}
+
+/// The kind's registration.
+#[linkme::distributed_slice(crate::devices::DEVICES)]
+pub static KIND: crate::devices::DeviceKind = crate::devices::DeviceKind::of::<DsaSpec>(
+    "dsa",
+    "Intel DSA copy engines, one per compute NUMA node: work queues, batches, completion records",
+);
+
+/// A copy job's request: one descriptor (a batch of `tasks` copies of `task_bytes` each, the
+/// last `last_bytes`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Descriptor {
+    /// Index of the submitter's completion records.
+    pub submitter: usize,
+    pub tag: u64,
+    pub tasks: u32,
+    pub task_bytes: u64,
+    pub last_bytes: u64,
+    pub src_node: u32,
+    pub dst_node: u32,
+    pub faults: Faults,
+    pub cache_control: bool,
+}
+
+impl Descriptor {
+    fn bytes_of(&self, task: u32) -> u64 {
+        if task + 1 == self.tasks {
+            self.last_bytes
+        } else {
+            self.task_bytes
+        }
+    }
+}
+
+stats! {
+    /// A work queue's counters.
+    pub struct WqStats {
+        /// Descriptors accepted (a batch counts once) [descriptors]
+        accepted: u64 ["descriptors"],
+        /// ENQCMD answered "retry": the shared queue was full [submissions]
+        retries: u64 ["submissions"],
+        /// MOVDIR64B dropped: the dedicated queue was full [submissions]
+        drops: u64 ["submissions"],
+    }
+}
+
+/// A device's work queue: the port programs submit through.
+#[derive(Debug)]
+pub struct WorkQueue {
+    pub mode: WqMode,
+    pub size: u32,
+    pub max_batch: u32,
+    entries: VecDeque<Descriptor>,
+    /// Notified when a descriptor is accepted.
+    pub doorbell: Signal,
+    /// Notified when an entry frees.
+    pub space: Signal,
+    pub stats: WqStats,
+}
+
+/// What a submission got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Submit {
+    Accepted,
+    /// Shared queue full: try again.
+    Retry,
+    /// Dedicated queue full: the descriptor is lost.
+    Dropped,
+}
+
+impl WorkQueue {
+    pub fn new(mode: WqMode, size: u32, max_batch: u32, doorbell: Signal, space: Signal) -> WorkQueue {
+        WorkQueue { mode, size, max_batch, entries: VecDeque::new(), doorbell, space, stats: WqStats::default() }
+    }
+
+    /// Offers a descriptor (the caller rings `doorbell` when accepted).
+    pub fn submit(&mut self, descriptor: Descriptor) -> Submit {
+        if self.is_full() {
+            return match self.mode {
+                WqMode::Shared => {
+                    self.stats.retries += 1;
+                    Submit::Retry
+                }
+                WqMode::Dedicated => {
+                    self.stats.drops += 1;
+                    Submit::Dropped
+                }
+            };
+        }
+        self.stats.accepted += 1;
+        self.entries.push_back(descriptor);
+        Submit::Accepted
+    }
+
+    /// Whether a submission now would find no free entry.
+    pub fn is_full(&self) -> bool {
+        self.entries.len() as u32 >= self.size
+    }
+
+    /// The core time one submission takes.
+    pub fn submit_cost(&self, spec: &DsaSpec) -> Time {
+        Time::from_ns(match self.mode {
+            WqMode::Shared => spec.enqcmd_ns,
+            WqMode::Dedicated => spec.movdir64b_ns,
+        })
+    }
+}
+
+/// A completion record as its submitter sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompletionRecord {
+    pub tag: u64,
+    /// Bytes the device copied.
+    pub copied: u64,
+    /// Bytes it left at page faults (partial completion), for software to finish.
+    pub left: u64,
+    /// When the poller can see it.
+    pub visible_at: Time,
+}
+
+/// One submitter's completion records and the signal that wakes it (also told of its own flows).
+#[derive(Debug)]
+pub struct Completions {
+    pub records: VecDeque<CompletionRecord>,
+    pub signal: Signal,
+}
+
+impl Completions {
+    /// The first record visible at `now`, taken.
+    pub fn take_visible(&mut self, now: Time) -> Option<CompletionRecord> {
+        let i = self.records.iter().position(|r| r.visible_at <= now)?;
+        self.records.remove(i)
+    }
+}
+
+/// One DSA as programs find it.
+#[derive(Debug)]
+pub struct DevicePort {
+    pub name: String,
+    pub node: u32,
+    pub spec: DsaSpec,
+    pub queue: WorkQueue,
+}
+
+/// The ports between copy engines and programs: each device's work queue and every submitter's
+/// completion records.
+#[derive(Debug, Default)]
+pub struct CopyPorts {
+    pub devices: Vec<DevicePort>,
+    pub completions: Vec<Completions>,
+    /// Copy jobs' tallies (`workloads::dsa_copy`).
+    pub jobs: Vec<crate::workloads::dsa_copy::CopyJob>,
+}
+
+impl CopyPorts {
+    /// The index of the device on compute node `node` whose name starts with `prefix`.
+    pub fn device_on(&self, prefix: &str, node: u32) -> Option<usize> {
+        self.devices.iter().position(|d| d.node == node && d.name == format!("{prefix}{node}"))
+    }
+
+    /// Adds a submitter's completion records; returns its index.
+    pub fn add_submitter(&mut self, signal: Signal) -> usize {
+        self.completions.push(Completions { records: VecDeque::new(), signal });
+        self.completions.len() - 1
+    }
+}
+
+impl DeviceSpec for DsaSpec {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn validate(&self, path: &str, platform: &PlatformSpec) -> ConfigResult<()> {
+        let key = |k: &str| format!("{path}.{k}");
+        ensure((1..=DEVICE_ENGINES).contains(&self.engines), &key("engines"), || {
+            format!("a DSA has 1 to {DEVICE_ENGINES} engines (got {})", self.engines)
+        })?;
+        ensure((1..=DEVICE_WQ_ENTRIES).contains(&self.wq_size), &key("wq_size"), || {
+            format!("a DSA has 1 to {DEVICE_WQ_ENTRIES} work queue entries (got {})", self.wq_size)
+        })?;
+        ensure((1..=DEVICE_MAX_BATCH).contains(&self.max_batch), &key("max_batch"), || {
+            format!("a work queue's maximum batch is 1 to {DEVICE_MAX_BATCH} (got {})", self.max_batch)
+        })?;
+        ensure(self.read_buffers >= 1, &key("read_buffers"), || "must be at least 1".into())?;
+        ensure(self.fabric_gbs > 0.0, &key("fabric_gbs"), || format!("must be positive (got {})", self.fabric_gbs))?;
+        for (name, value) in [
+            ("descriptor_ns", self.descriptor_ns),
+            ("latency_ns", self.latency_ns),
+            ("enqcmd_ns", self.enqcmd_ns),
+            ("movdir64b_ns", self.movdir64b_ns),
+            ("fault_ns", self.fault_ns),
+            ("software_fault_ns", self.software_fault_ns),
+        ] {
+            ensure(value >= 0.0, &key(name), || format!("must not be negative (got {value})"))?;
+        }
+        ensure(self.llc_ways <= platform.l3.ways, &key("llc_ways"), || {
+            format!("the L3 has {} ways (got {})", platform.l3.ways, self.llc_ways)
+        })
+    }
+
+    fn queue_cpus(&self) -> Vec<u32> {
+        Vec::new()
+    }
+
+    fn copy_engines(&self, platform: &PlatformSpec) -> Option<CopyEngineShape> {
+        Some(CopyEngineShape {
+            name: self.name.clone(),
+            nodes: (0..platform.memory.nodes(&platform.topology)).collect(),
+            max_batch: self.max_batch,
+            wq: self.wq,
+            wq_size: self.wq_size,
+        })
+    }
+
+    fn host_bytes(&self) -> u64 {
+        0
+    }
+
+    fn build(&self, b: &mut Builder) {
+        let platform = b.platform.clone();
+        for node in 0..platform.memory.nodes(&platform.topology) {
+            let (doorbell, space, told) = (b.signal(), b.signal(), b.signal());
+            let (flows, network) = b.flows();
+            let fabric = flows.add_resource(format!("{}{node} fabric", self.name), self.fabric_gbs);
+            let owner = flows.add_owner(told);
+            let ports = b.copy_ports();
+            let queue = WorkQueue::new(self.wq, self.wq_size, self.max_batch, doorbell, space);
+            ports.devices.push(DevicePort { name: format!("{}{node}", self.name), node, spec: self.clone(), queue });
+            let device = ports.devices.len() - 1;
+            let socket = node / platform.memory.nodes_per_socket;
+            let nodes = platform.memory_nodes();
+            let line = platform.line_bytes() as f64;
+            // Reads in flight over the source's latency from this socket (Little's law).
+            let read_cap: Vec<f64> =
+                nodes.iter().map(|n| self.read_buffers as f64 * line / platform.read_latency_ns(n, socket)).collect();
+            let llc_bytes = platform.l3.size_kib * 1024 * self.llc_ways as u64 / platform.l3.ways as u64;
+            let dsa = Dsa {
+                name: format!("{}{node}", self.name),
+                spec: self.clone(),
+                device,
+                socket,
+                owner,
+                told,
+                fabric,
+                network,
+                read_cap,
+                llc_bytes,
+                engines: vec![EngineState::default(); self.engines as usize],
+                stats: DsaStats::default(),
+                window_start: Time::ZERO,
+                last_completion: Time::ZERO,
+            };
+            b.add_agent(Box::new(dsa), Some(Time::ZERO));
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+enum Phase {
+    #[default]
+    Idle,
+    /// Preparing the current task until this time.
+    Setup(Time),
+    /// The current task's bytes are moving.
+    Transfer,
+}
+
+#[derive(Debug, Clone, Default)]
+struct EngineState {
+    phase: Phase,
+    work: Option<Work>,
+    busy_since: Time,
+}
+
+#[derive(Debug, Clone)]
+struct Work {
+    descriptor: Descriptor,
+    task: u32,
+    copied: u64,
+    left: u64,
+}
+
+stats! {
+    /// A DSA's counters.
+    pub struct DsaStats {
+        /// Bytes the engines copied [bytes]
+        bytes: u64 ["bytes"],
+        /// Work descriptors (tasks) completed, each task of a batch counted [descriptors]
+        descriptors: u64 ["descriptors"],
+        /// Submissions completed (a batch counts once) [descriptors]
+        submissions: u64 ["descriptors"],
+        /// Destination page faults the engines waited for [faults]
+        page_faults: u64 ["faults"],
+        /// Bytes left to software at page faults (partial completions) [bytes]
+        partial_bytes: u64 ["bytes"],
+        /// Bytes written with the cache-control flag (destination into the LLC) [bytes]
+        cache_control_bytes: u64 ["bytes"],
+        /// Engine time spent on descriptors, summed over engines [ns]
+        engine_busy_ns: f64 ["ns"],
+    }
+}
+
+stat!(
+    BUSY_FRACTION,
+    "busy_fraction",
+    "fraction",
+    "mean fraction of time its engines were busy, from the window's start to its last completion"
+);
+stat!(LLC_RESIDENT, "llc_resident_bytes", "bytes", "cache-control bytes still in the LLC ways at the end");
+stat!(NODE, "node", "node", "the NUMA node it serves");
+
+/// One DSA device: its engines working through its work queue.
+pub struct Dsa {
+    name: String,
+    spec: DsaSpec,
+    device: usize,
+    socket: u32,
+    owner: OwnerId,
+    told: Signal,
+    fabric: ResourceId,
+    network: Network,
+    /// Per memory node: the rate its read buffers sustain reading that node (GB/s).
+    read_cap: Vec<f64>,
+    /// Capacity of the LLC ways cache-control writes may use.
+    llc_bytes: u64,
+    engines: Vec<EngineState>,
+    stats: DsaStats,
+    window_start: Time,
+    /// When it last completed a submission.
+    last_completion: Time,
+}
+
+impl Dsa {
+    /// Engine time before a task's data moves: the fixed cost, plus a wait per faulting page.
+    fn setup_time(&mut self, descriptor: &Descriptor, task: u32) -> Time {
+        let mut ns = self.spec.descriptor_ns;
+        if descriptor.faults == Faults::BlockOnFault {
+            let pages = descriptor.bytes_of(task).div_ceil(PAGE_BYTES);
+            self.stats.page_faults += pages;
+            ns += pages as f64 * self.spec.fault_ns;
+        }
+        Time::from_ns(ns)
+    }
+
+    /// Starts `work` (or its next task) on engine `e` at `now`.
+    fn begin_task(&mut self, e: usize, work: Work, now: Time) {
+        let setup = self.setup_time(&work.descriptor, work.task);
+        let engine = &mut self.engines[e];
+        engine.phase = Phase::Setup(now + setup);
+        engine.work = Some(work);
+    }
+
+    /// Engine `e`'s task is done at `now`: the next task of its batch, or the completion record.
+    fn end_task(&mut self, cx: &mut Cx, e: usize, now: Time) {
+        let mut work = self.engines[e].work.take().expect("a task in progress");
+        self.stats.descriptors += 1;
+        work.task += 1;
+        if work.task < work.descriptor.tasks {
+            self.begin_task(e, work, now);
+            return;
+        }
+        self.stats.submissions += 1;
+        self.last_completion = now;
+        let engine = &mut self.engines[e];
+        self.stats.engine_busy_ns += (now - engine.busy_since.max(self.window_start)).as_ns();
+        engine.phase = Phase::Idle;
+        let visible_at = now + Time::from_ns(self.spec.latency_ns);
+        let submitter = &mut cx.shared.copy.completions[work.descriptor.submitter];
+        submitter.records.push_back(CompletionRecord {
+            tag: work.descriptor.tag,
+            copied: work.copied,
+            left: work.left,
+            visible_at,
+        });
+        let signal = submitter.signal;
+        cx.notify(signal, visible_at);
+    }
+
+    /// Engine `e` has prepared its task: move its bytes, or (partial completion at an untouched
+    /// page) leave them to software.
+    fn start_transfer(&mut self, cx: &mut Cx, e: usize, now: Time) {
+        let work = self.engines[e].work.as_mut().expect("a task in progress");
+        let d = &work.descriptor;
+        let bytes = d.bytes_of(work.task);
+        if d.faults == Faults::Partial {
+            work.left += bytes;
+            self.stats.partial_bytes += bytes;
+            self.end_task(cx, e, now);
+            return;
+        }
+        work.copied += bytes;
+        self.stats.bytes += bytes;
+        if d.cache_control {
+            self.stats.cache_control_bytes += bytes;
+        }
+        let mut route = self.network.copy_route(self.socket, d.src_node, d.dst_node);
+        route.push(self.fabric);
+        let cap = self.read_cap[d.src_node as usize];
+        self.engines[e].phase = Phase::Transfer;
+        let flows = &mut cx.shared.flows;
+        flows.start(now, route, cap, bytes, self.owner, e as u64);
+        let changed = flows.changed.expect("flows exist");
+        cx.notify(changed, now);
+    }
+}
+
+impl Agent for Dsa {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn step(&mut self, cx: &mut Cx, now: Time, _limit: Time) -> Step {
+        for tag in cx.shared.flows.take_finished(self.owner) {
+            self.end_task(cx, tag as usize, now);
+        }
+        let (doorbell, space) = {
+            let queue = &cx.shared.copy.devices[self.device].queue;
+            (queue.doorbell, queue.space)
+        };
+        loop {
+            let mut progressed = false;
+            for e in 0..self.engines.len() {
+                match self.engines[e].phase {
+                    Phase::Setup(at) if at <= now => {
+                        self.start_transfer(cx, e, now);
+                        progressed = true;
+                    }
+                    Phase::Idle => {
+                        let Some(descriptor) = cx.shared.copy.devices[self.device].queue.entries.pop_front() else {
+                            continue;
+                        };
+                        cx.notify(space, now);
+                        self.engines[e].busy_since = now;
+                        self.begin_task(e, Work { descriptor, task: 0, copied: 0, left: 0 }, now);
+                        progressed = true;
+                    }
+                    _ => {}
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+        cx.wait_on(doorbell);
+        cx.wait_on(self.told);
+        let next =
+            self.engines.iter().filter_map(|e| if let Phase::Setup(at) = e.phase { Some(at) } else { None }).min();
+        match next {
+            Some(at) => Step::At(at),
+            None => Step::Wait,
+        }
+    }
+
+    fn reset_stats(&mut self, now: Time) {
+        self.stats.reset();
+        self.window_start = now;
+        self.last_completion = now;
+        self.engines.iter_mut().for_each(|e| e.busy_since = e.busy_since.max(now));
+    }
+
+    fn report(&self, out: &mut Report, view: &ReportView) {
+        let port = &view.shared.copy.devices[self.device];
+        let busy_now: f64 = self
+            .engines
+            .iter()
+            .filter(|e| !matches!(e.phase, Phase::Idle))
+            .map(|e| (view.now - e.busy_since.max(self.window_start)).as_ns())
+            .sum();
+        let active = if busy_now > 0.0 { view.now } else { self.last_completion.max(self.window_start) };
+        let span = (active - self.window_start).as_ns() * self.engines.len() as f64;
+        let busy = if span > 0.0 { (self.stats.engine_busy_ns + busy_now) / span } else { 0.0 };
+        out.section("devices", |devices| {
+            devices.section(&port.name, |d| {
+                d.put(&NODE, port.node);
+                self.stats.report(d);
+                d.put(&BUSY_FRACTION, busy.min(1.0));
+                d.put(&LLC_RESIDENT, self.stats.cache_control_bytes.min(self.llc_bytes));
+                d.section("wq", |w| port.queue.stats.report(w));
+            });
+        });
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}

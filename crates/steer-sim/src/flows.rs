@@ -1,0 +1,369 @@
+//! Bulk transfers as flows: copies too large to move line by line (a DSA descriptor, a CPU
+//! `memcpy` of megabytes) are flows of bytes over the resources they cross (memory nodes, a
+//! socket's mesh, the socket link in one direction, a copy engine's fabric port). Flows share each
+//! resource max-min fairly, each also limited by its own cap (what its issuer can keep in flight:
+//! outstanding reads over latency). Rates change only when a flow starts or ends, so a copy of
+//! gigabytes costs a few events per descriptor, not one per line.
+//!
+//! `Flows` lives in `Shared`; whoever starts a flow notifies `Flows::changed`, and the `FlowAgent`
+//! settles the flows at each change and at each completion, notifying each finished flow's owner.
+
+use crate::engine::{Agent, Cx, Signal, Step};
+use crate::platform::PlatformSpec;
+use crate::units::Time;
+
+/// A resource flows share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceId(pub u32);
+
+/// Who is told when its flows finish: an agent's signal and the tags of its finished flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OwnerId(pub u32);
+
+#[derive(Debug, Clone)]
+struct Resource {
+    name: String,
+    gbs: f64,
+    /// Bytes carried so far.
+    bytes: f64,
+}
+
+#[derive(Debug, Clone)]
+struct Flow {
+    route: Vec<ResourceId>,
+    cap_gbs: f64,
+    remaining: f64,
+    /// Current rate, bytes per ns (GB/s).
+    rate: f64,
+    owner: OwnerId,
+    tag: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Owner {
+    signal: Signal,
+    finished: Vec<u64>,
+}
+
+/// Bytes left below which a flow has finished (rounding of times to picoseconds).
+const DONE_BYTES: f64 = 0.5;
+
+/// Every flow in progress and the resources they share.
+#[derive(Debug, Clone, Default)]
+pub struct Flows {
+    resources: Vec<Resource>,
+    flows: Vec<Flow>,
+    owners: Vec<Owner>,
+    /// When the flows' remaining bytes were last brought up to date.
+    updated: Time,
+    /// Notified by whoever starts a flow, so that the rates are shared again.
+    pub changed: Option<Signal>,
+    /// The shared resources of the platform (memory nodes, meshes, socket links), once made.
+    pub network: Option<Network>,
+}
+
+impl Flows {
+    /// A resource of `gbs` GB/s.
+    pub fn add_resource(&mut self, name: impl Into<String>, gbs: f64) -> ResourceId {
+        self.resources.push(Resource { name: name.into(), gbs, bytes: 0.0 });
+        ResourceId(self.resources.len() as u32 - 1)
+    }
+
+    /// An owner of flows, told through `signal`.
+    pub fn add_owner(&mut self, signal: Signal) -> OwnerId {
+        self.owners.push(Owner { signal, finished: Vec::new() });
+        OwnerId(self.owners.len() as u32 - 1)
+    }
+
+    /// Starts a flow of `bytes` over `route`, at most `cap_gbs`, at `now`; `tag` comes back to
+    /// its owner when it finishes. The caller notifies `changed`.
+    pub fn start(&mut self, now: Time, route: Vec<ResourceId>, cap_gbs: f64, bytes: u64, owner: OwnerId, tag: u64) {
+        self.advance(now);
+        self.flows.push(Flow { route, cap_gbs, remaining: bytes as f64, rate: 0.0, owner, tag });
+        self.share();
+    }
+
+    /// Tags of `owner`'s flows that finished since it last asked.
+    pub fn take_finished(&mut self, owner: OwnerId) -> Vec<u64> {
+        std::mem::take(&mut self.owners[owner.0 as usize].finished)
+    }
+
+    /// Flows in progress.
+    pub fn active(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// Each resource's name and the bytes it carried.
+    pub fn carried(&self) -> impl Iterator<Item = (&str, f64)> {
+        self.resources.iter().map(|r| (r.name.as_str(), r.bytes))
+    }
+
+    /// The current rate of the flows of `owner` with `tag` (GB/s), for tests.
+    pub fn rate_of(&self, owner: OwnerId, tag: u64) -> Option<f64> {
+        self.flows.iter().find(|f| f.owner == owner && f.tag == tag).map(|f| f.rate)
+    }
+
+    fn advance(&mut self, now: Time) {
+        let dt = (now - self.updated).as_ns();
+        self.updated = now;
+        if dt <= 0.0 {
+            return;
+        }
+        for flow in &mut self.flows {
+            let moved = (flow.rate * dt).min(flow.remaining);
+            flow.remaining -= moved;
+            for r in &flow.route {
+                self.resources[r.0 as usize].bytes += moved;
+            }
+        }
+    }
+
+    /// Max-min fair rates by progressive filling: raise every unfrozen flow's rate together
+    /// until a resource is full or a flow reaches its cap; freeze those flows; repeat.
+    fn share(&mut self) {
+        let mut residual: Vec<f64> = self.resources.iter().map(|r| r.gbs).collect();
+        let mut frozen = vec![false; self.flows.len()];
+        for flow in &mut self.flows {
+            flow.rate = 0.0;
+        }
+        let mut users = vec![0u32; residual.len()];
+        loop {
+            users.iter_mut().for_each(|u| *u = 0);
+            for (flow, _) in self.flows.iter().zip(&frozen).filter(|(_, f)| !**f) {
+                for r in &flow.route {
+                    users[r.0 as usize] += 1;
+                }
+            }
+            let by_resource = residual
+                .iter()
+                .zip(&users)
+                .filter(|(_, &n)| n > 0)
+                .map(|(left, &n)| left / n as f64)
+                .fold(f64::INFINITY, f64::min);
+            let by_cap = self
+                .flows
+                .iter()
+                .zip(&frozen)
+                .filter(|(_, f)| !**f)
+                .map(|(flow, _)| flow.cap_gbs - flow.rate)
+                .fold(f64::INFINITY, f64::min);
+            let step = by_resource.min(by_cap);
+            if !step.is_finite() {
+                break;
+            }
+            for (flow, _) in self.flows.iter_mut().zip(&frozen).filter(|(_, f)| !**f) {
+                flow.rate += step;
+                for r in &flow.route {
+                    residual[r.0 as usize] -= step;
+                }
+            }
+            let mut any = false;
+            for (flow, frozen) in self.flows.iter().zip(frozen.iter_mut()).filter(|(_, f)| !**f) {
+                let full = flow.route.iter().any(|r| residual[r.0 as usize] <= 1e-9 * self.resources[r.0 as usize].gbs);
+                if full || flow.rate >= flow.cap_gbs * (1.0 - 1e-9) {
+                    *frozen = true;
+                    any = true;
+                }
+            }
+            if !any || frozen.iter().all(|f| *f) {
+                break;
+            }
+        }
+    }
+
+    /// Brings every flow up to `now`, ends those that are done and shares the rates again;
+    /// returns the signals of the owners with newly finished flows.
+    pub fn settle(&mut self, now: Time) -> Vec<Signal> {
+        self.advance(now);
+        let mut told = Vec::new();
+        let mut i = 0;
+        while i < self.flows.len() {
+            if self.flows[i].remaining <= DONE_BYTES {
+                let flow = self.flows.swap_remove(i);
+                let owner = &mut self.owners[flow.owner.0 as usize];
+                owner.finished.push(flow.tag);
+                if !told.contains(&owner.signal) {
+                    told.push(owner.signal);
+                }
+            } else {
+                i += 1;
+            }
+        }
+        self.share();
+        told
+    }
+
+    /// When the next flow will finish at the current rates.
+    pub fn next_finish(&self) -> Option<Time> {
+        self.flows
+            .iter()
+            .filter(|f| f.rate > 0.0)
+            .map(|f| self.updated + Time((f.remaining / f.rate * 1000.0).ceil() as u64))
+            .min()
+    }
+}
+
+/// The platform's shared resources: each memory node, each socket's mesh, the socket link in
+/// each direction.
+#[derive(Debug, Clone)]
+pub struct Network {
+    memory: Vec<ResourceId>,
+    mesh: Vec<ResourceId>,
+    /// `links[from][to]`, for `from != to`.
+    links: Vec<Vec<Option<ResourceId>>>,
+    /// The socket of each memory node.
+    node_socket: Vec<u32>,
+}
+
+impl Network {
+    pub fn new(platform: &PlatformSpec, flows: &mut Flows) -> Network {
+        let nodes = platform.memory_nodes();
+        let memory =
+            nodes.iter().enumerate().map(|(i, n)| flows.add_resource(format!("memory node {i}"), n.gbs)).collect();
+        let sockets = platform.topology.sockets;
+        let mesh = (0..sockets).map(|s| flows.add_resource(format!("mesh {s}"), platform.fabric.mesh_gbs)).collect();
+        let links = (0..sockets)
+            .map(|from| {
+                (0..sockets)
+                    .map(|to| {
+                        (from != to)
+                            .then(|| flows.add_resource(format!("link {from}->{to}"), platform.fabric.socket_link_gbs))
+                    })
+                    .collect()
+            })
+            .collect();
+        Network { memory, mesh, links, node_socket: nodes.iter().map(|n| n.socket).collect() }
+    }
+
+    /// The resources a copy from memory node `src` to `dst` crosses (a resource listed twice
+    /// carries the flow's bytes twice) when the agent moving it
+    /// sits on socket `socket`: both memory nodes, every mesh it touches, and the socket link
+    /// in the direction of each crossing (data read from a remote socket, data written to one).
+    pub fn copy_route(&self, socket: u32, src: u32, dst: u32) -> Vec<ResourceId> {
+        let (src_socket, dst_socket) = (self.node_socket[src as usize], self.node_socket[dst as usize]);
+        // A copy within one node reads and writes it: the node appears twice and carries both.
+        let mut route = vec![self.memory[src as usize], self.memory[dst as usize]];
+        for s in [socket, src_socket, dst_socket] {
+            let mesh = self.mesh[s as usize];
+            if !route.contains(&mesh) {
+                route.push(mesh);
+            }
+        }
+        for (from, to) in [(src_socket, socket), (socket, dst_socket)] {
+            if let Some(link) = self.links[from as usize][to as usize] {
+                route.push(link);
+            }
+        }
+        route
+    }
+}
+
+/// Settles the flows whenever they change or one finishes.
+pub struct FlowAgent;
+
+impl Agent for FlowAgent {
+    fn name(&self) -> String {
+        "flows".into()
+    }
+
+    fn step(&mut self, cx: &mut Cx, now: Time, _limit: Time) -> Step {
+        let flows = &mut cx.shared.flows;
+        let told = flows.settle(now);
+        let next = flows.next_finish();
+        let changed = flows.changed.expect("the flow agent exists only with flows");
+        for signal in told {
+            cx.notify(signal, now);
+        }
+        cx.wait_on(changed);
+        match next {
+            Some(at) => Step::At(at),
+            None => Step::Wait,
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::ns;
+
+    fn two_resources() -> (Flows, ResourceId, ResourceId, OwnerId) {
+        let mut flows = Flows::default();
+        let a = flows.add_resource("a", 10.0);
+        let b = flows.add_resource("b", 4.0);
+        let owner = flows.add_owner(Signal(0));
+        (flows, a, b, owner)
+    }
+
+    #[test]
+    fn one_flow_runs_at_its_tightest_resource_or_cap() {
+        let (mut flows, a, b, owner) = two_resources();
+        flows.start(ns(0.0), vec![a, b], f64::INFINITY, 400, owner, 1);
+        assert_eq!(flows.rate_of(owner, 1), Some(4.0));
+        // 400 bytes at 4 bytes/ns: done at 100 ns.
+        assert_eq!(flows.next_finish(), Some(Time(100_000)));
+        flows.start(ns(0.0), vec![a], 3.0, 30, owner, 2);
+        assert_eq!(flows.rate_of(owner, 2), Some(3.0));
+    }
+
+    #[test]
+    fn max_min_gives_the_unconstrained_flow_what_the_constrained_one_leaves() {
+        let (mut flows, a, b, owner) = two_resources();
+        flows.start(ns(0.0), vec![a, b], f64::INFINITY, 1000, owner, 1);
+        flows.start(ns(0.0), vec![a], f64::INFINITY, 1000, owner, 2);
+        // Flow 1 is held to 4 by b; flow 2 gets the 6 left of a.
+        assert_eq!(flows.rate_of(owner, 1), Some(4.0));
+        assert_eq!(flows.rate_of(owner, 2), Some(6.0));
+        flows.start(ns(0.0), vec![a], f64::INFINITY, 1000, owner, 3);
+        assert_eq!(flows.rate_of(owner, 1), Some(10.0 / 3.0));
+        assert_eq!(flows.rate_of(owner, 3), Some(10.0 / 3.0));
+    }
+
+    #[test]
+    fn a_finished_flow_is_reported_once_to_its_owner_and_frees_its_share() {
+        let (mut flows, a, _, owner) = two_resources();
+        flows.start(ns(0.0), vec![a], f64::INFINITY, 100, owner, 7);
+        flows.start(ns(0.0), vec![a], f64::INFINITY, 1000, owner, 8);
+        // Each at 5 bytes/ns: flow 7 ends at 20 ns; flow 8 has 900 bytes left and gets all 10.
+        assert!(flows.settle(ns(19.0)).is_empty());
+        assert_eq!(flows.settle(ns(20.0)), vec![Signal(0)]);
+        assert_eq!(flows.take_finished(owner), vec![7]);
+        assert!(flows.take_finished(owner).is_empty());
+        assert_eq!(flows.rate_of(owner, 8), Some(10.0));
+        assert_eq!(flows.next_finish(), Some(ns(20.0) + Time(90_000)));
+        let carried: Vec<_> = flows.carried().collect();
+        assert_eq!(carried[0], ("a", 200.0));
+    }
+
+    #[test]
+    fn a_resource_listed_twice_carries_the_flow_twice() {
+        let (mut flows, a, _, owner) = two_resources();
+        flows.start(ns(0.0), vec![a, a], f64::INFINITY, 100, owner, 1);
+        assert_eq!(flows.rate_of(owner, 1), Some(5.0));
+    }
+
+    #[test]
+    fn a_copy_across_sockets_crosses_the_link_in_the_direction_data_moves() {
+        let platform = crate::platform::preset("xeon-max-9468").unwrap();
+        let mut flows = Flows::default();
+        let network = Network::new(&platform, &mut flows);
+        let names = |route: Vec<ResourceId>| -> Vec<String> {
+            route.iter().map(|r| flows.resources[r.0 as usize].name.clone()).collect()
+        };
+        // An engine on socket 1 copying node 0 (socket 0) to node 15 (HBM of node 7, socket 1).
+        assert_eq!(
+            names(network.copy_route(1, 0, 15)),
+            ["memory node 0", "memory node 15", "mesh 1", "mesh 0", "link 0->1"]
+        );
+        // An engine on socket 0 doing the same copy writes across the link instead.
+        assert_eq!(
+            names(network.copy_route(0, 0, 15)),
+            ["memory node 0", "memory node 15", "mesh 0", "mesh 1", "link 0->1"]
+        );
+        assert_eq!(names(network.copy_route(0, 0, 0)), ["memory node 0", "memory node 0", "mesh 0"]);
+    }
+}

@@ -1,0 +1,547 @@
+//! A copy job (workload kind `dsa_copy`): `total_bytes` from memory node `src_node` to `dst_node`,
+//! split evenly among the copy engines a copy policy names and, per engine, among `threads`
+//! submitting threads pinned to its node (as seed 001's benchmarks do). On the hardware path a
+//! thread cuts its share into descriptors of `transfer_bytes`, groups `batch` of them per
+//! submission, keeps `queue_depth` submissions in flight and polls their completion records,
+//! finishing on the CPU what a partial completion leaves. On the software path the thread copies
+//! each piece itself (DML's software path). The job's figures are reported under `copy`.
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpu::{Next, Program, ProgramCx, UnitKind};
+use crate::devices::copy_policy::{self, CopyPolicies};
+use crate::devices::dsa::{Descriptor, DsaSpec, Faults, Submit, WqMode, MAX_TRANSFER_BYTES};
+use crate::engine::{Agent, Cx, ReportView, Signal, Step};
+use crate::error::{ensure, ConfigError, ConfigResult};
+use crate::flows::{OwnerId, ResourceId};
+use crate::params::{choice, params, Describe, Name, ParamDoc};
+use crate::stats::{stat, Report, Stat};
+use crate::system::Builder;
+use crate::units::Time;
+use crate::workloads::{SystemShape, WorkloadSpec};
+
+/// Most descriptors one job may need (a run beyond it is refused: raise `transfer_bytes`).
+pub const MAX_DESCRIPTORS: u64 = 4 << 20;
+
+choice! {
+    /// Who copies.
+    pub enum CopyPath {
+        /// DSA descriptors.
+        Hardware,
+        /// The submitting threads copy on their CPUs (DML's software path).
+        Software,
+    }
+}
+
+/// Which devices take part: a registered copy policy, or a list of compute nodes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CopyChoice {
+    Policy(Name<CopyPolicies>),
+    Nodes(Vec<u32>),
+}
+
+impl Describe for CopyChoice {
+    fn describe_into(&self, prefix: &str, meaning: &str, out: &mut Vec<ParamDoc>) {
+        match self {
+            CopyChoice::Policy(name) => name.describe_into(prefix, meaning, out),
+            CopyChoice::Nodes(nodes) => {
+                out.push(ParamDoc { key: prefix.into(), value: format!("{nodes:?}"), meaning: meaning.into() })
+            }
+        }
+    }
+}
+
+params! {
+    /// The copy job's parameters.
+    pub struct DsaCopySpec {
+        /// `hardware` (DSA) or `software` (the CPU copies).
+        path: CopyPath = CopyPath::Hardware,
+        /// Name prefix of the DSA devices (`[[devices]] kind = "dsa"`).
+        device: String = "dsa".to_string(),
+        /// Descriptors per submission (1: no batch descriptor).
+        batch: u32 = 1,
+        /// Submissions each thread keeps in flight (1: synchronous).
+        queue_depth: u32 = 1,
+        /// Submitting threads per device taking part, pinned to the device's node.
+        threads: u32 = 1,
+        /// Bytes per descriptor.
+        transfer_bytes: u64 = 1 << 20,
+        /// Bytes the job copies.
+        total_bytes: u64 = 1 << 30,
+        /// Destination pages: `none` (pre-touched), `block_on_fault` or `partial`.
+        faults: Faults = Faults::None,
+        /// Destination written into the LLC (cache-control flag).
+        cache_control: bool = false,
+        /// Memory node copied from.
+        src_node: u32 = 0,
+        /// Memory node copied to.
+        dst_node: u32 = 0,
+        /// Devices taking part: a copy policy (`local`, `brute`, `smart`) or a list of compute nodes.
+        copy_policy: CopyChoice = CopyChoice::Policy(Name::new("local")),
+    }
+}
+
+/// The kind's registration.
+#[linkme::distributed_slice(crate::workloads::WORKLOADS)]
+pub static KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<DsaCopySpec>(
+    "dsa_copy",
+    "one copy job between memory nodes by DSA descriptors (or the CPU), split among devices and threads",
+);
+
+impl DsaCopySpec {
+    /// The compute nodes whose devices take part.
+    fn device_nodes(&self, platform: &crate::platform::PlatformSpec) -> Vec<u32> {
+        match &self.copy_policy {
+            CopyChoice::Policy(name) => copy_policy::devices_for(name, platform, self.src_node, self.dst_node),
+            CopyChoice::Nodes(nodes) => nodes.clone(),
+        }
+    }
+
+    /// The CPUs of the threads submitting to the device of `node`: its node's first CPUs.
+    fn cpus_of(&self, platform: &crate::platform::PlatformSpec, node: u32) -> Vec<u32> {
+        let cpus = platform.topology.cpus();
+        (0..cpus).filter(|&c| platform.node_of_cpu(c) == node).take(self.threads as usize).collect()
+    }
+
+    fn descriptors(&self) -> u64 {
+        self.total_bytes.div_ceil(self.transfer_bytes.max(1))
+    }
+}
+
+impl WorkloadSpec for DsaCopySpec {
+    fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
+        let key = |k: &str| format!("{path}.{k}");
+        let platform = system.platform;
+        let memory_nodes = platform.memory_nodes().len() as u32;
+        for (name, node) in [("src_node", self.src_node), ("dst_node", self.dst_node)] {
+            ensure(node < memory_nodes, &key(name), || {
+                format!("node {node} does not exist (the platform has {memory_nodes} memory nodes)")
+            })?;
+        }
+        let engines = system.copy_engines.iter().find(|e| e.name == self.device).ok_or_else(|| {
+            ConfigError::new(
+                key("device"),
+                format!("no copy engine device named `{}` (add [[devices]] kind = \"dsa\")", self.device),
+            )
+        })?;
+        if let CopyChoice::Policy(name) = &self.copy_policy {
+            name.check(&key("copy_policy"))?;
+        }
+        for node in self.device_nodes(platform) {
+            ensure(engines.nodes.contains(&node), &key("copy_policy"), || format!("node {node} has no DSA"))?;
+        }
+        ensure(!self.device_nodes(platform).is_empty(), &key("copy_policy"), || "names no device".into())?;
+        ensure((1..=MAX_TRANSFER_BYTES).contains(&self.transfer_bytes), &key("transfer_bytes"), || {
+            format!("a descriptor moves 1 byte to 2 GiB (got {})", self.transfer_bytes)
+        })?;
+        ensure(self.total_bytes >= 1, &key("total_bytes"), || "must be at least 1".into())?;
+        ensure(self.descriptors() <= MAX_DESCRIPTORS, &key("total_bytes"), || {
+            format!(
+                "{} descriptors of {} bytes: more than {MAX_DESCRIPTORS}; raise transfer_bytes",
+                self.descriptors(),
+                self.transfer_bytes
+            )
+        })?;
+        ensure((1..=engines.max_batch).contains(&self.batch), &key("batch"), || {
+            format!("the work queue takes batches of 1 to {} descriptors (got {})", engines.max_batch, self.batch)
+        })?;
+        ensure(self.queue_depth >= 1, &key("queue_depth"), || "must be at least 1".into())?;
+        let per_node = platform.topology.cpus() / platform.memory.nodes(&platform.topology);
+        ensure((1..=per_node).contains(&self.threads), &key("threads"), || {
+            format!("1 to {per_node} threads per device: its node has {per_node} CPUs (got {})", self.threads)
+        })?;
+        if engines.wq == WqMode::Dedicated && self.path == CopyPath::Hardware {
+            ensure(self.threads == 1, &key("threads"), || {
+                format!("a dedicated WQ takes one submitter; {} threads would share it", self.threads)
+            })?;
+            ensure(self.queue_depth <= engines.wq_size, &key("queue_depth"), || {
+                format!(
+                    "{} in flight would overflow the dedicated WQ's {} entries (it drops what does not fit)",
+                    self.queue_depth, engines.wq_size
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    fn cpus(&self, system: &SystemShape) -> Vec<u32> {
+        self.device_nodes(system.platform).into_iter().flat_map(|n| self.cpus_of(system.platform, n)).collect()
+    }
+
+    fn build(&self, b: &mut Builder) {
+        let platform = b.platform.clone();
+        let nodes = self.device_nodes(&platform);
+        let done = b.signal();
+        let job = {
+            let ports = b.copy_ports();
+            ports.jobs.push(CopyJob {
+                done,
+                threads_left: 0,
+                end: None,
+                devices: Vec::new(),
+                bytes: 0,
+                descriptors: 0,
+                operations: 0,
+                latency_ns: 0.0,
+                software_bytes: 0,
+                submit_ns: 0.0,
+                poll_ns: 0.0,
+                cpu_copy_ns: 0.0,
+            });
+            ports.jobs.len() - 1
+        };
+        let memory = platform.memory_nodes();
+        let shares = split(self.total_bytes, nodes.len() as u64);
+        for (&node, device_bytes) in nodes.iter().zip(shares) {
+            let cpus = self.cpus_of(&platform, node);
+            for (&cpu, bytes) in cpus.iter().zip(split(device_bytes, cpus.len() as u64)) {
+                let signal = b.signal();
+                let (flows, network) = b.flows();
+                let owner = flows.add_owner(signal);
+                let socket =
+                    platform.topology.socket_of_ccx(platform.topology.ccx_of_core(platform.topology.core_of_cpu(cpu)));
+                let latency = |n: u32| platform.read_latency_ns(&memory[n as usize], socket);
+                // Misses in flight over a line's round trip: a load of the source, a read for
+                // ownership of the destination (Little's law).
+                let cpu_cap = platform.core.outstanding_misses as f64 * platform.line_bytes() as f64
+                    / (latency(self.src_node) + latency(self.dst_node));
+                let cpu_route = network.copy_route(socket, self.src_node, self.dst_node);
+                let ports = b.copy_ports();
+                let device = ports.device_on(&self.device, node).expect("validated: the node has a device");
+                let me = ports.add_submitter(signal);
+                let dsa = ports.devices[device].spec.clone();
+                ports.jobs[job].threads_left += 1;
+                let submitter = Submitter {
+                    spec: self.clone(),
+                    dsa,
+                    job,
+                    me,
+                    device,
+                    owner,
+                    cpu_route,
+                    cpu_cap,
+                    remaining: bytes,
+                    in_flight: VecDeque::new(),
+                    next_tag: 0,
+                    pending: None,
+                    retry_wait: false,
+                    dropped: false,
+                    software_left: 0,
+                    cpu_copy_since: None,
+                    waiting_since: None,
+                    finished: false,
+                };
+                b.run_on(cpu, Box::new(submitter));
+            }
+            let name = format!("{}{node}", self.device);
+            b.copy_ports().jobs[job].devices.push(name);
+        }
+        b.add_agent(Box::new(JobAgent { job }), Some(Time::ZERO));
+    }
+}
+
+/// `total` split into `parts` shares, the remainder spread over the first.
+fn split(total: u64, parts: u64) -> impl Iterator<Item = u64> {
+    (0..parts).map(move |i| total / parts + u64::from(i < total % parts))
+}
+
+/// The tally of one copy job, shared by its threads.
+#[derive(Debug)]
+pub struct CopyJob {
+    /// Notified by each thread that has finished its share.
+    pub done: Signal,
+    pub threads_left: u32,
+    pub end: Option<Time>,
+    pub devices: Vec<String>,
+    pub bytes: u64,
+    pub descriptors: u64,
+    pub operations: u64,
+    pub latency_ns: f64,
+    pub software_bytes: u64,
+    pub submit_ns: f64,
+    pub poll_ns: f64,
+    pub cpu_copy_ns: f64,
+}
+
+const SUBMIT: u32 = 0;
+const CPU_COPY: u32 = 1;
+
+/// One submitting thread.
+struct Submitter {
+    spec: DsaCopySpec,
+    dsa: DsaSpec,
+    job: usize,
+    me: usize,
+    device: usize,
+    owner: OwnerId,
+    cpu_route: Vec<ResourceId>,
+    cpu_cap: f64,
+    /// Bytes of its share not yet submitted (or copied).
+    remaining: u64,
+    /// Submissions in flight: tag and when their submission began.
+    in_flight: VecDeque<(u64, Time)>,
+    next_tag: u64,
+    /// A submission being made (or retried), with when it began.
+    pending: Option<(Descriptor, Time)>,
+    /// Its last ENQCMD got "retry": it waits for the queue to free an entry.
+    retry_wait: bool,
+    dropped: bool,
+    /// Bytes partial completions left for the CPU to copy.
+    software_left: u64,
+    /// When its current CPU copy began.
+    cpu_copy_since: Option<Time>,
+    /// When it began polling for completions.
+    waiting_since: Option<Time>,
+    finished: bool,
+}
+
+/// What a copy job counts its work in.
+pub const DESCRIPTOR: UnitKind = UnitKind {
+    count: Stat { key: "descriptors", unit: "descriptors", meaning: "descriptors copied in the measured window" },
+    exec_ns_per: Stat { key: "exec_ns_per_descriptor", unit: "ns", meaning: "CPU time spent per descriptor" },
+    cycles_per: Stat { key: "cycles_per_descriptor", unit: "cycles", meaning: "CPU cycles per descriptor" },
+};
+
+impl Submitter {
+    fn job<'a>(&self, cx: &'a mut ProgramCx) -> &'a mut CopyJob {
+        &mut cx.shared().copy.jobs[self.job]
+    }
+
+    /// The next submission: up to `batch` descriptors of `transfer_bytes` from what is left.
+    fn next_descriptor(&mut self) -> Descriptor {
+        let transfer = self.spec.transfer_bytes;
+        let tasks = self.remaining.div_ceil(transfer).min(self.spec.batch as u64);
+        let bytes = (tasks * transfer).min(self.remaining);
+        self.remaining -= bytes;
+        self.next_tag += 1;
+        Descriptor {
+            submitter: self.me,
+            tag: self.next_tag,
+            tasks: tasks as u32,
+            task_bytes: transfer,
+            last_bytes: bytes - (tasks - 1) * transfer,
+            src_node: self.spec.src_node,
+            dst_node: self.spec.dst_node,
+            faults: self.spec.faults,
+            cache_control: self.spec.cache_control,
+        }
+    }
+
+    /// Queues the pending submission: the core's ENQCMD or MOVDIR64B, then the hand-over.
+    fn submit(&self, cx: &mut ProgramCx) {
+        let cost = cx.shared().copy.devices[self.device].queue.submit_cost(&self.dsa);
+        cx.hold(cost);
+        cx.call(SUBMIT);
+    }
+
+    /// Reads every completion record visible now.
+    fn collect_completions(&mut self, cx: &mut ProgramCx) {
+        let now = cx.now();
+        while let Some(record) = cx.shared().copy.completions[self.me].take_visible(now) {
+            let i = self.in_flight.iter().position(|(tag, _)| *tag == record.tag).expect("a record of ours");
+            let (_, began) = self.in_flight.remove(i).expect("found");
+            self.software_left += record.left;
+            let job = self.job(cx);
+            job.operations += 1;
+            job.latency_ns += (now - began).as_ns();
+            job.bytes += record.copied;
+        }
+    }
+
+    /// Copies `bytes` on this CPU: fault in the untouched pages first if it must.
+    fn copy_on_cpu(&mut self, cx: &mut ProgramCx, bytes: u64, fault_pages: bool) {
+        if fault_pages {
+            cx.hold(Time::from_ns(bytes.div_ceil(4096) as f64 * self.dsa.software_fault_ns));
+        }
+        self.software_left = bytes;
+        cx.call(CPU_COPY);
+    }
+}
+
+impl Program for Submitter {
+    fn role(&self) -> &'static str {
+        "dsa_copy"
+    }
+
+    fn unit(&self) -> &'static UnitKind {
+        &DESCRIPTOR
+    }
+
+    fn next(&mut self, cx: &mut ProgramCx) -> Next {
+        let now = cx.now();
+        if let Some(since) = self.waiting_since.take() {
+            self.job(cx).poll_ns += (now - since).as_ns();
+        }
+        let signal = cx.shared().copy.completions[self.me].signal;
+        if let Some(since) = self.cpu_copy_since {
+            if cx.shared().flows.take_finished(self.owner).is_empty() {
+                cx.wait_on(signal);
+                return Next::Wait;
+            }
+            self.cpu_copy_since = None;
+            self.job(cx).cpu_copy_ns += (now - since).as_ns();
+        }
+        if self.dropped {
+            return Next::Stall("a full dedicated WQ dropped its descriptor".into());
+        }
+        self.collect_completions(cx);
+        if self.software_left > 0 {
+            let left = self.software_left;
+            self.job(cx).software_bytes += left;
+            self.copy_on_cpu(cx, left, true);
+            return Next::Unit;
+        }
+        if self.pending.is_some() {
+            let queue = &cx.shared().copy.devices[self.device].queue;
+            if self.retry_wait && queue.is_full() {
+                let space = queue.space;
+                cx.wait_on(space);
+                cx.wait_on(signal);
+                return Next::Wait;
+            }
+            self.submit(cx);
+            return Next::Unit;
+        }
+        if self.remaining > 0 {
+            match self.spec.path {
+                CopyPath::Software => {
+                    let bytes = self.remaining.min(self.spec.transfer_bytes);
+                    self.remaining -= bytes;
+                    self.job(cx).descriptors += 1;
+                    cx.count(1);
+                    self.copy_on_cpu(cx, bytes, self.spec.faults != Faults::None);
+                    return Next::Unit;
+                }
+                CopyPath::Hardware if self.in_flight.len() < self.spec.queue_depth as usize => {
+                    let descriptor = self.next_descriptor();
+                    self.pending = Some((descriptor, now));
+                    self.submit(cx);
+                    return Next::Unit;
+                }
+                CopyPath::Hardware => {}
+            }
+        }
+        if !self.in_flight.is_empty() {
+            self.waiting_since = Some(now);
+            cx.wait_on(signal);
+            // A record written while it was busy (its notification came before it waited).
+            let records = &cx.shared().copy.completions[self.me].records;
+            return match records.iter().map(|r| r.visible_at).min() {
+                Some(at) => Next::At(at),
+                None => Next::Wait,
+            };
+        }
+        if !self.finished {
+            self.finished = true;
+            let job = self.job(cx);
+            job.threads_left -= 1;
+            job.end = Some(job.end.map_or(now, |e| e.max(now)));
+            let done = job.done;
+            cx.notify(done);
+        }
+        Next::Wait
+    }
+
+    fn on_call(&mut self, tag: u32, cx: &mut ProgramCx) {
+        let now = cx.now();
+        match tag {
+            SUBMIT => {
+                let (descriptor, began) = self.pending.take().expect("a submission in progress");
+                let tasks = descriptor.tasks as u64;
+                let (tag, queue) = (descriptor.tag, &mut cx.shared().copy.devices[self.device].queue);
+                let cost = queue.submit_cost(&self.dsa).as_ns();
+                match queue.submit(descriptor.clone()) {
+                    Submit::Accepted => {
+                        let doorbell = queue.doorbell;
+                        self.retry_wait = false;
+                        self.in_flight.push_back((tag, began));
+                        let job = self.job(cx);
+                        job.descriptors += tasks;
+                        job.submit_ns += cost;
+                        cx.count(tasks);
+                        cx.notify(doorbell);
+                    }
+                    Submit::Retry => {
+                        self.job(cx).submit_ns += cost;
+                        self.retry_wait = true;
+                        self.pending = Some((descriptor, began));
+                    }
+                    Submit::Dropped => self.dropped = true,
+                }
+            }
+            _ => {
+                let bytes = std::mem::take(&mut self.software_left);
+                self.cpu_copy_since = Some(now);
+                let flows = &mut cx.shared().flows;
+                flows.start(now, self.cpu_route.clone(), self.cpu_cap, bytes, self.owner, 0);
+                let changed = flows.changed.expect("flows exist");
+                cx.notify(changed);
+                self.job(cx).bytes += bytes;
+            }
+        }
+    }
+
+    fn waiting_for(&self) -> String {
+        format!("{} submissions in flight", self.in_flight.len())
+    }
+}
+
+stat!(GIBPS, "gibps", "GiB/s", "bytes copied over the job's wall time");
+stat!(SECONDS, "seconds", "s", "the job's wall time (null: not finished in the simulated time)");
+stat!(LATENCY_US, "latency_us", "µs", "mean time from the start of a submission to its completion being seen");
+stat!(PER_DESCRIPTOR_US, "per_descriptor_us", "µs", "wall time over descriptors");
+stat!(BYTES, "bytes", "bytes", "bytes copied");
+stat!(DESCRIPTORS, "descriptors", "descriptors", "descriptors (tasks) submitted, or pieces copied by the CPU");
+stat!(OPERATIONS, "operations", "submissions", "submissions completed (a batch counts once)");
+stat!(SOFTWARE_BYTES, "software_bytes", "bytes", "bytes the CPU copied after partial completions");
+stat!(SUBMIT_US, "submit_us", "µs", "CPU time spent submitting, over all threads");
+stat!(POLL_US, "poll_us", "µs", "CPU time spent polling completion records, over all threads");
+stat!(CPU_COPY_US, "cpu_copy_us", "µs", "CPU time spent copying, over all threads");
+stat!(DEVICES, "devices", "names", "the devices taking part");
+
+/// Waits for a job's threads and reports the job.
+struct JobAgent {
+    job: usize,
+}
+
+impl Agent for JobAgent {
+    fn name(&self) -> String {
+        format!("copy job {}", self.job)
+    }
+
+    fn step(&mut self, cx: &mut Cx, _now: Time, _limit: Time) -> Step {
+        let job = &cx.shared.copy.jobs[self.job];
+        if job.threads_left > 0 {
+            let done = job.done;
+            cx.wait_on(done);
+        }
+        Step::Wait
+    }
+
+    fn report(&self, out: &mut Report, view: &ReportView) {
+        let job = &view.shared.copy.jobs[self.job];
+        let seconds = job.end.map(|t| t.as_ns() / 1e9);
+        out.section("copy", |r| {
+            r.put(&GIBPS, seconds.map(|s| job.bytes as f64 / s.max(1e-12) / (1u64 << 30) as f64));
+            r.put(&SECONDS, seconds);
+            let latency = (job.operations > 0).then(|| job.latency_ns / job.operations as f64 / 1e3);
+            r.put(&LATENCY_US, latency);
+            r.put(&PER_DESCRIPTOR_US, seconds.map(|s| s * 1e6 / job.descriptors.max(1) as f64));
+            r.put(&BYTES, job.bytes);
+            r.put(&DESCRIPTORS, job.descriptors);
+            r.put(&OPERATIONS, job.operations);
+            r.put(&SOFTWARE_BYTES, job.software_bytes);
+            r.put(&SUBMIT_US, job.submit_ns / 1e3);
+            r.put(&POLL_US, job.poll_ns / 1e3);
+            r.put(&CPU_COPY_US, job.cpu_copy_ns / 1e3);
+            r.put(&DEVICES, job.devices.clone());
+        });
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}

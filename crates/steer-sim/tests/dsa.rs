@@ -1,0 +1,142 @@
+//! The DSA copy model on the `dsa-copy` scenario: hand-worked times of single and batched
+//! descriptors, where throughput is limited, byte conservation, and bad input.
+
+use serde_json::Value;
+use steer_sim::{load, run, ScenarioSource};
+
+fn copy(overrides: &[&str]) -> Value {
+    let source = steer_sim::scenario::builtin("dsa-copy").unwrap().source;
+    let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    let scenario =
+        load(&ScenarioSource { text: source, origin: "dsa-copy", default_name: "dsa-copy" }, &overrides).unwrap();
+    run(scenario, &mut |_| true).unwrap().value
+}
+
+fn error(overrides: &[&str]) -> String {
+    let source = steer_sim::scenario::builtin("dsa-copy").unwrap().source;
+    let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    let scenario = load(&ScenarioSource { text: source, origin: "dsa-copy", default_name: "dsa-copy" }, &overrides);
+    match scenario {
+        Err(e) => e.to_string(),
+        Ok(s) => steer_sim::Simulation::new(s).err().expect("an error").to_string(),
+    }
+}
+
+fn f(value: &Value) -> f64 {
+    value.as_f64().unwrap()
+}
+
+/// 64 B at the device's 31.35 GB/s port: 2.0415 ns, rounded up to the picosecond by the flow.
+const TRANSFER_64B_NS: f64 = 2.042;
+
+#[test]
+fn one_synchronous_64_byte_copy_takes_the_calibrated_0_75_us() {
+    let r = copy(&["transfer_bytes=64", "total_bytes=64"]);
+    // ENQCMD 150 + engine 50 + transfer + completion latency 548.
+    let expected = 150.0 + 50.0 + TRANSFER_64B_NS + 548.0;
+    assert!((f(&r["copy"]["latency_us"]) * 1e3 - expected).abs() < 0.01, "{}", r["copy"]);
+    assert!((f(&r["copy"]["seconds"]) * 1e9 - expected).abs() < 0.01);
+    assert_eq!(r["copy"]["operations"], 1);
+}
+
+#[test]
+fn a_batch_costs_one_submission_and_the_engine_time_of_each_descriptor() {
+    let r = copy(&["transfer_bytes=64", "total_bytes=2048", "batch=32"]);
+    let expected = 150.0 + 32.0 * (50.0 + TRANSFER_64B_NS) + 548.0;
+    assert!((f(&r["copy"]["seconds"]) * 1e9 - expected).abs() < 0.05, "{}", r["copy"]);
+    assert_eq!((r["copy"]["descriptors"].as_u64(), r["copy"]["operations"].as_u64()), (Some(32), Some(1)));
+    assert_eq!(r["devices"]["dsa0"]["wq"]["accepted"], 1);
+}
+
+#[test]
+fn in_flight_submissions_overlap_the_fixed_latency() {
+    let sync = copy(&["transfer_bytes=4096", "total_bytes=1048576"]);
+    let deep = copy(&["transfer_bytes=4096", "total_bytes=1048576", "queue_depth=16"]);
+    // Synchronous: every 4 KiB pays 0.75 us; 16 in flight keep the one engine busy instead.
+    assert!(f(&deep["copy"]["gibps"]) > 3.0 * f(&sync["copy"]["gibps"]));
+}
+
+#[test]
+fn one_engine_reaches_the_device_ceiling_when_memory_is_not_the_limit() {
+    // Node 0's DDR to its HBM: the DDR node (58.8 GB/s) is not the limit; the device port is.
+    let one = copy(&["engines=1", "queue_depth=4", "total_bytes=268435456"]);
+    let four = copy(&["engines=4", "queue_depth=4", "total_bytes=268435456"]);
+    let ceiling_gibps = 31.35 / 1.073741824;
+    for r in [&one, &four] {
+        let gibps = f(&r["copy"]["gibps"]);
+        assert!(gibps > 0.97 * ceiling_gibps && gibps <= ceiling_gibps, "{gibps}");
+    }
+}
+
+#[test]
+fn a_copy_within_one_ddr_node_shares_its_bandwidth_between_reads_and_writes() {
+    // 2 channels x 29.4 GB/s = 58.8 GB/s for reads and writes: at most 29.4 GB/s of copy.
+    let r = copy(&["dst_node=0", "queue_depth=4", "total_bytes=268435456"]);
+    let gbs = f(&r["copy"]["gibps"]) * 1.073741824;
+    assert!(gbs <= 29.4 && gbs > 0.97 * 29.4, "{gbs}");
+}
+
+#[test]
+fn every_byte_is_copied_once_by_the_devices_or_the_cpu() {
+    for faults in ["none", "block_on_fault", "partial"] {
+        let fault = format!("faults=\"{faults}\"");
+        let r = copy(&[&fault, "copy_policy=\"smart\"", "total_bytes=10000000", "transfer_bytes=65536", "batch=4"]);
+        let devices: u64 =
+            ["dsa0", "dsa1", "dsa2", "dsa3"].iter().map(|d| r["devices"][d]["bytes"].as_u64().unwrap()).sum();
+        let software = r["copy"]["software_bytes"].as_u64().unwrap();
+        assert_eq!(devices + software, 10_000_000, "{faults}");
+        assert_eq!(r["copy"]["bytes"], 10_000_000, "{faults}");
+        assert_eq!(software > 0, faults == "partial");
+    }
+}
+
+#[test]
+fn block_on_fault_waits_for_every_destination_page() {
+    let r = copy(&["faults=\"block_on_fault\"", "total_bytes=1048576"]);
+    assert_eq!(r["devices"]["dsa0"]["page_faults"], 256);
+    // 256 faults of 2 us each dominate the copy.
+    assert!(f(&r["copy"]["seconds"]) > 256.0 * 2e-6);
+}
+
+#[test]
+fn a_full_shared_queue_answers_retry() {
+    let r = copy(&["threads=4", "queue_depth=4", "transfer_bytes=4096", "total_bytes=1048576", "devices.0.wq_size=8"]);
+    assert!(r["devices"]["dsa0"]["wq"]["retries"].as_u64().unwrap() > 0, "{}", r["devices"]["dsa0"]["wq"]);
+    assert_eq!(r["copy"]["bytes"], 1048576);
+}
+
+#[test]
+fn the_software_path_is_limited_by_the_misses_a_core_keeps_in_flight() {
+    let r = copy(&["path=\"software\"", "total_bytes=104857600"]);
+    // 16 misses x 64 B over (110 ns DDR + 130 ns HBM) per line copied.
+    let expected = 16.0 * 64.0 / 240.0;
+    let gbs = f(&r["copy"]["gibps"]) * 1.073741824;
+    assert!((gbs - expected).abs() < 0.01 * expected, "{gbs} vs {expected}");
+    assert_eq!(r["devices"]["dsa0"]["bytes"], 0);
+}
+
+#[test]
+fn results_are_deterministic() {
+    let args = ["copy_policy=\"brute\"", "dst_node=15", "total_bytes=67108864", "threads=2", "queue_depth=2"];
+    let (a, b) = (copy(&args), copy(&args));
+    assert_eq!((&a["copy"], &a["devices"]), (&b["copy"], &b["devices"]));
+}
+
+#[test]
+fn impossible_copies_are_refused_naming_the_key() {
+    let cases = [
+        (vec!["batch=2000"], "workloads.0.batch"),
+        (vec!["transfer_bytes=4294967296"], "workloads.0.transfer_bytes"),
+        (vec!["engines=5"], "devices.0.engines"),
+        (vec!["dst_node=16"], "workloads.0.dst_node"),
+        (vec!["copy_policy=[0, 9]"], "workloads.0.copy_policy"),
+        (vec!["copy_policy=\"nearest\""], "workloads.0.copy_policy"),
+        (vec!["wq=\"dedicated\"", "threads=2"], "workloads.0.threads"),
+        (vec!["wq=\"dedicated\"", "queue_depth=200"], "workloads.0.queue_depth"),
+        (vec!["transfer_bytes=1", "total_bytes=1073741824"], "workloads.0.total_bytes"),
+    ];
+    for (overrides, key) in cases {
+        let message = error(&overrides);
+        assert!(message.contains(key), "{overrides:?}: {message}");
+    }
+}
