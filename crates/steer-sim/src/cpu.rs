@@ -345,6 +345,7 @@ unit_kind!(PACKET, "packet", "packets");
 unit_kind!(MESSAGE, "message", "messages");
 unit_kind!(LINE, "line", "lines");
 unit_kind!(STEP, "step", "steps");
+unit_kind!(DESCRIPTOR, "descriptor", "descriptors");
 
 stat!(ROLE, "role", "name", "what the CPU runs (roles of programs sharing it joined with +)");
 stat!(BUSY, "busy", "fraction", "fraction of the measured window the CPU worked for this program");

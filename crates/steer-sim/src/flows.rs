@@ -88,11 +88,6 @@ impl Flows {
         std::mem::take(&mut self.owners[owner.0 as usize].finished)
     }
 
-    /// Flows in progress.
-    pub fn active(&self) -> usize {
-        self.flows.len()
-    }
-
     /// Each resource's name and the bytes it carried.
     pub fn carried(&self) -> impl Iterator<Item = (&str, f64)> {
         self.resources.iter().map(|r| (r.name.as_str(), r.bytes))

@@ -322,8 +322,8 @@ impl DeviceSpec for DsaSpec {
             let queue = WorkQueue::new(self.wq, self.wq_size, self.max_batch, doorbell, space);
             ports.devices.push(DevicePort { name: format!("{}{node}", self.name), node, spec: self.clone(), queue });
             let device = ports.devices.len() - 1;
-            let socket = node / platform.memory.nodes_per_socket;
             let nodes = platform.memory_nodes();
+            let socket = nodes[node as usize].socket;
             let line = platform.line_bytes() as f64;
             // Reads in flight over the source's latency from this socket (Little's law).
             let read_cap: Vec<f64> =

@@ -10,14 +10,14 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cpu::{Next, Program, ProgramCx, UnitKind};
+use crate::cpu::{Next, Program, ProgramCx, UnitKind, DESCRIPTOR};
 use crate::devices::copy_policy::{self, CopyPolicies};
 use crate::devices::dsa::{Descriptor, DsaSpec, Faults, Submit, WqMode, MAX_TRANSFER_BYTES};
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
 use crate::error::{ensure, ConfigError, ConfigResult};
 use crate::flows::{OwnerId, ResourceId};
 use crate::params::{choice, params, Describe, Name, ParamDoc};
-use crate::stats::{stat, Report, Stat};
+use crate::stats::{stat, Report};
 use crate::system::Builder;
 use crate::units::Time;
 use crate::workloads::{SystemShape, WorkloadSpec};
@@ -130,10 +130,11 @@ impl WorkloadSpec for DsaCopySpec {
         if let CopyChoice::Policy(name) = &self.copy_policy {
             name.check(&key("copy_policy"))?;
         }
-        for node in self.device_nodes(platform) {
-            ensure(engines.nodes.contains(&node), &key("copy_policy"), || format!("node {node} has no DSA"))?;
+        let nodes = self.device_nodes(platform);
+        for node in &nodes {
+            ensure(engines.nodes.contains(node), &key("copy_policy"), || format!("node {node} has no DSA"))?;
         }
-        ensure(!self.device_nodes(platform).is_empty(), &key("copy_policy"), || "names no device".into())?;
+        ensure(!nodes.is_empty(), &key("copy_policy"), || "names no device".into())?;
         ensure((1..=MAX_TRANSFER_BYTES).contains(&self.transfer_bytes), &key("transfer_bytes"), || {
             format!("a descriptor moves 1 byte to 2 GiB (got {})", self.transfer_bytes)
         })?;
@@ -201,8 +202,7 @@ impl WorkloadSpec for DsaCopySpec {
                 let signal = b.signal();
                 let (flows, network) = b.flows();
                 let owner = flows.add_owner(signal);
-                let socket =
-                    platform.topology.socket_of_ccx(platform.topology.ccx_of_core(platform.topology.core_of_cpu(cpu)));
+                let socket = memory[platform.node_of_cpu(cpu) as usize].socket;
                 let latency = |n: u32| platform.read_latency_ns(&memory[n as usize], socket);
                 // Misses in flight over a line's round trip: a load of the source, a read for
                 // ownership of the destination (Little's law).
@@ -297,13 +297,6 @@ struct Submitter {
     waiting_since: Option<Time>,
     finished: bool,
 }
-
-/// What a copy job counts its work in.
-pub const DESCRIPTOR: UnitKind = UnitKind {
-    count: Stat { key: "descriptors", unit: "descriptors", meaning: "descriptors copied in the measured window" },
-    exec_ns_per: Stat { key: "exec_ns_per_descriptor", unit: "ns", meaning: "CPU time spent per descriptor" },
-    cycles_per: Stat { key: "cycles_per_descriptor", unit: "cycles", meaning: "CPU cycles per descriptor" },
-};
 
 impl Submitter {
     fn job<'a>(&self, cx: &'a mut ProgramCx) -> &'a mut CopyJob {
