@@ -611,6 +611,34 @@ mod tests {
     }
 
     #[test]
+    fn memory_nodes_list_ddr_then_hbm_with_their_sockets_and_latencies() {
+        let spec = preset("xeon-max-9468").unwrap();
+        let nodes = spec.memory_nodes();
+        assert_eq!(nodes.len(), 16);
+        assert_eq!((nodes[3].kind, nodes[3].socket, nodes[3].compute_node), (MemoryKind::Ddr, 0, 3));
+        assert_eq!((nodes[12].kind, nodes[12].socket, nodes[12].compute_node), (MemoryKind::Hbm, 1, 4));
+        assert!((nodes[0].gbs - 58.8).abs() < 1e-9);
+        assert_eq!(spec.read_latency_ns(&nodes[12], 1), 130.0);
+        assert_eq!(spec.read_latency_ns(&nodes[12], 0), 200.0);
+        assert_eq!(preset("turin-9655").unwrap().memory_nodes().len(), 1);
+    }
+
+    #[test]
+    fn impossible_copy_fabric_and_hbm_values_are_rejected_with_their_key() {
+        let reject = |change: fn(&mut PlatformSpec)| {
+            let mut spec = preset("xeon-max-9468").unwrap();
+            change(&mut spec);
+            spec.validate("platform").unwrap_err().path
+        };
+        assert_eq!(reject(|s| s.fabric.socket_link_gbs = 0.0), "platform.fabric.socket_link_gbs");
+        assert_eq!(reject(|s| s.fabric.mesh_gbs = -1.0), "platform.fabric.mesh_gbs");
+        assert_eq!(reject(|s| s.hbm.gbs_per_node = 0.0), "platform.hbm.gbs_per_node");
+        assert_eq!(reject(|s| s.hbm.nodes_per_socket = 2), "platform.hbm.nodes_per_socket");
+        assert_eq!(reject(|s| s.hbm.idle_latency_ns = -1.0), "platform.hbm.idle_latency_ns");
+        assert_eq!(reject(|s| s.fabric.socket_link_latency_ns = -1.0), "platform.fabric.socket_link_latency_ns");
+    }
+
+    #[test]
     fn impossible_caches_are_rejected_with_their_key() {
         let mut spec = preset("turin-9655").unwrap();
         spec.l2.ways = 0;

@@ -140,3 +140,33 @@ fn impossible_copies_are_refused_naming_the_key() {
         assert!(message.contains(key), "{overrides:?}: {message}");
     }
 }
+
+#[test]
+fn busy_fraction_is_engine_time_over_the_time_to_the_last_completion() {
+    let r = copy(&["engines=1", "transfer_bytes=64", "total_bytes=64"]);
+    // The engine takes the descriptor after the 150 ns ENQCMD and holds it 50 + 2.042 ns.
+    let expected = (50.0 + TRANSFER_64B_NS) / (150.0 + 50.0 + TRANSFER_64B_NS);
+    assert!((f(&r["devices"]["dsa0"]["busy_fraction"]) - expected).abs() < 1e-4, "{}", r["devices"]["dsa0"]);
+    assert_eq!(f(&r["devices"]["dsa1"]["busy_fraction"]), 0.0);
+}
+
+#[test]
+fn cache_control_writes_stay_in_the_llc_ways_they_may_use() {
+    let r = copy(&["cache_control=true", "total_bytes=67108864"]);
+    let dsa = &r["devices"]["dsa0"];
+    assert_eq!(dsa["cache_control_bytes"], 67108864);
+    // 2 of the 15 ways of a 26880 KiB L3.
+    assert_eq!(dsa["llc_resident_bytes"], 26880 * 1024 * 2 / 15);
+    let small = copy(&["cache_control=true", "total_bytes=65536", "transfer_bytes=65536"]);
+    assert_eq!(small["devices"]["dsa0"]["llc_resident_bytes"], 65536);
+    assert_eq!(copy(&["total_bytes=65536"])["devices"]["dsa0"]["cache_control_bytes"], 0);
+}
+
+#[test]
+fn a_cross_socket_cpu_copy_pays_the_socket_link_latency_on_the_destination() {
+    // Node 0 (DDR, 110 ns) to node 15 (HBM of socket 1, 130 + 70 ns): 16 x 64 B / 310 ns.
+    let r = copy(&["path=\"software\"", "dst_node=15", "total_bytes=104857600"]);
+    let gbs = f(&r["copy"]["gibps"]) * 1.073741824;
+    let expected = 16.0 * 64.0 / 310.0;
+    assert!((gbs - expected).abs() < 0.01 * expected, "{gbs} vs {expected}");
+}

@@ -579,3 +579,66 @@ impl Agent for Dsa {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn descriptor(tag: u64) -> Descriptor {
+        Descriptor {
+            submitter: 0,
+            tag,
+            tasks: 1,
+            task_bytes: 64,
+            last_bytes: 64,
+            src_node: 0,
+            dst_node: 0,
+            faults: Faults::None,
+            cache_control: false,
+        }
+    }
+
+    #[test]
+    fn a_full_queue_answers_retry_when_shared_and_drops_when_dedicated() {
+        for (mode, refused) in [(WqMode::Shared, Submit::Retry), (WqMode::Dedicated, Submit::Dropped)] {
+            let mut queue = WorkQueue::new(mode, 2, 32, Signal(0), Signal(1));
+            assert_eq!(queue.submit(descriptor(1)), Submit::Accepted);
+            assert!(!queue.is_full());
+            assert_eq!(queue.submit(descriptor(2)), Submit::Accepted);
+            assert!(queue.is_full());
+            assert_eq!(queue.submit(descriptor(3)), refused);
+            let stats = &queue.stats;
+            assert_eq!(
+                (stats.accepted, stats.retries, stats.drops),
+                (2, u64::from(mode == WqMode::Shared), u64::from(mode == WqMode::Dedicated))
+            );
+            assert_eq!(queue.entries.iter().map(|d| d.tag).collect::<Vec<_>>(), [1, 2]);
+        }
+    }
+
+    #[test]
+    fn a_submission_costs_an_enqcmd_or_a_movdir64b() {
+        let spec = DsaSpec::default();
+        assert_eq!(WorkQueue::new(WqMode::Shared, 1, 1, Signal(0), Signal(1)).submit_cost(&spec), Time::from_ns(150.0));
+        assert_eq!(
+            WorkQueue::new(WqMode::Dedicated, 1, 1, Signal(0), Signal(1)).submit_cost(&spec),
+            Time::from_ns(20.0)
+        );
+    }
+
+    #[test]
+    fn only_visible_records_are_taken_in_the_order_they_became_visible() {
+        let record = |tag, at| CompletionRecord { tag, copied: 64, left: 0, visible_at: Time::from_ns(at) };
+        let mut completions = Completions { records: [record(1, 30.0), record(2, 10.0)].into(), signal: Signal(0) };
+        assert_eq!(completions.take_visible(Time::from_ns(5.0)), None);
+        assert_eq!(completions.take_visible(Time::from_ns(10.0)).map(|r| r.tag), Some(2));
+        assert_eq!(completions.take_visible(Time::from_ns(29.0)), None);
+        assert_eq!(completions.take_visible(Time::from_ns(30.0)).map(|r| r.tag), Some(1));
+    }
+
+    #[test]
+    fn the_last_task_of_a_batch_carries_the_remainder() {
+        let d = Descriptor { tasks: 3, task_bytes: 100, last_bytes: 40, ..descriptor(1) };
+        assert_eq!((d.bytes_of(0), d.bytes_of(1), d.bytes_of(2)), (100, 100, 40));
+    }
+}
