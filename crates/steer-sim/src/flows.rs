@@ -335,6 +335,21 @@ mod tests {
     }
 
     #[test]
+    fn a_flow_held_at_its_cap_leaves_the_rest_of_the_resource_to_the_others() {
+        let (mut flows, a, _, owner) = two_resources();
+        flows.start(ns(0.0), vec![a], 2.0, 1000, owner, 1);
+        flows.start(ns(0.0), vec![a], f64::INFINITY, 1000, owner, 2);
+        assert_eq!((flows.rate_of(owner, 1), flows.rate_of(owner, 2)), (Some(2.0), Some(8.0)));
+        // A cap reached only after a first round: b (4) freezes flow 3 at 4; flow 4 then rises
+        // from 4 to its cap of 5, not to the 6 a would leave it.
+        let (mut flows, a, b, owner) = two_resources();
+        flows.start(ns(0.0), vec![a], 5.0, 1000, owner, 4);
+        flows.start(ns(0.0), vec![a, b], f64::INFINITY, 1000, owner, 3);
+        assert_eq!((flows.rate_of(owner, 3), flows.rate_of(owner, 4)), (Some(4.0), Some(5.0)));
+        assert_eq!(FlowAgent.name(), "flows");
+    }
+
+    #[test]
     fn a_resource_listed_twice_carries_the_flow_twice() {
         let (mut flows, a, _, owner) = two_resources();
         flows.start(ns(0.0), vec![a, a], f64::INFINITY, 100, owner, 1);

@@ -170,3 +170,47 @@ fn a_cross_socket_cpu_copy_pays_the_socket_link_latency_on_the_destination() {
     let expected = 16.0 * 64.0 / 310.0;
     assert!((gbs - expected).abs() < 0.01 * expected, "{gbs} vs {expected}");
 }
+
+#[test]
+fn each_device_of_a_policy_copies_its_even_share() {
+    let r = copy(&["copy_policy=\"smart\"", "dst_node=11", "total_bytes=4194304"]);
+    for device in ["dsa0", "dsa1", "dsa2", "dsa3"] {
+        assert_eq!(r["devices"][device]["bytes"], 1048576, "{device}");
+    }
+    assert_eq!(r["devices"]["dsa4"]["bytes"], 0);
+}
+
+#[test]
+fn two_dsa_entries_need_two_names_and_jobs_pick_theirs() {
+    let source = steer_sim::scenario::builtin("dsa-copy").unwrap().source;
+    let second = "\n[[devices]]\nkind = \"dsa\"\nname = \"spare\"\n";
+    let text = format!("{source}{second}");
+    let load_with = |extra: &[&str]| {
+        let overrides: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        load(&ScenarioSource { text: &text, origin: "s.toml", default_name: "s" }, &overrides)
+    };
+    let scenario = load_with(&["workloads.0.device=\"spare\"", "total_bytes=65536"]).unwrap();
+    let r = run(scenario, &mut |_| true).unwrap().value;
+    assert_eq!(
+        (&r["devices"]["spare0"]["bytes"], &r["devices"]["dsa0"]["bytes"]),
+        (&Value::from(65536), &Value::from(0))
+    );
+    let same = load_with(&["devices.1.name=\"dsa\""]).map(|s| steer_sim::Simulation::new(s).err().unwrap().to_string());
+    let message = match same {
+        Ok(message) => message,
+        Err(e) => e.to_string(),
+    };
+    assert!(message.contains("devices.1.name"), "{message}");
+}
+
+#[test]
+fn a_dsa_offers_no_rx_queue_to_a_receive_loop() {
+    let source = steer_sim::scenario::builtin("dsa-copy").unwrap().source;
+    let text = format!("{source}\n[[workloads]]\nkind = \"rx_loop\"\ncpu = 50\ndevice = \"dsa\"\n");
+    let scenario = load(&ScenarioSource { text: &text, origin: "s.toml", default_name: "s" }, &[]);
+    let message = match scenario {
+        Err(e) => e.to_string(),
+        Ok(s) => steer_sim::Simulation::new(s).err().unwrap().to_string(),
+    };
+    assert!(message.contains("has no RX queues"), "{message}");
+}

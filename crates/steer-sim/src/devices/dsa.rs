@@ -248,9 +248,10 @@ pub struct CopyPorts {
 }
 
 impl CopyPorts {
-    /// The index of the device on compute node `node` whose name starts with `prefix`.
+    /// The index of the device of compute node `node` among those named `prefix` + node.
     pub fn device_on(&self, prefix: &str, node: u32) -> Option<usize> {
-        self.devices.iter().position(|d| d.node == node && d.name == format!("{prefix}{node}"))
+        let name = format!("{prefix}{node}");
+        self.devices.iter().position(|d| d.name == name)
     }
 
     /// Adds a submitter's completion records; returns its index.
@@ -634,6 +635,22 @@ mod tests {
         assert_eq!(completions.take_visible(Time::from_ns(10.0)).map(|r| r.tag), Some(2));
         assert_eq!(completions.take_visible(Time::from_ns(29.0)), None);
         assert_eq!(completions.take_visible(Time::from_ns(30.0)).map(|r| r.tag), Some(1));
+    }
+
+    #[test]
+    fn impossible_device_values_are_refused_naming_the_key() {
+        let platform = crate::platform::preset("xeon-max-9468").unwrap();
+        let reject = |spec: DsaSpec| spec.validate("devices.0", &platform).unwrap_err().path;
+        let base = DsaSpec::default;
+        assert!(base().validate("devices.0", &platform).is_ok());
+        assert_eq!(reject(DsaSpec { engines: 0, ..base() }), "devices.0.engines");
+        assert_eq!(reject(DsaSpec { wq_size: 129, ..base() }), "devices.0.wq_size");
+        assert_eq!(reject(DsaSpec { max_batch: 1025, ..base() }), "devices.0.max_batch");
+        assert_eq!(reject(DsaSpec { read_buffers: 0, ..base() }), "devices.0.read_buffers");
+        assert_eq!(reject(DsaSpec { fabric_gbs: 0.0, ..base() }), "devices.0.fabric_gbs");
+        assert_eq!(reject(DsaSpec { latency_ns: -1.0, ..base() }), "devices.0.latency_ns");
+        assert_eq!(reject(DsaSpec { llc_ways: 16, ..base() }), "devices.0.llc_ways");
+        assert!(DsaSpec { llc_ways: 15, descriptor_ns: 0.0, ..base() }.validate("devices.0", &platform).is_ok());
     }
 
     #[test]
