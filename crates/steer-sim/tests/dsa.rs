@@ -46,6 +46,10 @@ fn a_batch_costs_one_submission_and_the_engine_time_of_each_descriptor() {
     assert!((f(&r["copy"]["seconds"]) * 1e9 - expected).abs() < 0.05, "{}", r["copy"]);
     assert_eq!((r["copy"]["descriptors"].as_u64(), r["copy"]["operations"].as_u64()), (Some(32), Some(1)));
     assert_eq!(r["devices"]["dsa0"]["wq"]["accepted"], 1);
+    assert_eq!(
+        (&r["devices"]["dsa0"]["descriptors"], &r["devices"]["dsa0"]["submissions"]),
+        (&Value::from(32), &Value::from(1))
+    );
 }
 
 #[test]
@@ -87,6 +91,9 @@ fn every_byte_is_copied_once_by_the_devices_or_the_cpu() {
         assert_eq!(devices + software, 10_000_000, "{faults}");
         assert_eq!(r["copy"]["bytes"], 10_000_000, "{faults}");
         assert_eq!(software > 0, faults == "partial");
+        let partial: u64 =
+            ["dsa0", "dsa1", "dsa2", "dsa3"].iter().map(|d| r["devices"][d]["partial_bytes"].as_u64().unwrap()).sum();
+        assert_eq!(partial, software, "{faults}");
     }
 }
 
@@ -94,8 +101,9 @@ fn every_byte_is_copied_once_by_the_devices_or_the_cpu() {
 fn block_on_fault_waits_for_every_destination_page() {
     let r = copy(&["faults=\"block_on_fault\"", "total_bytes=1048576"]);
     assert_eq!(r["devices"]["dsa0"]["page_faults"], 256);
-    // 256 faults of 2 us each dominate the copy.
-    assert!(f(&r["copy"]["seconds"]) > 256.0 * 2e-6);
+    // ENQCMD, 50 ns + 256 faults of 2 us, 1 MiB at the device's 31.35 GB/s, the record's latency.
+    let expected = 150.0 + 50.0 + 256.0 * 2000.0 + 1048576.0 / 31.35 + 548.0;
+    assert!((f(&r["copy"]["seconds"]) * 1e9 - expected).abs() < 0.01, "{}", r["copy"]);
 }
 
 #[test]
@@ -213,4 +221,25 @@ fn a_dsa_offers_no_rx_queue_to_a_receive_loop() {
         Ok(s) => steer_sim::Simulation::new(s).err().unwrap().to_string(),
     };
     assert!(message.contains("has no RX queues"), "{message}");
+}
+
+#[test]
+fn device_counters_start_at_the_warm_up_while_the_job_counts_from_its_start() {
+    // 1 MiB descriptors one at a time, every 34.195 us: three start their transfer before 100 us.
+    let r = copy(&["total_bytes=16777216", "sim.warmup_us=100", "sim.measure_us=10000"]);
+    assert_eq!(r["devices"]["dsa0"]["bytes"], 13 << 20);
+    assert_eq!(r["copy"]["bytes"], 16 << 20);
+}
+
+#[test]
+fn the_copy_policy_is_documented_as_a_name_or_a_list_of_nodes() {
+    use steer_sim::params::Describe;
+    use steer_sim::workloads::dsa_copy::CopyChoice;
+    let listed = steer_sim::kinds::catalog();
+    let job = listed.iter().find(|e| e.name == "dsa_copy").unwrap();
+    let policy = job.params.iter().find(|p| p.key == "copy_policy").unwrap();
+    assert_eq!(policy.value, "\"local\"");
+    assert!(policy.meaning.contains("One of: brute, local, smart."), "{}", policy.meaning);
+    let nodes = CopyChoice::Nodes(vec![0, 4]).describe();
+    assert_eq!((nodes[0].key.as_str(), nodes[0].value.as_str()), ("", "[0, 4]"));
 }
