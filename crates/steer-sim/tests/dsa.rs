@@ -37,6 +37,10 @@ fn one_synchronous_64_byte_copy_takes_the_calibrated_0_75_us() {
     assert!((f(&r["copy"]["latency_us"]) * 1e3 - expected).abs() < 0.01, "{}", r["copy"]);
     assert!((f(&r["copy"]["seconds"]) * 1e9 - expected).abs() < 0.01);
     assert_eq!(r["copy"]["operations"], 1);
+    // Two in turn: each waits the same, the second from its own start.
+    let two = copy(&["transfer_bytes=64", "total_bytes=128"]);
+    assert!((f(&two["copy"]["latency_us"]) * 1e3 - expected).abs() < 0.01, "{}", two["copy"]);
+    assert!((f(&two["copy"]["seconds"]) * 1e9 - 2.0 * expected).abs() < 0.01);
 }
 
 #[test]
@@ -142,6 +146,7 @@ fn impossible_copies_are_refused_naming_the_key() {
         (vec!["wq=\"dedicated\"", "threads=2"], "workloads.0.threads"),
         (vec!["wq=\"dedicated\"", "queue_depth=200"], "workloads.0.queue_depth"),
         (vec!["transfer_bytes=1", "total_bytes=1073741824"], "workloads.0.total_bytes"),
+        (vec!["threads=25"], "workloads.0.threads"),
     ];
     for (overrides, key) in cases {
         let message = error(&overrides);
@@ -242,4 +247,36 @@ fn the_copy_policy_is_documented_as_a_name_or_a_list_of_nodes() {
     assert!(policy.meaning.contains("One of: brute, local, smart."), "{}", policy.meaning);
     let nodes = CopyChoice::Nodes(vec![0, 4]).describe();
     assert_eq!((nodes[0].key.as_str(), nodes[0].value.as_str()), ("", "[0, 4]"));
+}
+
+#[test]
+fn a_partial_completion_is_finished_by_the_cpu_after_faulting_the_pages_in() {
+    let r = copy(&["faults=\"partial\"", "total_bytes=1048576"]);
+    // The device gives up at the first page: its record is seen at 150 + 50 + 548 ns; then 256
+    // pages at 500 ns and 1 MiB at 16 x 64 B / 240 ns on the CPU.
+    let expected = 748.0 + 256.0 * 500.0 + 1048576.0 / (16.0 * 64.0 / 240.0);
+    assert!((f(&r["copy"]["seconds"]) * 1e9 - expected).abs() < 0.01, "{}", r["copy"]);
+}
+
+#[test]
+fn bytes_that_do_not_divide_evenly_are_all_copied() {
+    let r = copy(&["copy_policy=\"smart\"", "dst_node=11", "threads=3", "total_bytes=1000003", "transfer_bytes=65536"]);
+    assert_eq!(r["copy"]["bytes"], 1000003);
+    // 1000003 = 4 x 250000 + 3: the first device gets one byte more.
+    assert_eq!(
+        (&r["devices"]["dsa0"]["bytes"], &r["devices"]["dsa3"]["bytes"]),
+        (&Value::from(250001), &Value::from(250000))
+    );
+}
+
+#[test]
+fn a_copy_thread_cannot_share_its_cpu_with_another_workload() {
+    let source = steer_sim::scenario::builtin("dsa-copy").unwrap().source;
+    let text = format!("{source}\n[[workloads]]\nkind = \"stream\"\ncpu = 0\n");
+    let scenario = load(&ScenarioSource { text: &text, origin: "s.toml", default_name: "s" }, &[]);
+    let message = match scenario {
+        Err(e) => e.to_string(),
+        Ok(s) => steer_sim::Simulation::new(s).err().unwrap().to_string(),
+    };
+    assert!(message.contains("CPU 0 already runs"), "{message}");
 }
