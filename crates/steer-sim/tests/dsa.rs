@@ -37,6 +37,10 @@ fn one_synchronous_64_byte_copy_takes_the_calibrated_0_75_us() {
     assert!((f(&r["copy"]["latency_us"]) * 1e3 - expected).abs() < 0.01, "{}", r["copy"]);
     assert!((f(&r["copy"]["seconds"]) * 1e9 - expected).abs() < 0.01);
     assert_eq!(r["copy"]["operations"], 1);
+    // The core spends the ENQCMD submitting, then polls until the record is seen.
+    assert!((f(&r["copy"]["submit_us"]) - 0.15).abs() < 1e-9);
+    assert!((f(&r["copy"]["poll_us"]) * 1e3 - (expected - 150.0)).abs() < 0.01, "{}", r["copy"]);
+    assert_eq!((f(&r["copy"]["cpu_copy_us"]), &r["cores"]["0"]["role"]), (0.0, &Value::from("dsa_copy")));
     // Two in turn: each waits the same, the second from its own start.
     let two = copy(&["transfer_bytes=64", "total_bytes=128"]);
     assert!((f(&two["copy"]["latency_us"]) * 1e3 - expected).abs() < 0.01, "{}", two["copy"]);
@@ -256,6 +260,8 @@ fn a_partial_completion_is_finished_by_the_cpu_after_faulting_the_pages_in() {
     // pages at 500 ns and 1 MiB at 16 x 64 B / 240 ns on the CPU.
     let expected = 748.0 + 256.0 * 500.0 + 1048576.0 / (16.0 * 64.0 / 240.0);
     assert!((f(&r["copy"]["seconds"]) * 1e9 - expected).abs() < 0.01, "{}", r["copy"]);
+    assert_eq!(r["copy"]["software_bytes"], 1048576);
+    assert!((f(&r["copy"]["cpu_copy_us"]) * 1e3 - 1048576.0 / (16.0 * 64.0 / 240.0)).abs() < 0.01);
 }
 
 #[test]

@@ -180,7 +180,6 @@ impl WorkloadSpec for DsaCopySpec {
             let ports = b.copy_ports();
             ports.jobs.push(CopyJob {
                 done,
-                threads_left: 0,
                 end: None,
                 devices: Vec::new(),
                 bytes: 0,
@@ -213,7 +212,6 @@ impl WorkloadSpec for DsaCopySpec {
                 let device = ports.device_on(&self.device, node).expect("validated: the node has a device");
                 let me = ports.add_submitter(signal);
                 let dsa = ports.devices[device].spec.clone();
-                ports.jobs[job].threads_left += 1;
                 let submitter = Submitter {
                     spec: self.clone(),
                     dsa,
@@ -253,7 +251,6 @@ fn split(total: u64, parts: u64) -> impl Iterator<Item = u64> {
 pub struct CopyJob {
     /// Notified by each thread that has finished its share.
     pub done: Signal,
-    pub threads_left: u32,
     pub end: Option<Time>,
     pub devices: Vec<String>,
     pub bytes: u64,
@@ -430,7 +427,6 @@ impl Program for Submitter {
         if !self.finished {
             self.finished = true;
             let job = self.job(cx);
-            job.threads_left -= 1;
             job.end = Some(job.end.map_or(now, |e| e.max(now)));
             let done = job.done;
             cx.notify(done);
@@ -506,11 +502,9 @@ impl Agent for JobAgent {
     }
 
     fn step(&mut self, cx: &mut Cx, _now: Time, _limit: Time) -> Step {
-        let job = &cx.shared.copy.jobs[self.job];
-        if job.threads_left > 0 {
-            let done = job.done;
-            cx.wait_on(done);
-        }
+        // Woken by each thread that finishes, so that it has run at the job's end.
+        let done = cx.shared.copy.jobs[self.job].done;
+        cx.wait_on(done);
         Step::Wait
     }
 
