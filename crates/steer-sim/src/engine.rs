@@ -51,6 +51,11 @@ pub trait Agent: Any {
     fn waiting_for(&self) -> String {
         String::new()
     }
+    /// Whether it waits for work as a matter of course (a copy engine nobody gives work to), so
+    /// that waiting through the whole measured window is not a stall.
+    fn idles_by_design(&self) -> bool {
+        false
+    }
     /// Zeroes its statistics at `now` (the end of the warm-up).
     fn reset_stats(&mut self, _now: Time) {}
     /// Writes its statistics into the result (`cores.N`, `devices.NAME`, ...).
@@ -290,7 +295,8 @@ impl Engine {
         for (i, agent) in self.agents.iter().enumerate() {
             if let Some(stall) = &self.stalled[i] {
                 stalls.push(stall.clone());
-            } else if self.schedule.pending[i].is_none() && self.last_run[i] < window_start {
+            } else if self.schedule.pending[i].is_none() && self.last_run[i] < window_start && !agent.idles_by_design()
+            {
                 let waiting = agent.waiting_for();
                 let reason = if waiting.is_empty() { "waiting, and nothing woke it".to_string() } else { waiting };
                 stalls.push(Stall { agent: agent.name(), since: self.last_run[i], reason });

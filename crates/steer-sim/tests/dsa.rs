@@ -238,6 +238,8 @@ fn device_counters_start_at_the_warm_up_while_the_job_counts_from_its_start() {
     let r = copy(&["total_bytes=16777216", "sim.warmup_us=100", "sim.measure_us=10000"]);
     assert_eq!(r["devices"]["dsa0"]["bytes"], 13 << 20);
     assert_eq!(r["copy"]["bytes"], 16 << 20);
+    // The seven devices nobody gave work to waited, as devices do: no stall.
+    assert_eq!(r["sim"]["stalls"], Value::Array(Vec::new()));
 }
 
 #[test]

@@ -547,6 +547,10 @@ impl Agent for Dsa {
         }
     }
 
+    fn idles_by_design(&self) -> bool {
+        true
+    }
+
     fn reset_stats(&mut self, now: Time) {
         self.stats.reset();
         self.window_start = now;
