@@ -54,6 +54,7 @@ fn a_batch_costs_one_submission_and_the_engine_time_of_each_descriptor() {
     assert!((f(&r["copy"]["seconds"]) * 1e9 - expected).abs() < 0.05, "{}", r["copy"]);
     assert_eq!((r["copy"]["descriptors"].as_u64(), r["copy"]["operations"].as_u64()), (Some(32), Some(1)));
     assert_eq!(r["devices"]["dsa0"]["wq"]["accepted"], 1);
+    assert!((f(&r["copy"]["per_descriptor_us"]) * 1e3 - expected / 32.0).abs() < 0.01);
     assert_eq!(
         (&r["devices"]["dsa0"]["descriptors"], &r["devices"]["dsa0"]["submissions"]),
         (&Value::from(32), &Value::from(1))
@@ -129,6 +130,8 @@ fn the_software_path_is_limited_by_the_misses_a_core_keeps_in_flight() {
     let gbs = f(&r["copy"]["gibps"]) * 1.073741824;
     assert!((gbs - expected).abs() < 0.01 * expected, "{gbs} vs {expected}");
     assert_eq!(r["devices"]["dsa0"]["bytes"], 0);
+    // Nothing was submitted: no submission latency.
+    assert_eq!((&r["copy"]["latency_us"], &r["copy"]["operations"]), (&Value::Null, &Value::from(0)));
 }
 
 #[test]
