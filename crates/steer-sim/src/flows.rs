@@ -1,8 +1,9 @@
 //! Bulk transfers as flows: copies too large to move line by line (a DSA descriptor, a CPU
 //! `memcpy` of megabytes) are flows of bytes over the resources they cross (memory nodes, a
 //! socket's mesh, the socket link in one direction, a copy engine's fabric port). Flows share each
-//! resource max-min fairly, each also limited by its own cap (what its issuer can keep in flight:
-//! outstanding reads over latency). Rates change only when a flow starts or ends, so a copy of
+//! resource max-min fairly, each also limited by its own cap. A flow may weigh on a resource more
+//! than its rate: a copy engine's read buffers hold rate x latency bytes of each flow reading
+//! through them (Little's law), so flows from far memory use more of them. Rates change only when a flow starts or ends, so a copy of
 //! gigabytes costs a few events per descriptor, not one per line.
 //!
 //! `Flows` lives in `Shared`; whoever starts a flow notifies `Flows::changed`, and the `FlowAgent`
@@ -28,9 +29,17 @@ struct Resource {
     bytes: f64,
 }
 
+/// A resource a flow crosses, and how much of it each byte per ns of the flow uses.
+pub type Use = (ResourceId, f64);
+
+/// The uses of a route of plain resources (each byte counted once per listing).
+pub fn plain(route: Vec<ResourceId>) -> Vec<Use> {
+    route.into_iter().map(|r| (r, 1.0)).collect()
+}
+
 #[derive(Debug, Clone)]
 struct Flow {
-    route: Vec<ResourceId>,
+    route: Vec<Use>,
     cap_gbs: f64,
     remaining: f64,
     /// Current rate, bytes per ns (GB/s).
@@ -77,7 +86,7 @@ impl Flows {
 
     /// Starts a flow of `bytes` over `route`, at most `cap_gbs`, at `now`; `tag` comes back to
     /// its owner when it finishes. The caller notifies `changed`.
-    pub fn start(&mut self, now: Time, route: Vec<ResourceId>, cap_gbs: f64, bytes: u64, owner: OwnerId, tag: u64) {
+    pub fn start(&mut self, now: Time, route: Vec<Use>, cap_gbs: f64, bytes: u64, owner: OwnerId, tag: u64) {
         self.advance(now);
         self.flows.push(Flow { route, cap_gbs, remaining: bytes as f64, rate: 0.0, owner, tag });
         self.share();
@@ -107,7 +116,7 @@ impl Flows {
         for flow in &mut self.flows {
             let moved = (flow.rate * dt).min(flow.remaining);
             flow.remaining -= moved;
-            for r in &flow.route {
+            for (r, _) in &flow.route {
                 self.resources[r.0 as usize].bytes += moved;
             }
         }
@@ -121,19 +130,20 @@ impl Flows {
         for flow in &mut self.flows {
             flow.rate = 0.0;
         }
-        let mut users = vec![0u32; residual.len()];
+        // Per resource: the summed weight of the unfrozen flows using it.
+        let mut users = vec![0.0; residual.len()];
         loop {
-            users.iter_mut().for_each(|u| *u = 0);
+            users.iter_mut().for_each(|u| *u = 0.0);
             for (flow, _) in self.flows.iter().zip(&frozen).filter(|(_, f)| !**f) {
-                for r in &flow.route {
-                    users[r.0 as usize] += 1;
+                for (r, weight) in &flow.route {
+                    users[r.0 as usize] += weight;
                 }
             }
             let by_resource = residual
                 .iter()
                 .zip(&users)
-                .filter(|(_, &n)| n > 0)
-                .map(|(left, &n)| left / n as f64)
+                .filter(|(_, &weight)| weight > 0.0)
+                .map(|(left, &weight)| left / weight)
                 .fold(f64::INFINITY, f64::min);
             let by_cap = self
                 .flows
@@ -148,13 +158,14 @@ impl Flows {
             }
             for (flow, _) in self.flows.iter_mut().zip(&frozen).filter(|(_, f)| !**f) {
                 flow.rate += step;
-                for r in &flow.route {
-                    residual[r.0 as usize] -= step;
+                for (r, weight) in &flow.route {
+                    residual[r.0 as usize] -= step * weight;
                 }
             }
             let mut any = false;
             for (flow, frozen) in self.flows.iter().zip(frozen.iter_mut()).filter(|(_, f)| !**f) {
-                let full = flow.route.iter().any(|r| residual[r.0 as usize] <= 1e-9 * self.resources[r.0 as usize].gbs);
+                let full =
+                    flow.route.iter().any(|(r, _)| residual[r.0 as usize] <= 1e-9 * self.resources[r.0 as usize].gbs);
                 if full || flow.rate >= flow.cap_gbs * (1.0 - 1e-9) {
                     *frozen = true;
                     any = true;
@@ -297,23 +308,23 @@ mod tests {
     #[test]
     fn one_flow_runs_at_its_tightest_resource_or_cap() {
         let (mut flows, a, b, owner) = two_resources();
-        flows.start(ns(0.0), vec![a, b], f64::INFINITY, 400, owner, 1);
+        flows.start(ns(0.0), plain(vec![a, b]), f64::INFINITY, 400, owner, 1);
         assert_eq!(flows.rate_of(owner, 1), Some(4.0));
         // 400 bytes at 4 bytes/ns: done at 100 ns.
         assert_eq!(flows.next_finish(), Some(Time(100_000)));
-        flows.start(ns(0.0), vec![a], 3.0, 30, owner, 2);
+        flows.start(ns(0.0), plain(vec![a]), 3.0, 30, owner, 2);
         assert_eq!(flows.rate_of(owner, 2), Some(3.0));
     }
 
     #[test]
     fn max_min_gives_the_unconstrained_flow_what_the_constrained_one_leaves() {
         let (mut flows, a, b, owner) = two_resources();
-        flows.start(ns(0.0), vec![a, b], f64::INFINITY, 1000, owner, 1);
-        flows.start(ns(0.0), vec![a], f64::INFINITY, 1000, owner, 2);
+        flows.start(ns(0.0), plain(vec![a, b]), f64::INFINITY, 1000, owner, 1);
+        flows.start(ns(0.0), plain(vec![a]), f64::INFINITY, 1000, owner, 2);
         // Flow 1 is held to 4 by b; flow 2 gets the 6 left of a.
         assert_eq!(flows.rate_of(owner, 1), Some(4.0));
         assert_eq!(flows.rate_of(owner, 2), Some(6.0));
-        flows.start(ns(0.0), vec![a], f64::INFINITY, 1000, owner, 3);
+        flows.start(ns(0.0), plain(vec![a]), f64::INFINITY, 1000, owner, 3);
         assert_eq!(flows.rate_of(owner, 1), Some(10.0 / 3.0));
         assert_eq!(flows.rate_of(owner, 3), Some(10.0 / 3.0));
     }
@@ -321,8 +332,8 @@ mod tests {
     #[test]
     fn a_finished_flow_is_reported_once_to_its_owner_and_frees_its_share() {
         let (mut flows, a, _, owner) = two_resources();
-        flows.start(ns(0.0), vec![a], f64::INFINITY, 100, owner, 7);
-        flows.start(ns(0.0), vec![a], f64::INFINITY, 1000, owner, 8);
+        flows.start(ns(0.0), plain(vec![a]), f64::INFINITY, 100, owner, 7);
+        flows.start(ns(0.0), plain(vec![a]), f64::INFINITY, 1000, owner, 8);
         // Each at 5 bytes/ns: flow 7 ends at 20 ns; flow 8 has 900 bytes left and gets all 10.
         assert!(flows.settle(ns(19.0)).is_empty());
         assert_eq!(flows.settle(ns(20.0)), vec![Signal(0)]);
@@ -337,22 +348,33 @@ mod tests {
     #[test]
     fn a_flow_held_at_its_cap_leaves_the_rest_of_the_resource_to_the_others() {
         let (mut flows, a, _, owner) = two_resources();
-        flows.start(ns(0.0), vec![a], 2.0, 1000, owner, 1);
-        flows.start(ns(0.0), vec![a], f64::INFINITY, 1000, owner, 2);
+        flows.start(ns(0.0), plain(vec![a]), 2.0, 1000, owner, 1);
+        flows.start(ns(0.0), plain(vec![a]), f64::INFINITY, 1000, owner, 2);
         assert_eq!((flows.rate_of(owner, 1), flows.rate_of(owner, 2)), (Some(2.0), Some(8.0)));
         // A cap reached only after a first round: b (4) freezes flow 3 at 4; flow 4 then rises
         // from 4 to its cap of 5, not to the 6 a would leave it.
         let (mut flows, a, b, owner) = two_resources();
-        flows.start(ns(0.0), vec![a], 5.0, 1000, owner, 4);
-        flows.start(ns(0.0), vec![a, b], f64::INFINITY, 1000, owner, 3);
+        flows.start(ns(0.0), plain(vec![a]), 5.0, 1000, owner, 4);
+        flows.start(ns(0.0), plain(vec![a, b]), f64::INFINITY, 1000, owner, 3);
         assert_eq!((flows.rate_of(owner, 3), flows.rate_of(owner, 4)), (Some(4.0), Some(5.0)));
         assert_eq!(FlowAgent.name(), "flows");
     }
 
     #[test]
+    fn a_weighted_use_shares_a_resource_in_proportion_to_its_weight() {
+        // 12 bytes in flight: a flow weighing 2 (far) and one weighing 1 (near) each get 4 per ns.
+        let mut flows = Flows::default();
+        let buffers = flows.add_resource("read buffers", 12.0);
+        let owner = flows.add_owner(Signal(0));
+        flows.start(ns(0.0), vec![(buffers, 2.0)], f64::INFINITY, 100, owner, 1);
+        flows.start(ns(0.0), vec![(buffers, 1.0)], f64::INFINITY, 100, owner, 2);
+        assert_eq!((flows.rate_of(owner, 1), flows.rate_of(owner, 2)), (Some(4.0), Some(4.0)));
+    }
+
+    #[test]
     fn a_resource_listed_twice_carries_the_flow_twice() {
         let (mut flows, a, _, owner) = two_resources();
-        flows.start(ns(0.0), vec![a, a], f64::INFINITY, 100, owner, 1);
+        flows.start(ns(0.0), plain(vec![a, a]), f64::INFINITY, 100, owner, 1);
         assert_eq!(flows.rate_of(owner, 1), Some(5.0));
     }
 

@@ -291,3 +291,12 @@ fn a_copy_thread_cannot_share_its_cpu_with_another_workload() {
     };
     assert!(message.contains("CPU 0 already runs"), "{message}");
 }
+
+#[test]
+fn a_dsa_reading_another_socket_is_held_by_its_read_buffers() {
+    // The DSA of node 0 reads node 15 (HBM of socket 1, 130 + 70 ns): 96 x 64 B / 200 ns =
+    // 30.72 GB/s, below its 31.35 GB/s port.
+    let r = copy(&["copy_policy=[0]", "src_node=15", "dst_node=8", "queue_depth=4", "total_bytes=268435456"]);
+    let gbs = f(&r["copy"]["gibps"]) * 1.073741824;
+    assert!(gbs <= 30.72 && gbs > 0.99 * 30.72, "{gbs}");
+}

@@ -325,10 +325,11 @@ impl DeviceSpec for DsaSpec {
             let device = ports.devices.len() - 1;
             let nodes = platform.memory_nodes();
             let socket = nodes[node as usize].socket;
-            let line = platform.line_bytes() as f64;
-            // Reads in flight over the source's latency from this socket (Little's law).
-            let read_cap: Vec<f64> =
-                nodes.iter().map(|n| self.read_buffers as f64 * line / platform.read_latency_ns(n, socket)).collect();
+            // The read buffers hold each flow's rate times its source's latency (Little's law).
+            let in_flight = self.read_buffers as f64 * platform.line_bytes() as f64;
+            let (flows, _) = b.flows();
+            let read_buffers = flows.add_resource(format!("{}{node} read buffers", self.name), in_flight);
+            let read_latency: Vec<f64> = nodes.iter().map(|n| platform.read_latency_ns(n, socket)).collect();
             let llc_bytes = platform.l3.size_kib * 1024 * self.llc_ways as u64 / platform.l3.ways as u64;
             let dsa = Dsa {
                 name: format!("{}{node}", self.name),
@@ -339,7 +340,8 @@ impl DeviceSpec for DsaSpec {
                 told,
                 fabric,
                 network,
-                read_cap,
+                read_buffers,
+                read_latency,
                 llc_bytes,
                 engines: vec![EngineState::default(); self.engines as usize],
                 stats: DsaStats::default(),
@@ -415,8 +417,10 @@ pub struct Dsa {
     told: Signal,
     fabric: ResourceId,
     network: Network,
-    /// Per memory node: the rate its read buffers sustain reading that node (GB/s).
-    read_cap: Vec<f64>,
+    /// Its read buffers: bytes in flight.
+    read_buffers: ResourceId,
+    /// Per memory node: the latency of a read of it from this device's socket (ns).
+    read_latency: Vec<f64>,
     /// Capacity of the LLC ways cache-control writes may use.
     llc_bytes: u64,
     engines: Vec<EngineState>,
@@ -489,12 +493,12 @@ impl Dsa {
         if d.cache_control {
             self.stats.cache_control_bytes += bytes;
         }
-        let mut route = self.network.copy_route(self.socket, d.src_node, d.dst_node);
-        route.push(self.fabric);
-        let cap = self.read_cap[d.src_node as usize];
+        let mut route = crate::flows::plain(self.network.copy_route(self.socket, d.src_node, d.dst_node));
+        route.push((self.fabric, 1.0));
+        route.push((self.read_buffers, self.read_latency[d.src_node as usize]));
         self.engines[e].phase = Phase::Transfer;
         let flows = &mut cx.shared.flows;
-        flows.start(now, route, cap, bytes, self.owner, e as u64);
+        flows.start(now, route, f64::INFINITY, bytes, self.owner, e as u64);
         let changed = flows.changed.expect("flows exist");
         cx.notify(changed, now);
     }

@@ -15,7 +15,7 @@ use crate::devices::copy_policy::{self, CopyPolicies};
 use crate::devices::dsa::{Descriptor, DsaSpec, Faults, Submit, WqMode, MAX_TRANSFER_BYTES};
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
 use crate::error::{ensure, ConfigError, ConfigResult};
-use crate::flows::{OwnerId, ResourceId};
+use crate::flows::{OwnerId, Use};
 use crate::params::{choice, params, Describe, Name, ParamDoc};
 use crate::stats::{stat, Report};
 use crate::system::Builder;
@@ -207,7 +207,7 @@ impl WorkloadSpec for DsaCopySpec {
                 // ownership of the destination (Little's law).
                 let cpu_cap = platform.core.outstanding_misses as f64 * platform.line_bytes() as f64
                     / (latency(self.src_node) + latency(self.dst_node));
-                let cpu_route = network.copy_route(socket, self.src_node, self.dst_node);
+                let cpu_route = crate::flows::plain(network.copy_route(socket, self.src_node, self.dst_node));
                 let ports = b.copy_ports();
                 let device = ports.device_on(&self.device, node).expect("validated: the node has a device");
                 let me = ports.add_submitter(signal);
@@ -274,7 +274,7 @@ struct Submitter {
     me: usize,
     device: usize,
     owner: OwnerId,
-    cpu_route: Vec<ResourceId>,
+    cpu_route: Vec<Use>,
     cpu_cap: f64,
     /// Bytes of its share not yet submitted (or copied).
     remaining: u64,
