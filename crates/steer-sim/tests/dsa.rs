@@ -283,13 +283,16 @@ fn bytes_that_do_not_divide_evenly_are_all_copied() {
 #[test]
 fn a_copy_thread_cannot_share_its_cpu_with_another_workload() {
     let source = steer_sim::scenario::builtin("dsa-copy").unwrap().source;
-    let text = format!("{source}\n[[workloads]]\nkind = \"stream\"\ncpu = 0\n");
-    let scenario = load(&ScenarioSource { text: &text, origin: "s.toml", default_name: "s" }, &[]);
-    let message = match scenario {
-        Err(e) => e.to_string(),
-        Ok(s) => steer_sim::Simulation::new(s).err().unwrap().to_string(),
-    };
-    assert!(message.contains("CPU 0 already runs"), "{message}");
+    // The smart policy within socket 0 puts a thread on the first CPU of nodes 0 to 3.
+    for (cpu, overrides) in [(0, vec![]), (36, vec!["copy_policy=\"smart\"".to_string()])] {
+        let text = format!("{source}\n[[workloads]]\nkind = \"stream\"\ncpu = {cpu}\n");
+        let scenario = load(&ScenarioSource { text: &text, origin: "s.toml", default_name: "s" }, &overrides);
+        let message = match scenario {
+            Err(e) => e.to_string(),
+            Ok(s) => steer_sim::Simulation::new(s).err().unwrap().to_string(),
+        };
+        assert!(message.contains(&format!("CPU {cpu} already runs")), "{message}");
+    }
 }
 
 #[test]
