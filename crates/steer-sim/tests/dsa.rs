@@ -118,7 +118,11 @@ fn block_on_fault_waits_for_every_destination_page() {
 #[test]
 fn a_full_shared_queue_answers_retry() {
     let r = copy(&["threads=4", "queue_depth=4", "transfer_bytes=4096", "total_bytes=1048576", "devices.0.wq_size=8"]);
-    assert!(r["devices"]["dsa0"]["wq"]["retries"].as_u64().unwrap() > 0, "{}", r["devices"]["dsa0"]["wq"]);
+    let wq = &r["devices"]["dsa0"]["wq"];
+    assert!(wq["retries"].as_u64().unwrap() > 0, "{wq}");
+    // Every attempt, refused or not, cost its thread an ENQCMD.
+    let attempts = (wq["retries"].as_u64().unwrap() + wq["accepted"].as_u64().unwrap()) as f64;
+    assert!((f(&r["copy"]["submit_us"]) - attempts * 0.15).abs() < 1e-6, "{}", r["copy"]);
     assert_eq!(r["copy"]["bytes"], 1048576);
 }
 
@@ -130,6 +134,7 @@ fn the_software_path_is_limited_by_the_misses_a_core_keeps_in_flight() {
     let gbs = f(&r["copy"]["gibps"]) * 1.073741824;
     assert!((gbs - expected).abs() < 0.01 * expected, "{gbs} vs {expected}");
     assert_eq!(r["devices"]["dsa0"]["bytes"], 0);
+    assert_eq!(r["copy"]["descriptors"], 100);
     // Nothing was submitted: no submission latency.
     assert_eq!((&r["copy"]["latency_us"], &r["copy"]["operations"]), (&Value::Null, &Value::from(0)));
 }
@@ -168,6 +173,11 @@ fn busy_fraction_is_engine_time_over_the_time_to_the_last_completion() {
     let expected = (50.0 + TRANSFER_64B_NS) / (150.0 + 50.0 + TRANSFER_64B_NS);
     assert!((f(&r["devices"]["dsa0"]["busy_fraction"]) - expected).abs() < 1e-4, "{}", r["devices"]["dsa0"]);
     assert_eq!(f(&r["devices"]["dsa1"]["busy_fraction"]), 0.0);
+    // A run cut short while an engine works: one of two engines busy but for 0.75 us per 34.2 us.
+    let cut = copy(&["engines=2", "sim.measure_us=1000"]);
+    let busy = f(&cut["devices"]["dsa0"]["busy_fraction"]);
+    let expected = 0.5 * (50.0 + 1048576.0 / 31.35) / (150.0 + 50.0 + 1048576.0 / 31.35 + 548.0);
+    assert!((busy - expected).abs() < 0.005, "{busy} vs {expected}");
 }
 
 #[test]
