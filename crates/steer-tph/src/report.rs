@@ -18,12 +18,20 @@ pub fn describe(bytes: &[u8]) -> Result<String, String> {
         Ok(text) if is_text(text) => unquoted(text),
         _ => return describe_space(None, &binary(bytes)?),
     };
-    // lspci's decoded text says more than the 64-byte dump an unprivileged `-x` adds to it.
-    let out = if text.contains("Capabilities:") || text.contains("DevCap2:") {
+    // A hex dump that reaches the extended space (`-xxxx`) holds every register; lspci's decoded
+    // text says more than the 64 or 256 bytes an `-x`/`-xxx` adds to it, so the text wins then.
+    let has_hex = text.lines().any(|l| l.len() > 3 && l.starts_with("00: "));
+    let hex = if has_hex { ConfigSpace::parse_lspci_hex(&text).ok() } else { None };
+    let hex_is_complete = hex.as_ref().is_some_and(|d| !d.is_empty() && d.iter().all(|(_, s)| s.len() > 0x100));
+    let has_text = text.contains("Capabilities:") || text.contains("DevCap2:");
+    let out = if has_text && !hex_is_complete {
         let devices = parse_lspci_vv(&text).map_err(|e| e.to_string())?;
         devices.iter().map(describe_lspci).collect()
-    } else if text.lines().any(|l| l.len() > 3 && l.starts_with("00: ")) {
-        let devices = ConfigSpace::parse_lspci_hex(&text).map_err(|e| e.to_string())?;
+    } else if has_hex {
+        let devices = match hex {
+            Some(devices) => devices,
+            None => ConfigSpace::parse_lspci_hex(&text).map_err(|e| e.to_string())?,
+        };
         let mut out = String::new();
         for (label, space) in devices {
             out.push_str(&describe_space(label.as_deref(), &space)?);
@@ -125,5 +133,32 @@ mod tests {
         let from_binary = describe(&space.to_bytes()).unwrap();
         assert!(from_binary.contains("Not shown by lspci"), "{from_binary}");
         assert!(describe(b"").is_err());
+    }
+
+    #[test]
+    fn a_verbose_dump_with_the_extended_space_is_decoded_from_its_hex() {
+        // `lspci -vvxxxx`: lspci's text, then every register. The hex shows what the text hides.
+        let hex = include_str!("../tests/data/lspci-xxxx-tph.txt");
+        let device: String = hex.lines().skip_while(|l| !l.starts_with("41:00.0")).take_while(|l| !l.is_empty()).fold(
+            String::new(),
+            |mut out, line| {
+                out.push_str(line);
+                out.push('\n');
+                if line.starts_with("41:00.0") {
+                    out.push_str("\tCapabilities: [260 v1] Transaction Processing Hints\n");
+                }
+                out
+            },
+        );
+        let out = describe(device.as_bytes()).unwrap();
+        assert!(out.contains("Not shown by lspci"), "{out}");
+        // With only the first 256 bytes in hex, the text says more and is used.
+        let extended = |l: &str| {
+            l.split_once(": ").is_some_and(|(off, _)| off.len() > 2 && off.chars().all(|c| c.is_ascii_hexdigit()))
+        };
+        let short: String = device.lines().filter(|l| !extended(l)).map(|l| format!("{l}\n")).collect();
+        let out = describe(short.as_bytes()).unwrap();
+        assert!(!out.contains("Not shown by lspci"), "{out}");
+        assert!(out.contains("[260 v1] Transaction Processing Hints"), "{out}");
     }
 }
