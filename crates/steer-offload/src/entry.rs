@@ -1,0 +1,238 @@
+//! One cache entry and its holders' handle, [`CacheData`].
+//!
+//! An entry goes `PENDING` (in the cache, copy not yet submitted) -> `COPYING` -> `READY` or
+//! `FAILED`. Any holder may move it out of `PENDING` by submitting the copy (a compare-and-swap
+//! picks exactly one), so the holder that inserted it cannot block the others by being
+//! descheduled before it submits (seed 001, section 5.1.2). Copy jobs each hold a reference; the
+//! last job to finish publishes the outcome and wakes every sleeper.
+
+use crate::backend::{Backend, CopyJob};
+use crate::memory::NodeBuffer;
+use crate::sync::{Arc, AtomicU32, AtomicUsize, Condvar, Mutex, Ordering};
+
+const PENDING: u32 = 0;
+const COPYING: u32 = 1;
+const READY: u32 = 2;
+const FAILED: u32 = 3;
+
+/// One part of the copy: the engine (compute node) and the byte range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Part {
+    pub engine: usize,
+    pub offset: usize,
+    pub len: usize,
+}
+
+pub(crate) struct Entry {
+    src: *const u8,
+    len: usize,
+    node: usize,
+    /// Where the copy goes; `None` for an entry that stays at its source (no room).
+    buffer: Option<NodeBuffer>,
+    parts: Vec<Part>,
+    backend: Option<Arc<dyn Backend>>,
+    state: AtomicU32,
+    /// Parts not yet finished.
+    left: AtomicUsize,
+    /// Parts that failed.
+    failed: AtomicUsize,
+    sleep: Mutex<()>,
+    wake: Condvar,
+}
+
+// SAFETY: `src` is only read (by copy jobs, and by holders after completion), under the contract
+// of `Cache::access`: the source stays valid and unchanged while entries of it live.
+unsafe impl Send for Entry {}
+unsafe impl Sync for Entry {}
+
+impl Entry {
+    /// An entry whose copy of `src` into `buffer` is done in `parts` by `backend`, not yet submitted.
+    pub(crate) fn pending(
+        src: *const u8,
+        len: usize,
+        node: usize,
+        buffer: NodeBuffer,
+        parts: Vec<Part>,
+        backend: Arc<dyn Backend>,
+    ) -> Entry {
+        debug_assert_eq!(parts.iter().map(|p| p.len).sum::<usize>(), len);
+        let left = parts.len();
+        Entry::new(src, len, node, Some(buffer), parts, Some(backend), PENDING, left)
+    }
+
+    /// An entry that is not cached: its location is the source.
+    pub(crate) fn uncached(src: *const u8, len: usize, node: usize) -> Entry {
+        Entry::new(src, len, node, None, Vec::new(), None, FAILED, 0)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        src: *const u8,
+        len: usize,
+        node: usize,
+        buffer: Option<NodeBuffer>,
+        parts: Vec<Part>,
+        backend: Option<Arc<dyn Backend>>,
+        state: u32,
+        left: usize,
+    ) -> Entry {
+        Entry {
+            src,
+            len,
+            node,
+            buffer,
+            parts,
+            backend,
+            state: AtomicU32::new(state),
+            left: AtomicUsize::new(left),
+            failed: AtomicUsize::new(0),
+            sleep: Mutex::new(()),
+            wake: Condvar::new(),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the copy has finished, well or not.
+    pub(crate) fn is_done(&self) -> bool {
+        self.state.load(Ordering::Acquire) >= READY
+    }
+
+    /// Submits the copy unless some holder already has.
+    pub(crate) fn submit(self: &Arc<Self>) {
+        if self.state.compare_exchange(PENDING, COPYING, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return;
+        }
+        let backend = self.backend.as_ref().expect("a pending entry has a backend");
+        let dst = self.buffer.as_ref().expect("a pending entry has a buffer").as_ptr();
+        for part in &self.parts {
+            // SAFETY: every part lies inside the block (the offsets partition `0..len`).
+            let (src, dst) = unsafe { (self.src.add(part.offset), dst.add(part.offset)) };
+            backend.copy(CopyJob::new(part.engine, src, dst, part.len, Completion(Some(self.clone()))));
+        }
+    }
+
+    /// Waits until the copy has finished, submitting it first if nobody has.
+    pub(crate) fn wait(self: &Arc<Self>) {
+        loop {
+            match self.state.load(Ordering::Acquire) {
+                PENDING => self.submit(),
+                COPYING => {
+                    let mut guard = self.sleep.lock().unwrap_or_else(|e| e.into_inner());
+                    while self.state.load(Ordering::Acquire) == COPYING {
+                        guard = self.wake.wait(guard).unwrap_or_else(|e| e.into_inner());
+                    }
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// One part finished; the last publishes the outcome and wakes the sleepers.
+    fn part_done(&self, ok: bool) {
+        if !ok {
+            self.failed.fetch_add(1, Ordering::AcqRel);
+        }
+        if self.left.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        let outcome = if self.failed.load(Ordering::Acquire) == 0 { READY } else { FAILED };
+        // Taking the lock orders this store after any sleeper's check of the state.
+        let _guard = self.sleep.lock().unwrap_or_else(|e| e.into_inner());
+        self.state.store(outcome, Ordering::Release);
+        self.wake.notify_all();
+    }
+
+    /// The cached copy once ready; the source if the copy failed or there was no room.
+    pub(crate) fn location(self: &Arc<Self>) -> *const u8 {
+        self.wait();
+        match (&self.buffer, self.state.load(Ordering::Acquire)) {
+            (Some(buffer), READY) => buffer.as_ptr(),
+            _ => self.src,
+        }
+    }
+}
+
+/// A job's hold on its entry: finishing it (or dropping it unfinished, which counts as a failure)
+/// reports the part done exactly once.
+pub struct Completion(Option<Arc<Entry>>);
+
+impl Completion {
+    pub(crate) fn finish(mut self, ok: bool) {
+        if let Some(entry) = self.0.take() {
+            entry.part_done(ok);
+        }
+    }
+
+    /// A second hold on the same entry, for a job split in two: the entry now waits for one more part.
+    pub(crate) fn split(&self) -> Completion {
+        let entry = self.0.as_ref().expect("an unfinished completion");
+        entry.left.fetch_add(1, Ordering::AcqRel);
+        Completion(Some(entry.clone()))
+    }
+}
+
+impl Drop for Completion {
+    fn drop(&mut self) {
+        if let Some(entry) = self.0.take() {
+            entry.part_done(false);
+        }
+    }
+}
+
+/// A holder's handle on a cache entry: clones share the entry, whose memory is freed when the last
+/// clone (and the cache's own reference) is gone.
+#[derive(Clone)]
+pub struct CacheData(pub(crate) Arc<Entry>);
+
+impl CacheData {
+    /// Returns once the copy has completed (sleeping meanwhile); any holder may be the one that
+    /// submits it, and none waits on another holder's progress.
+    pub fn wait(&self) {
+        self.0.wait();
+    }
+
+    /// Whether the copy has finished, without waiting.
+    pub fn is_ready(&self) -> bool {
+        self.0.is_done()
+    }
+
+    /// The block's bytes: the cached copy, or the source if the copy failed or found no room.
+    /// Waits for the copy.
+    pub fn location(&self) -> *const u8 {
+        self.0.location()
+    }
+
+    /// The block's bytes as a slice (see [`CacheData::location`]).
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `location` is either this entry's own buffer of `len` bytes, complete and alive
+        // while `self` is, or the source, valid for `len` bytes under `Cache::access`'s contract.
+        unsafe { std::slice::from_raw_parts(self.location(), self.0.len) }
+    }
+
+    /// Whether the block was copied (after waiting); `false` means the location is the source.
+    pub fn is_cached(&self) -> bool {
+        self.wait();
+        self.0.buffer.is_some() && self.0.state.load(Ordering::Acquire) == READY
+    }
+
+    /// The node the entry was placed on.
+    pub fn node(&self) -> usize {
+        self.0.node
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.len == 0
+    }
+
+    /// The source pointer the entry caches.
+    pub fn source(&self) -> *const u8 {
+        self.0.src
+    }
+}
