@@ -238,7 +238,11 @@ impl Cache {
             let evicted = flush_unused(&mut entries);
             self.counters.evicted.fetch_add(evicted, Ordering::Relaxed);
         }
-        let buffer = if entries.bytes + len <= state.capacity { NodeBuffer::on_node(len, dst).ok() } else { None };
+        let buffer = if entries.bytes + len <= state.capacity {
+            NodeBuffer::on_node(len, self.topology.is_host().then_some(dst)).ok()
+        } else {
+            None
+        };
         let Some(buffer) = buffer else {
             self.counters.uncached.fetch_add(1, Ordering::Relaxed);
             return Ok(CacheData(Arc::new(Entry::uncached(src, len, dst))));

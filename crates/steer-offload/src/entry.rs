@@ -236,3 +236,141 @@ impl CacheData {
         self.0.src
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Copies on the thread that submits.
+    struct Inline;
+    impl Backend for Inline {
+        fn name(&self) -> &'static str {
+            "inline"
+        }
+        fn copy(&self, job: CopyJob) {
+            job.copy_here();
+        }
+    }
+
+    fn pending(len: usize, backend: Arc<dyn Backend>) -> (Arc<Entry>, &'static [u8]) {
+        let src: &'static [u8] = Box::leak((0..len).map(|i| i as u8).collect::<Vec<_>>().into_boxed_slice());
+        let buffer = NodeBuffer::on_node(len, None).unwrap();
+        let parts =
+            vec![Part { engine: 0, offset: 0, len: len / 2 }, Part { engine: 1, offset: len / 2, len: len - len / 2 }];
+        (Arc::new(Entry::pending(src.as_ptr(), len, 0, buffer, parts, backend)), src)
+    }
+
+    fn read(entry: &Arc<Entry>) -> Vec<u8> {
+        let data = CacheData(entry.clone());
+        data.as_slice().to_vec()
+    }
+
+    #[cfg(not(loom))]
+    #[test]
+    fn holders_complete_the_wait_though_the_inserter_never_submits() {
+        // Seed 001, section 5.1.2: T1 inserted the entry and was descheduled before submitting.
+        let (entry, src) = pending(4096, Arc::new(Inline));
+        let _t1 = entry.clone();
+        let holders: Vec<_> = (0..2)
+            .map(|_| {
+                let entry = entry.clone();
+                std::thread::spawn(move || read(&entry))
+            })
+            .collect();
+        for holder in holders {
+            assert_eq!(holder.join().unwrap(), src);
+        }
+        assert_eq!(entry.state.load(Ordering::Acquire), READY);
+        assert_ne!(entry.location(), src.as_ptr());
+    }
+
+    #[cfg(not(loom))]
+    #[test]
+    fn a_second_submit_submits_nothing() {
+        let counted = Arc::new(Counting::default());
+        let (entry, _) = pending(256, counted.clone());
+        entry.submit();
+        entry.submit();
+        entry.wait();
+        assert_eq!(counted.jobs.load(Ordering::SeqCst), 2, "two parts, once");
+    }
+
+    #[cfg(not(loom))]
+    #[derive(Default)]
+    struct Counting {
+        jobs: AtomicUsize,
+    }
+    #[cfg(not(loom))]
+    impl Backend for Counting {
+        fn name(&self) -> &'static str {
+            "counting"
+        }
+        fn copy(&self, job: CopyJob) {
+            self.jobs.fetch_add(1, Ordering::SeqCst);
+            job.copy_here();
+        }
+    }
+
+    /// Every interleaving of three holders: one submits, two wait (one of them may submit first).
+    #[cfg(loom)]
+    #[test]
+    fn loom_any_holder_completes_the_wait() {
+        loom::model(|| {
+            let (entry, src) = pending(128, Arc::new(Inline));
+            let t1 = {
+                let entry = entry.clone();
+                loom::thread::spawn(move || entry.submit())
+            };
+            let t2 = {
+                let entry = entry.clone();
+                loom::thread::spawn(move || assert_eq!(read(&entry), src))
+            };
+            assert_eq!(read(&entry), src);
+            t1.join().unwrap();
+            t2.join().unwrap();
+        });
+    }
+
+    /// Jobs queued to an engine thread that runs them later: waiters sleep and are all woken.
+    #[cfg(loom)]
+    #[test]
+    fn loom_waiters_wake_when_an_engine_finishes() {
+        #[derive(Default)]
+        struct Queued(Mutex<Vec<CopyJob>>);
+        impl Backend for Queued {
+            fn name(&self) -> &'static str {
+                "queued"
+            }
+            fn copy(&self, job: CopyJob) {
+                self.0.lock().unwrap().push(job);
+            }
+        }
+        // Three preemptions reach every ordering of the protocol's steps here (loom's advice).
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(3);
+        model.check(|| {
+            let queued = Arc::new(Queued::default());
+            let (entry, src) = pending(128, queued.clone());
+            let engine = loom::thread::spawn(move || {
+                let mut done = 0;
+                while done < 2 {
+                    let job = queued.0.lock().unwrap().pop();
+                    match job {
+                        Some(job) => {
+                            job.copy_here();
+                            done += 1;
+                        }
+                        None => loom::thread::yield_now(),
+                    }
+                }
+            });
+            let waiter = {
+                let entry = entry.clone();
+                loom::thread::spawn(move || assert_eq!(read(&entry), src))
+            };
+            assert_eq!(read(&entry), src);
+            waiter.join().unwrap();
+            engine.join().unwrap();
+        });
+    }
+}

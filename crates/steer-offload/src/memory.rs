@@ -26,8 +26,9 @@ unsafe impl Send for NodeBuffer {}
 unsafe impl Sync for NodeBuffer {}
 
 impl NodeBuffer {
-    /// Pages for `len` bytes on `node` (`MPOL_BIND`: the kernel allocates them there or fails).
-    pub(crate) fn on_node(len: usize, node: usize) -> Result<NodeBuffer> {
+    /// Pages for `len` bytes on `node` (`MPOL_BIND`: the kernel allocates them there or fails), or
+    /// wherever the kernel likes for `None`.
+    pub(crate) fn on_node(len: usize, node: Option<usize>) -> Result<NodeBuffer> {
         let page = 4096;
         let mapped = len.div_ceil(page) * page;
         // SAFETY: a fresh anonymous private mapping; no existing memory is touched.
@@ -46,7 +47,9 @@ impl NodeBuffer {
         }
         let buffer = NodeBuffer { ptr: NonNull::new(ptr.cast()).expect("mmap returned a mapping"), mapped };
         LIVE.fetch_add(1, Ordering::SeqCst);
-        buffer.bind(node)?;
+        if let Some(node) = node {
+            buffer.bind(node)?;
+        }
         Ok(buffer)
     }
 
@@ -96,10 +99,10 @@ mod tests {
 
     #[test]
     fn buffers_are_writable_and_counted_while_alive() {
-        let buffer = NodeBuffer::on_node(5000, 0).unwrap();
+        let buffer = NodeBuffer::on_node(5000, Some(0)).unwrap();
         // SAFETY: 5000 bytes were mapped for this buffer.
         unsafe { std::ptr::write_bytes(buffer.as_ptr(), 0xab, 5000) };
         drop(buffer);
-        assert!(NodeBuffer::on_node(64, 1 << 20).is_err(), "a node that does not exist");
+        assert!(NodeBuffer::on_node(64, Some(1 << 20)).is_err(), "a node that does not exist");
     }
 }

@@ -118,6 +118,11 @@ impl Topology {
         Ok(topology)
     }
 
+    /// Whether this is the running machine's topology (its node numbers are the kernel's).
+    pub fn is_host(&self) -> bool {
+        self.host
+    }
+
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
     }
