@@ -148,6 +148,32 @@ impl Cache {
         Cache::builder(Arc::new(Topology::host())).build()
     }
 
+    /// A cache of this machine with the built-in placement, copy policy and backend called so
+    /// (`None` for the default); the backend is `auto` (DSA where usable, else CPU), `cpu` or `dsa`.
+    pub fn from_names(placement: Option<&str>, copy_policy: Option<&str>, backend: Option<&str>) -> Result<Cache> {
+        let topology = Arc::new(Topology::host());
+        let mut builder = Cache::builder(topology.clone());
+        if let Some(name) = placement {
+            builder = builder.placement(policy::placement(name)?);
+        }
+        if let Some(name) = copy_policy {
+            builder = builder.copy_policy(policy::copy_policy(name)?);
+        }
+        match backend.unwrap_or("auto") {
+            "auto" => {}
+            "cpu" => builder = builder.backend(Arc::new(CpuBackend::new(&topology, 1))),
+            "dsa" => builder = builder.backend(Arc::new(DsaBackend::open(&topology)?)),
+            other => {
+                return Err(Error::UnknownName {
+                    what: "backend",
+                    name: other.into(),
+                    known: vec!["auto", "cpu", "dsa"],
+                })
+            }
+        }
+        builder.build()
+    }
+
     /// A cache over `topology`; set its policies, backend and capacities on the builder.
     pub fn builder(topology: Arc<Topology>) -> CacheBuilder {
         let capacity = vec![None; topology.nodes().len()];
