@@ -151,6 +151,28 @@ impl Cache {
     /// A cache of this machine with the built-in placement, copy policy and backend called so
     /// (`None` for the default); the backend is `auto` (DSA where usable, else CPU), `cpu` or `dsa`.
     pub fn from_names(placement: Option<&str>, copy_policy: Option<&str>, backend: Option<&str>) -> Result<Cache> {
+        Cache::named_builder(placement, copy_policy, backend)?.build()
+    }
+
+    /// [`Cache::from_names`] with `capacity` bytes on every node.
+    pub fn from_names_with_capacity(
+        placement: Option<&str>,
+        copy_policy: Option<&str>,
+        backend: Option<&str>,
+        capacity: usize,
+    ) -> Result<Cache> {
+        let mut builder = Cache::named_builder(placement, copy_policy, backend)?;
+        for node in 0..builder.topology.nodes().len() {
+            builder = builder.capacity(node, capacity);
+        }
+        builder.build()
+    }
+
+    fn named_builder(
+        placement: Option<&str>,
+        copy_policy: Option<&str>,
+        backend: Option<&str>,
+    ) -> Result<CacheBuilder> {
         let topology = Arc::new(Topology::host());
         let mut builder = Cache::builder(topology.clone());
         if let Some(name) = placement {
@@ -171,7 +193,7 @@ impl Cache {
                 })
             }
         }
-        builder.build()
+        Ok(builder)
     }
 
     /// A cache over `topology`; set its policies, backend and capacities on the builder.

@@ -5,6 +5,8 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyKeyboardInterrupt};
 use pyo3::prelude::*;
 
+mod offload;
+
 use steer_sim::params::Describe;
 use steer_sim::{platform, scenario, ScenarioSource};
 
@@ -176,5 +178,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(describe_platform, m)?)?;
     m.add_function(wrap_pyfunction!(describe_tph, m)?)?;
     m.add_function(wrap_pyfunction!(replay_trace, m)?)?;
+    offload::register(m)?;
     Ok(())
 }
