@@ -240,10 +240,8 @@ impl Cache {
     /// `src` must be valid for reads of `len` bytes, and unchanged, for as long as any entry of it
     /// lives (in the cache or held); after changing it, call [`Cache::invalidate`].
     pub unsafe fn access(&self, src: *const u8, len: usize) -> Result<CacheData> {
-        let consumer_node = self.topology.current_node();
-        let src_node = self.topology.node_of_address(src).unwrap_or(consumer_node);
         // SAFETY: forwarded from this function's contract.
-        unsafe { self.access_from(src, len, src_node) }
+        unsafe { self.lookup(src, len, None) }
     }
 
     /// [`Cache::access`] for a block known to be on `src_node` (for topologies that are not this
@@ -252,17 +250,33 @@ impl Cache {
     /// # Safety
     /// As for [`Cache::access`].
     pub unsafe fn access_from(&self, src: *const u8, len: usize, src_node: usize) -> Result<CacheData> {
+        if self.topology.node(src_node).is_none() {
+            return Err(Error::NoSuchNode { node: src_node, what: "the source" });
+        }
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.lookup(src, len, Some(src_node)) }
+    }
+
+    /// The node holding `src`: as given, else as the kernel says, else the consumer's.
+    fn source_node(&self, src: *const u8, given: Option<usize>, consumer_node: usize) -> usize {
+        given.or_else(|| self.topology.node_of_address(src)).unwrap_or(consumer_node)
+    }
+
+    /// # Safety
+    /// As for [`Cache::access`].
+    unsafe fn lookup(&self, src: *const u8, len: usize, src_node: Option<usize>) -> Result<CacheData> {
         if src.is_null() {
             return Err(Error::NullBlock);
         }
         if len == 0 {
             return Err(Error::EmptyBlock);
         }
-        if self.topology.node(src_node).is_none() {
-            return Err(Error::NoSuchNode { node: src_node, what: "the source" });
-        }
-        let request = PlacementRequest { src_node, consumer_node: self.topology.current_node(), len };
-        let dst = self.placement.place(&self.topology, request);
+        let consumer_node = self.topology.current_node();
+        let placed_from = match self.placement.needs_source_node() {
+            true => self.source_node(src, src_node, consumer_node),
+            false => src_node.unwrap_or(consumer_node),
+        };
+        let dst = self.placement.place(&self.topology, PlacementRequest { src_node: placed_from, consumer_node, len });
         let state = self.nodes.get(dst).ok_or(Error::NoSuchNode { node: dst, what: "the placement policy" })?;
         if len > state.capacity {
             return Err(Error::BlockTooLarge { len, node: dst, capacity: state.capacity });
@@ -272,7 +286,7 @@ impl Cache {
             self.counters.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(CacheData(entry.clone()));
         }
-        let parts = self.plan(src_node, dst, len)?;
+        let parts = self.plan(self.source_node(src, src_node, consumer_node), dst, len)?;
         let mut entries = write(&state.entries);
         if let Some(entry) = entries.by_source.get(&key).filter(|e| e.len() == len) {
             self.counters.hits.fetch_add(1, Ordering::Relaxed);

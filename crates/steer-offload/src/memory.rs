@@ -47,6 +47,11 @@ impl NodeBuffer {
         }
         let buffer = NodeBuffer { ptr: NonNull::new(ptr.cast()).expect("mmap returned a mapping"), mapped };
         LIVE.fetch_add(1, Ordering::SeqCst);
+        // Huge pages cut the page faults the copy takes on a fresh buffer 512-fold; advice only.
+        if mapped >= 2 << 20 {
+            // SAFETY: advice on this buffer's own mapping.
+            unsafe { libc::madvise(ptr, mapped, libc::MADV_HUGEPAGE) };
+        }
         if let Some(node) = node {
             buffer.bind(node)?;
         }

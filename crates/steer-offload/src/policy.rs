@@ -8,7 +8,8 @@ use crate::topology::Topology;
 /// What a placement decides from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlacementRequest {
-    /// The node holding the source block.
+    /// The node holding the source block (the consumer's node where the placement does not
+    /// need it and the kernel was not asked).
     pub src_node: usize,
     /// The node of the CPU asking for the block.
     pub consumer_node: usize,
@@ -18,6 +19,11 @@ pub struct PlacementRequest {
 /// Where a block is cached: a node of the topology.
 pub trait Placement: Send + Sync {
     fn place(&self, topology: &Topology, request: PlacementRequest) -> usize;
+    /// Whether `place` reads `request.src_node`; where it does not, a hit skips asking the kernel
+    /// which node holds the source (a system call).
+    fn needs_source_node(&self) -> bool {
+        true
+    }
 }
 
 impl<F: Fn(&Topology, PlacementRequest) -> usize + Send + Sync> Placement for F {
@@ -61,11 +67,15 @@ pub struct NamedPlacement {
     pub name: &'static str,
     pub description: &'static str,
     pub place: fn(&Topology, PlacementRequest) -> usize,
+    pub needs_source_node: bool,
 }
 
 impl Placement for &NamedPlacement {
     fn place(&self, topology: &Topology, request: PlacementRequest) -> usize {
         (self.place)(topology, request)
+    }
+    fn needs_source_node(&self) -> bool {
+        self.needs_source_node
     }
 }
 
@@ -88,16 +98,19 @@ pub static PLACEMENTS: &[NamedPlacement] = &[
         name: "nearest-hbm",
         description: "the memory-only (HBM) node nearest the consumer, else the consumer's own node",
         place: |t, r| t.nearest_memory_only(r.consumer_node).unwrap_or(r.consumer_node),
+        needs_source_node: false,
     },
     NamedPlacement {
         name: "consumer-node",
         description: "the node of the CPU asking for the block",
         place: |_, r| r.consumer_node,
+        needs_source_node: false,
     },
     NamedPlacement {
         name: "source-hbm",
         description: "the memory-only (HBM) node nearest the source block, else the source's node",
         place: |t, r| t.nearest_memory_only(r.src_node).unwrap_or(r.src_node),
+        needs_source_node: true,
     },
 ];
 
