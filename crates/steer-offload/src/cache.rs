@@ -378,6 +378,11 @@ impl Cache {
         }
     }
 
+    /// The bytes of entries `node` may hold.
+    pub fn capacity(&self, node: usize) -> Result<usize> {
+        Ok(self.nodes_of(Some(node))?.next().expect("one node").capacity)
+    }
+
     /// The entries the cache holds on `node` and their bytes.
     pub fn occupancy(&self, node: usize) -> Result<(usize, usize)> {
         let state = self.nodes_of(Some(node))?.next().expect("one node");

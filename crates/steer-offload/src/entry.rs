@@ -295,6 +295,65 @@ mod tests {
         assert_eq!(counted.jobs.load(Ordering::SeqCst), 2, "two parts, once");
     }
 
+    /// Keeps every job for the test to run.
+    #[cfg(not(loom))]
+    #[derive(Default)]
+    struct Kept(std::sync::Mutex<Vec<CopyJob>>);
+    #[cfg(not(loom))]
+    impl Backend for Kept {
+        fn name(&self) -> &'static str {
+            "kept"
+        }
+        fn copy(&self, job: CopyJob) {
+            self.0.lock().unwrap().push(job);
+        }
+    }
+
+    #[cfg(not(loom))]
+    #[test]
+    fn a_split_job_covers_its_range_in_two_and_the_entry_waits_for_both() {
+        let kept = Arc::new(Kept::default());
+        let (entry, src) = pending(1024, kept.clone());
+        entry.submit();
+        let first = kept.0.lock().unwrap().remove(0);
+        assert_eq!((first.len, first.src), (512, src.as_ptr()));
+        let (head, tail) = first.split_at(100);
+        assert_eq!((head.len, head.src, head.dst), (100, src.as_ptr(), first_dst(&entry)));
+        // SAFETY: offsets inside the block and its buffer.
+        unsafe {
+            assert_eq!((tail.len, tail.src, tail.dst), (412, src.as_ptr().add(100), first_dst(&entry).add(100)));
+        }
+        head.copy_here();
+        kept.0.lock().unwrap().remove(0).copy_here();
+        assert!(!entry.is_done(), "the split's tail is still out");
+        tail.copy_here();
+        assert!(entry.is_done());
+        assert_eq!(read(&entry), src);
+    }
+
+    #[cfg(not(loom))]
+    fn first_dst(entry: &Arc<Entry>) -> *mut u8 {
+        entry.buffer.as_ref().unwrap().as_ptr()
+    }
+
+    #[cfg(not(loom))]
+    #[test]
+    fn finishing_a_partial_copy_writes_only_the_rest() {
+        // A source inside a larger block of 0xff, so copying past the end would show.
+        let padded: &'static [u8] = Box::leak(vec![0xffu8; 4096].into_boxed_slice());
+        let buffer = NodeBuffer::on_node(128, None).unwrap();
+        let kept = Arc::new(Kept::default());
+        let parts = vec![Part { engine: 0, offset: 0, len: 128 }];
+        let entry = Arc::new(Entry::pending(padded.as_ptr(), 128, 0, buffer, parts, kept.clone()));
+        entry.submit();
+        kept.0.lock().unwrap().remove(0).copy_here_from(64);
+        // SAFETY: the buffer maps a whole page.
+        let page = unsafe { std::slice::from_raw_parts(first_dst(&entry), 4096) };
+        assert_eq!(page[..64], [0; 64], "the engine's part is not rewritten");
+        assert_eq!(page[64..128], [0xff; 64]);
+        assert_eq!(page[128..], [0; 4096 - 128], "nothing past the block");
+    }
+
     #[cfg(not(loom))]
     #[derive(Default)]
     struct Counting {

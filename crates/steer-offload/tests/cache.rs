@@ -252,3 +252,33 @@ fn bad_requests_are_errors_not_crashes() {
     assert!(matches!(builder().capacity(4, 1).build(), Err(Error::NoSuchNode { node: 4, .. })));
     assert!(matches!(builder().capacity(1, 0).build(), Err(Error::BadConfig(_))));
 }
+
+#[test]
+fn capacities_default_to_a_quarter_of_each_node_or_one_gib_where_unknown() {
+    let node = |id: usize, bytes| Node { id, cpus: vec![id], bytes, socket: 0, distances: vec![10, 20] };
+    let topology = Arc::new(Topology::new(vec![node(0, 4 << 30), node(1, 0)]).unwrap());
+    let cache = Cache::builder(topology).backend(Arc::new(Manual::default())).capacity(1, 5000).build().unwrap();
+    assert_eq!(cache.capacity(0).unwrap(), 1 << 30);
+    assert_eq!(cache.capacity(1).unwrap(), 5000);
+    let unknown =
+        Cache::builder(Arc::new(Topology::single_node(1, 0))).backend(Arc::new(Manual::default())).build().unwrap();
+    assert_eq!(unknown.capacity(0).unwrap(), 1 << 30);
+    assert!(cache.capacity(2).is_err());
+}
+
+#[test]
+fn the_backend_is_named_and_a_missing_dsa_is_explained() {
+    let (cache, _) = cache(4096);
+    assert_eq!(cache.backend(), "manual");
+    assert_eq!(cache.backend_note(), "");
+    let cpu = Cache::from_names(None, None, Some("cpu")).unwrap();
+    assert_eq!(cpu.backend(), "cpu");
+    let auto = Cache::from_names(None, None, None).unwrap();
+    if auto.backend() == "cpu" {
+        assert!(auto.backend_note().starts_with("dsa backend unavailable: "), "{}", auto.backend_note());
+        assert!(auto.backend_note().ends_with("; using cpu"));
+    }
+    assert!(matches!(Cache::from_names(None, None, Some("gpu")), Err(Error::UnknownName { what: "backend", .. })));
+    assert!(matches!(Cache::from_names(Some("x"), None, None), Err(Error::UnknownName { what: "placement", .. })));
+    assert!(matches!(Cache::from_names(None, Some("x"), None), Err(Error::UnknownName { what: "copy policy", .. })));
+}
