@@ -3,7 +3,7 @@
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use steer_offload::policy::PlacementRequest;
+use steer_offload::policy::{CopyPolicy, PlacementRequest};
 use steer_offload::{Backend, Cache, CacheData, CopyJob, Error, Node, Stats, Topology};
 
 /// Holds every job until the test runs or fails it.
@@ -179,6 +179,7 @@ fn invalidation_makes_the_next_access_copy_again() {
     let old = access(&cache, src);
     manual.run_all();
     cache.invalidate(src.as_ptr());
+    assert_eq!(cache.occupancy(2).unwrap(), (0, 0));
     let new = access(&cache, src);
     assert_eq!(manual.waiting().len(), 1, "a new copy");
     manual.run_all();
@@ -281,4 +282,46 @@ fn the_backend_is_named_and_a_missing_dsa_is_explained() {
     assert!(matches!(Cache::from_names(None, None, Some("gpu")), Err(Error::UnknownName { what: "backend", .. })));
     assert!(matches!(Cache::from_names(Some("x"), None, None), Err(Error::UnknownName { what: "placement", .. })));
     assert!(matches!(Cache::from_names(None, Some("x"), None), Err(Error::UnknownName { what: "copy policy", .. })));
+}
+
+#[test]
+fn a_placement_that_reads_the_source_node_gets_the_one_given() {
+    let (cache, manual) = cache(1 << 20);
+    let src = block(64, 14);
+    // SAFETY: a leaked block.
+    let data = unsafe { cache.access_from(src.as_ptr(), src.len(), 1) }.unwrap();
+    assert_eq!(data.node(), 3, "source node 1's HBM node");
+    manual.run_all();
+}
+
+/// Engines 0 and 1, with a split the test chooses.
+struct Split(fn(usize) -> Vec<usize>);
+impl CopyPolicy for Split {
+    fn engines(&self, _: &Topology, _: usize, _: usize) -> Vec<usize> {
+        vec![0, 1]
+    }
+    fn split(&self, _: &[usize], len: usize) -> Vec<usize> {
+        (self.0)(len)
+    }
+}
+
+#[test]
+fn a_copy_policy_split_must_cover_the_block_and_empty_shares_submit_nothing() {
+    let with = |split| {
+        let manual = Arc::new(Manual::default());
+        let cache = Cache::builder(topology())
+            .placement(|_: &Topology, _| 2)
+            .copy_policy(Split(split))
+            .backend(manual.clone())
+            .build()
+            .unwrap();
+        // SAFETY: a leaked block.
+        let result = unsafe { cache.access_from(block(1000, 15).as_ptr(), 1000, 0) };
+        (result.map(|_| ()), manual.waiting())
+    };
+    assert_eq!(with(|len| vec![len, 0]), (Ok(()), vec![(0, 1000)]));
+    assert_eq!(with(|len| vec![0, len]), (Ok(()), vec![(1, 1000)]));
+    let short = with(|len| vec![len - 1]).0.unwrap_err();
+    assert_eq!(short.to_string(), "the copy policy's split [999] does not cover 1000 bytes");
+    assert!(matches!(with(|len| vec![len, 0, 0]).0, Err(Error::BadConfig(_))), "more shares than engines");
 }
