@@ -127,7 +127,7 @@ pub fn catalog() -> Vec<Listed> {
     for policy in sorted(&crate::devices::placement::POLICIES, |p| p.name) {
         listed.push(plain("placement", policy.name, policy.description));
     }
-    for policy in sorted(&crate::devices::copy_policy::COPY_POLICIES, |p| p.name) {
+    for policy in sorted(steer_offload::policy::COPY_POLICIES, |p| p.name) {
         listed.push(plain("copy", policy.name, policy.description));
     }
     for policy in crate::cache::replacement::POLICIES {

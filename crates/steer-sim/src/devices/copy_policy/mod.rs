@@ -1,51 +1,13 @@
 //! Copy policies: which copy engines (the DSAs of which compute nodes) take part in a copy from
-//! one memory node to another, as seed 001 defines them. A policy is one file with a `KIND`
-//! static registering it in `COPY_POLICIES`, plus its `mod` line here; the copy is split evenly among
-//! the devices a policy names.
+//! one memory node to another, as seed 001 defines them. The policies are the offloading cache
+//! library's (`steer_offload::policy::COPY_POLICIES`), so the simulator and the library choose
+//! alike; this module shows them the platform's memory nodes as a NUMA topology. The copy is split
+//! evenly among the devices a policy names.
+
+use steer_offload::{Node, Topology};
 
 use crate::params::Registry;
-use crate::platform::{MemoryKind, MemoryNode, PlatformSpec};
-
-/// What a policy decides from: the platform's memory nodes and the copy's ends.
-pub struct CopyRequest<'a> {
-    pub nodes: &'a [MemoryNode],
-    /// Compute nodes per socket (each has one copy engine device).
-    pub nodes_per_socket: u32,
-    pub src: u32,
-    pub dst: u32,
-}
-
-impl CopyRequest<'_> {
-    pub fn src_node(&self) -> &MemoryNode {
-        &self.nodes[self.src as usize]
-    }
-    pub fn dst_node(&self) -> &MemoryNode {
-        &self.nodes[self.dst as usize]
-    }
-    /// Every compute node of `socket`.
-    pub fn socket_nodes(&self, socket: u32) -> Vec<u32> {
-        (socket * self.nodes_per_socket..(socket + 1) * self.nodes_per_socket).collect()
-    }
-    /// Every compute node.
-    pub fn all_nodes(&self) -> Vec<u32> {
-        self.nodes.iter().filter(|n| n.kind == MemoryKind::Ddr).map(|n| n.compute_node).collect()
-    }
-}
-
-/// A registered copy policy: its name, description and choice of compute nodes.
-pub struct CopyPolicy {
-    pub name: &'static str,
-    pub description: &'static str,
-    pub devices: fn(&CopyRequest) -> Vec<u32>,
-}
-
-/// Every copy policy, by the name `copy_policy` gives; each adds its `KIND` here.
-#[linkme::distributed_slice]
-pub static COPY_POLICIES: [CopyPolicy];
-
-mod brute;
-mod local;
-mod smart;
+use crate::platform::{MemoryKind, PlatformSpec};
 
 /// The registry `copy_policy` names an entry of.
 pub struct CopyPolicies;
@@ -53,19 +15,47 @@ pub struct CopyPolicies;
 impl Registry for CopyPolicies {
     const WHAT: &'static str = "copy policy";
     fn entries() -> Vec<(&'static str, &'static str)> {
-        let mut entries: Vec<_> = COPY_POLICIES.iter().map(|p| (p.name, p.description)).collect();
+        let mut entries: Vec<_> =
+            steer_offload::policy::COPY_POLICIES.iter().map(|p| (p.name, p.description)).collect();
         entries.sort_unstable();
         entries
     }
 }
 
+/// The platform's memory nodes as a NUMA topology: DDR nodes hold their socket's cores in equal
+/// shares, HBM nodes none. Distances only rank nearness (10 itself, 11 its compute node, 20 its
+/// socket, 30 another socket): the policies ask of them only which compute node is nearest.
+pub fn topology(platform: &PlatformSpec) -> Topology {
+    let nodes = platform.memory_nodes();
+    let ddr_nodes = nodes.iter().filter(|n| n.kind == MemoryKind::Ddr).count();
+    let cores_per_node = platform.topology.cores() as usize / ddr_nodes.max(1);
+    let distance = |a: usize, b: usize| match (&nodes[a], &nodes[b]) {
+        _ if a == b => 10,
+        (x, y) if x.compute_node == y.compute_node => 11,
+        (x, y) if x.socket == y.socket => 20,
+        _ => 30,
+    };
+    let topology = (0..nodes.len())
+        .map(|id| Node {
+            id,
+            cpus: match nodes[id].kind {
+                MemoryKind::Ddr => (id * cores_per_node..(id + 1) * cores_per_node).collect(),
+                MemoryKind::Hbm => Vec::new(),
+            },
+            bytes: 0,
+            socket: nodes[id].socket as usize,
+            distances: (0..nodes.len()).map(|other| distance(id, other)).collect(),
+        })
+        .collect();
+    Topology::new(topology).expect("a platform's memory nodes form a topology")
+}
+
 /// The compute nodes whose devices policy `name` uses for a copy from `src` to `dst` (memory
 /// nodes of `platform`).
 pub fn devices_for(name: &str, platform: &PlatformSpec, src: u32, dst: u32) -> Vec<u32> {
-    let nodes = platform.memory_nodes();
-    let request = CopyRequest { nodes: &nodes, nodes_per_socket: platform.memory.nodes_per_socket, src, dst };
-    let policy = COPY_POLICIES.iter().find(|p| p.name == name).expect("a checked policy name");
-    (policy.devices)(&request)
+    use steer_offload::CopyPolicy;
+    let policy = steer_offload::policy::copy_policy(name).expect("a checked policy name");
+    policy.engines(&topology(platform), src as usize, dst as usize).into_iter().map(|n| n as u32).collect()
 }
 
 #[cfg(test)]
