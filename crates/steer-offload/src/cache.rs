@@ -95,13 +95,11 @@ impl CacheBuilder {
 
     /// The bytes of entries node `node` may hold before unused ones are flushed.
     pub fn capacity(mut self, node: usize, bytes: usize) -> Self {
-        if let Some(slot) = self.capacity.get_mut(node) {
-            *slot = Some(bytes);
-        } else {
-            // Checked in `build`, which names the node.
+        // A node beyond the topology is refused by `build`, which names it.
+        if node >= self.capacity.len() {
             self.capacity.resize(node + 1, None);
-            self.capacity[node] = Some(bytes);
         }
+        self.capacity[node] = Some(bytes);
         self
     }
 
@@ -257,9 +255,9 @@ impl Cache {
         unsafe { self.lookup(src, len, Some(src_node)) }
     }
 
-    /// The node holding `src`: as given, else as the kernel says, else the consumer's.
-    fn source_node(&self, src: *const u8, given: Option<usize>, consumer_node: usize) -> usize {
-        given.or_else(|| self.topology.node_of_address(src)).unwrap_or(consumer_node)
+    /// The node holding `src` as the kernel says, else the consumer's.
+    fn source_node(&self, src: *const u8, consumer_node: usize) -> usize {
+        self.topology.node_of_address(src).unwrap_or(consumer_node)
     }
 
     /// # Safety
@@ -272,10 +270,10 @@ impl Cache {
             return Err(Error::EmptyBlock);
         }
         let consumer_node = self.topology.current_node();
-        let placed_from = match self.placement.needs_source_node() {
-            true => self.source_node(src, src_node, consumer_node),
-            false => src_node.unwrap_or(consumer_node),
-        };
+        // Asked of the kernel at most once: here when the placement needs it, else on a miss.
+        let mut located =
+            src_node.or_else(|| self.placement.needs_source_node().then(|| self.source_node(src, consumer_node)));
+        let placed_from = located.unwrap_or(consumer_node);
         let dst = self.placement.place(&self.topology, PlacementRequest { src_node: placed_from, consumer_node, len });
         let state = self.nodes.get(dst).ok_or(Error::NoSuchNode { node: dst, what: "the placement policy" })?;
         if len > state.capacity {
@@ -286,7 +284,8 @@ impl Cache {
             self.counters.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(CacheData(entry.clone()));
         }
-        let parts = self.plan(self.source_node(src, src_node, consumer_node), dst, len)?;
+        let src_node = *located.get_or_insert_with(|| self.source_node(src, consumer_node));
+        let parts = self.plan(src_node, dst, len)?;
         let mut entries = write(&state.entries);
         if let Some(entry) = entries.by_source.get(&key).filter(|e| e.len() == len) {
             self.counters.hits.fetch_add(1, Ordering::Relaxed);

@@ -56,35 +56,29 @@ impl Entry {
         backend: Arc<dyn Backend>,
     ) -> Entry {
         debug_assert_eq!(parts.iter().map(|p| p.len).sum::<usize>(), len);
-        let left = parts.len();
-        Entry::new(src, len, node, Some(buffer), parts, Some(backend), PENDING, left)
+        Entry::new(src, len, node, Some((buffer, parts, backend)))
     }
 
     /// An entry that is not cached: its location is the source.
     pub(crate) fn uncached(src: *const u8, len: usize, node: usize) -> Entry {
-        Entry::new(src, len, node, None, Vec::new(), None, FAILED, 0)
+        Entry::new(src, len, node, None)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        src: *const u8,
-        len: usize,
-        node: usize,
-        buffer: Option<NodeBuffer>,
-        parts: Vec<Part>,
-        backend: Option<Arc<dyn Backend>>,
-        state: u32,
-        left: usize,
-    ) -> Entry {
+    /// A pending entry with its copy, or a finished uncached one without.
+    fn new(src: *const u8, len: usize, node: usize, copy: Option<(NodeBuffer, Vec<Part>, Arc<dyn Backend>)>) -> Entry {
+        let (state, (buffer, parts, backend)) = match copy {
+            Some((buffer, parts, backend)) => (PENDING, (Some(buffer), parts, Some(backend))),
+            None => (FAILED, (None, Vec::new(), None)),
+        };
         Entry {
             src,
             len,
             node,
             buffer,
+            state: AtomicU32::new(state),
+            left: AtomicUsize::new(parts.len()),
             parts,
             backend,
-            state: AtomicU32::new(state),
-            left: AtomicUsize::new(left),
             failed: AtomicUsize::new(0),
             sleep: Mutex::new(()),
             wake: Condvar::new(),
