@@ -107,12 +107,14 @@ impl Flows {
         self.flows.iter().find(|f| f.owner == owner && f.tag == tag).map(|f| f.rate)
     }
 
+    /// Moves every flow's bytes up to `now`. A flow started by an agent whose clock is behind
+    /// the flows' (within the run-ahead bound) starts at the flows' time, never in their past.
     fn advance(&mut self, now: Time) {
-        let dt = (now - self.updated).as_ns();
-        self.updated = now;
-        if dt <= 0.0 {
+        if now <= self.updated {
             return;
         }
+        let dt = (now - self.updated).as_ns();
+        self.updated = now;
         for flow in &mut self.flows {
             let moved = (flow.rate * dt).min(flow.remaining);
             flow.remaining -= moved;
@@ -239,6 +241,17 @@ impl Network {
             })
             .collect();
         Network { memory, mesh, links, node_socket: nodes.iter().map(|n| n.socket).collect() }
+    }
+
+    /// The resources a read of memory node `node` by an agent on socket `socket` crosses: the
+    /// node, the meshes of both sockets, and the socket link towards the reader.
+    pub fn read_route(&self, socket: u32, node: u32) -> Vec<ResourceId> {
+        let node_socket = self.node_socket[node as usize];
+        let mut route = vec![self.memory[node as usize], self.mesh[node_socket as usize]];
+        if let Some(link) = self.links[node_socket as usize][socket as usize] {
+            route.extend([self.mesh[socket as usize], link]);
+        }
+        route
     }
 
     /// The resources a copy from memory node `src` to `dst` crosses (a resource listed twice
@@ -372,6 +385,16 @@ mod tests {
     }
 
     #[test]
+    fn a_flow_started_behind_the_flows_clock_starts_at_it() {
+        let (mut flows, a, _, owner) = two_resources();
+        flows.start(ns(100.0), plain(vec![a]), f64::INFINITY, 1000, owner, 1);
+        flows.start(ns(50.0), plain(vec![a]), f64::INFINITY, 1000, owner, 2);
+        // Both share resource a (10 GB/s) from 100 ns on: the second moved nothing before.
+        assert_eq!(flows.settle(ns(150.0)), []);
+        assert_eq!(flows.next_finish(), Some(ns(300.0)));
+    }
+
+    #[test]
     fn a_resource_listed_twice_carries_the_flow_twice() {
         let (mut flows, a, _, owner) = two_resources();
         flows.start(ns(0.0), plain(vec![a, a]), f64::INFINITY, 100, owner, 1);
@@ -397,5 +420,8 @@ mod tests {
             ["memory node 0", "memory node 15", "mesh 0", "mesh 1", "link 0->1"]
         );
         assert_eq!(names(network.copy_route(0, 0, 0)), ["memory node 0", "memory node 0", "mesh 0"]);
+        // A core of socket 1 reading node 8 (HBM of node 0, socket 0); one of socket 0 reading it.
+        assert_eq!(names(network.read_route(1, 8)), ["memory node 8", "mesh 0", "mesh 1", "link 0->1"]);
+        assert_eq!(names(network.read_route(0, 8)), ["memory node 8", "mesh 0"]);
     }
 }
