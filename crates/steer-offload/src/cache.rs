@@ -239,7 +239,7 @@ impl Cache {
     /// lives (in the cache or held); after changing it, call [`Cache::invalidate`].
     pub unsafe fn access(&self, src: *const u8, len: usize) -> Result<CacheData> {
         // SAFETY: forwarded from this function's contract.
-        unsafe { self.lookup(src, len, None) }
+        unsafe { self.lookup(src, len, None, None) }
     }
 
     /// [`Cache::access`] for a block known to be on `src_node` (for topologies that are not this
@@ -252,7 +252,28 @@ impl Cache {
             return Err(Error::NoSuchNode { node: src_node, what: "the source" });
         }
         // SAFETY: forwarded from this function's contract.
-        unsafe { self.lookup(src, len, Some(src_node)) }
+        unsafe { self.lookup(src, len, Some(src_node), None) }
+    }
+
+    /// [`Cache::access_from`] on behalf of a consumer on `consumer_node`, for a topology that is
+    /// not this machine's (a simulation), where the CPU the call runs on says nothing.
+    ///
+    /// # Safety
+    /// As for [`Cache::access`].
+    pub unsafe fn access_at(
+        &self,
+        src: *const u8,
+        len: usize,
+        src_node: usize,
+        consumer_node: usize,
+    ) -> Result<CacheData> {
+        for (node, what) in [(src_node, "the source"), (consumer_node, "the consumer")] {
+            if self.topology.node(node).is_none() {
+                return Err(Error::NoSuchNode { node, what });
+            }
+        }
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.lookup(src, len, Some(src_node), Some(consumer_node)) }
     }
 
     /// The node holding `src` as the kernel says, else the consumer's.
@@ -262,14 +283,20 @@ impl Cache {
 
     /// # Safety
     /// As for [`Cache::access`].
-    unsafe fn lookup(&self, src: *const u8, len: usize, src_node: Option<usize>) -> Result<CacheData> {
+    unsafe fn lookup(
+        &self,
+        src: *const u8,
+        len: usize,
+        src_node: Option<usize>,
+        consumer_node: Option<usize>,
+    ) -> Result<CacheData> {
         if src.is_null() {
             return Err(Error::NullBlock);
         }
         if len == 0 {
             return Err(Error::EmptyBlock);
         }
-        let consumer_node = self.topology.current_node();
+        let consumer_node = consumer_node.unwrap_or_else(|| self.topology.current_node());
         // Asked of the kernel at most once: here when the placement needs it, else on a miss.
         let mut located =
             src_node.or_else(|| self.placement.needs_source_node().then(|| self.source_node(src, consumer_node)));

@@ -104,7 +104,7 @@ impl Entry {
         for part in &self.parts {
             // SAFETY: every part lies inside the block (the offsets partition `0..len`).
             let (src, dst) = unsafe { (self.src.add(part.offset), dst.add(part.offset)) };
-            backend.copy(CopyJob::new(part.engine, src, dst, part.len, Completion(Some(self.clone()))));
+            backend.copy(CopyJob::new(part.engine, self.node, src, dst, part.len, Completion(Some(self.clone()))));
         }
     }
 
@@ -180,6 +180,17 @@ impl Drop for Completion {
 /// clone (and the cache's own reference) is gone.
 #[derive(Clone)]
 pub struct CacheData(pub(crate) Arc<Entry>);
+
+impl std::fmt::Debug for CacheData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CacheData")
+            .field("source", &self.0.src)
+            .field("len", &self.0.len)
+            .field("node", &self.0.node)
+            .field("ready", &self.is_ready())
+            .finish()
+    }
+}
 
 impl CacheData {
     /// Returns once the copy has completed (sleeping meanwhile); any holder may be the one that

@@ -325,3 +325,26 @@ fn a_copy_policy_split_must_cover_the_block_and_empty_shares_submit_nothing() {
     assert_eq!(short.to_string(), "the copy policy's split [999] does not cover 1000 bytes");
     assert!(matches!(with(|len| vec![len, 0, 0]).0, Err(Error::BadConfig(_))), "more shares than engines");
 }
+
+#[test]
+fn a_consumer_named_by_the_caller_is_placed_for_and_jobs_carry_the_destination() {
+    let manual = Arc::new(Manual::default());
+    let cache = Cache::builder(topology())
+        .placement(|_: &Topology, r: PlacementRequest| 2 + r.consumer_node)
+        .copy_policy(|_: &Topology, _, _| vec![0])
+        .backend(manual.clone())
+        .build()
+        .unwrap();
+    let src = block(4096, 9);
+    // SAFETY: a leaked block lives for the whole test.
+    let data = unsafe { cache.access_at(src.as_ptr(), src.len(), 0, 1) }.unwrap();
+    assert_eq!(data.node(), 3);
+    let nodes: Vec<_> = manual.jobs.lock().unwrap().iter().map(|j| (j.engine, j.dst_node)).collect();
+    assert_eq!(nodes, [(0, 3)]);
+    for (src_node, consumer) in [(4, 0), (0, 4)] {
+        // SAFETY: as above.
+        let err = unsafe { cache.access_at(src.as_ptr(), src.len(), src_node, consumer) }.err().unwrap();
+        assert!(matches!(err, Error::NoSuchNode { node: 4, .. }), "{err}");
+    }
+    manual.run_all();
+}

@@ -20,6 +20,8 @@ pub trait Backend: Send + Sync + 'static {
 /// One part of a block to copy, with the engine (compute node) that should do it.
 pub struct CopyJob {
     pub engine: usize,
+    /// The node the block is being cached on.
+    pub dst_node: usize,
     pub src: *const u8,
     pub dst: *mut u8,
     pub len: usize,
@@ -31,8 +33,15 @@ pub struct CopyJob {
 unsafe impl Send for CopyJob {}
 
 impl CopyJob {
-    pub(crate) fn new(engine: usize, src: *const u8, dst: *mut u8, len: usize, done: Completion) -> CopyJob {
-        CopyJob { engine, src, dst, len, done }
+    pub(crate) fn new(
+        engine: usize,
+        dst_node: usize,
+        src: *const u8,
+        dst: *mut u8,
+        len: usize,
+        done: Completion,
+    ) -> CopyJob {
+        CopyJob { engine, dst_node, src, dst, len, done }
     }
 
     /// Reports the job done: `ok = false` leaves the entry at its source. A job dropped without
@@ -47,7 +56,7 @@ impl CopyJob {
         let tail_done = self.done.split();
         // SAFETY: `at` lies inside both ranges.
         let (src, dst) = unsafe { (self.src.add(at), self.dst.add(at)) };
-        let tail = CopyJob { engine: self.engine, src, dst, len: self.len - at, done: tail_done };
+        let tail = CopyJob { src, dst, len: self.len - at, done: tail_done, ..self };
         let head = CopyJob { len: at, ..self };
         (head, tail)
     }
