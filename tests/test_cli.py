@@ -277,3 +277,13 @@ def test_outputs_go_through_symlinks_and_devices_and_bad_places_are_one_line_err
         done = steer_cli("run", "rx-default", *short, "--json", str(bad))
         assert done.returncode == 2 and why in done.stderr and done.stderr.count("\n") == 1, done.stderr
     assert fifo.exists() and not (tmp_path / "x.resolved.toml").exists()
+
+
+def test_qdp_prints_the_pipelines_and_what_the_cache_did(steer_cli):
+    small = ["--set", "column_bytes=16777216", "--set", "groups=1"]
+    prefetch = steer_cli("run", "qdp", *small)
+    assert prefetch.returncode == 0, prefetch.stderr
+    assert "query: " in prefetch.stdout and "over 4 blocks per column (scan_a " in prefetch.stdout
+    assert "cache: hit rate " in prefetch.stdout
+    ddr = steer_cli("run", "qdp", *small, "--set", "column_b=ddr")
+    assert "scan_b -, aggregate" in ddr.stdout and "cache:" not in ddr.stdout

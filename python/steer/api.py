@@ -37,7 +37,7 @@ def describe_platform(name: str, overrides: Iterable[str] = ()) -> list[tuple[st
 def catalog(registry: str | None = None) -> list[dict]:
     """Every registered kind, policy, preset and built-in scenario, from steer's registries:
     ``{registry, name, description, params: [(key, default, meaning)]}``, optionally of one
-    registry (``workload``, ``device``, ``placement``, ``copy``, ``replacement``, ``prefetcher``,
+    registry (``workload``, ``device``, ``placement``, ``copy``, ``cache-placement``, ``replacement``, ``prefetcher``,
     ``preset``, ``scenario``)."""
     entries = [
         {"registry": reg, "name": name, "description": description, "params": params}

@@ -40,6 +40,8 @@ def format_run(result: dict) -> str:
         lines += [output.table(["device", "placement", "offered Gb/s", "rx Gb/s", "drops"], device_rows), ""]
     if "copy" in result:
         lines += [format_copy(result), ""]
+    if "query" in result:
+        lines += [format_query(result["query"]), ""]
     core_rows = []
     for cpu, core in result["cores"].items():
         fills = core["fills"]
@@ -76,6 +78,29 @@ def format_copy(result: dict) -> str:
     ]
     table = output.table(["device", "node", "bytes", "descriptors", "busy", "retries"], rows) if rows else ""
     return "\n".join(line for line in (head, table) if line)
+
+
+def format_query(query: dict) -> str:
+    """A query's pipeline times and, when it prefetched through the cache, what the cache did."""
+
+    def ms(us: float | None) -> str:
+        return "-" if us is None else f"{us / 1e3:.3f} ms"
+
+    if query["total_us"] is None:
+        head = "query: not finished within sim.measure_us"
+    else:
+        head = f"query: {ms(query['total_us'])} over {query['blocks']:,} blocks per column"
+    head += (
+        f" (scan_a {ms(query['scan_a_us'])}, scan_b {ms(query['scan_b_us'])}, aggregate {ms(query['aggregate_us'])})"
+    )
+    if query["hit_rate"] is None:
+        return head
+    return (
+        f"{head}\ncache: hit rate {percent(query['hit_rate'])} ({query['ready_blocks']} ready, "
+        f"{query['in_flight_blocks']} in flight, {query['missed_blocks']} missed when aggregated); "
+        f"aggregate waited {ms(query['copy_wait_us'])} for copies; {query['cache_evicted']} flushed, "
+        f"{query['cache_uncached']} without room"
+    )
 
 
 def format_uprof(result: dict, channels_per_socket: int) -> str:

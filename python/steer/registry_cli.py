@@ -8,7 +8,8 @@ import json
 
 from steer import api, output
 
-REGISTRIES = ("workload", "device", "placement", "copy", "replacement", "prefetcher", "preset", "scenario")
+# The core's registries, in the order it lists them.
+REGISTRIES = tuple(dict.fromkeys(entry["registry"] for entry in api.catalog(None)))
 
 
 def cmd_kinds(args: argparse.Namespace) -> int:

@@ -346,6 +346,7 @@ unit_kind!(MESSAGE, "message", "messages");
 unit_kind!(LINE, "line", "lines");
 unit_kind!(STEP, "step", "steps");
 unit_kind!(DESCRIPTOR, "descriptor", "descriptors");
+unit_kind!(BLOCK, "block", "blocks");
 
 stat!(ROLE, "role", "name", "what the CPU runs (roles of programs sharing it joined with +)");
 stat!(BUSY, "busy", "fraction", "fraction of the measured window the CPU worked for this program");

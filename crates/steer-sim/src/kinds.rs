@@ -130,6 +130,9 @@ pub fn catalog() -> Vec<Listed> {
     for policy in sorted(steer_offload::policy::COPY_POLICIES, |p| p.name) {
         listed.push(plain("copy", policy.name, policy.description));
     }
+    for policy in steer_offload::policy::PLACEMENTS {
+        listed.push(plain("cache-placement", policy.name, policy.description));
+    }
     for policy in crate::cache::replacement::POLICIES {
         listed.push(plain("replacement", policy.name, policy.description));
     }

@@ -397,6 +397,12 @@ impl PlatformSpec {
         ddr.chain(hbm).collect()
     }
 
+    /// What one core moves when each of its misses takes `round_trip_ns` (GB/s): its outstanding
+    /// misses, a line each, per round trip (Little's law).
+    pub fn core_stream_gbs(&self, round_trip_ns: f64) -> f64 {
+        self.core.outstanding_misses as f64 * self.line_bytes() as f64 / round_trip_ns
+    }
+
     /// Idle latency of a read of memory node `node` from socket `socket` (ns).
     pub fn read_latency_ns(&self, node: &MemoryNode, socket: u32) -> f64 {
         let crossing = if node.socket == socket { 0.0 } else { self.fabric.socket_link_latency_ns };

@@ -556,6 +556,7 @@ pub const BUILTINS: &[Builtin] = &[
     Builtin { name: "eflatency", source: include_str!("../scenarios/eflatency.toml") },
     Builtin { name: "sdci-affinity", source: include_str!("../scenarios/sdci-affinity.toml") },
     Builtin { name: "dsa-copy", source: include_str!("../scenarios/dsa-copy.toml") },
+    Builtin { name: "qdp", source: include_str!("../scenarios/qdp.toml") },
 ];
 
 impl Builtin {

@@ -205,8 +205,7 @@ impl WorkloadSpec for DsaCopySpec {
                 let latency = |n: u32| platform.read_latency_ns(&memory[n as usize], socket);
                 // Misses in flight over a line's round trip: a load of the source, a read for
                 // ownership of the destination (Little's law).
-                let cpu_cap = platform.core.outstanding_misses as f64 * platform.line_bytes() as f64
-                    / (latency(self.src_node) + latency(self.dst_node));
+                let cpu_cap = platform.core_stream_gbs(latency(self.src_node) + latency(self.dst_node));
                 let cpu_route = crate::flows::plain(network.copy_route(socket, self.src_node, self.dst_node));
                 let ports = b.copy_ports();
                 let device = ports.device_on(&self.device, node).expect("validated: the node has a device");

@@ -47,6 +47,7 @@ pub mod dsa_copy;
 pub mod example;
 pub mod l2fwd;
 pub mod pingpong;
+pub mod qdp;
 pub mod reduce;
 pub mod rx_loop;
 pub mod stream;

@@ -1,0 +1,307 @@
+//! The offloading cache in the simulation: steer-offload's own [`Cache`], with its placement and
+//! copy policies, over the platform's memory nodes, whose copy jobs become descriptors on the
+//! simulated DSAs. The cache decides exactly as it does on a real host (hit, miss, which node,
+//! which engines, which entries a flush drops); the simulated backend only moves no bytes: a job
+//! finishes when its descriptor's completion record is seen, the entry's buffer left as mapped.
+//!
+//! As the library's DSA backend does, the thread that calls `access` submits one memmove
+//! descriptor per job to the shared work queue of the job's engine (retrying while it is full),
+//! and a poller reaps the completion records and finishes the jobs. The poller's core is not one
+//! of the workload's (assumed: the library runs it as its own thread).
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+
+use steer_offload::{Backend, Cache, CacheData, CopyJob};
+
+use crate::cpu::{Next, ProgramCx};
+use crate::devices::dsa::{Descriptor, Faults, Submit};
+use crate::engine::{Agent, Cx, Signal, Step};
+use crate::error::{ConfigError, ConfigResult};
+use crate::platform::PlatformSpec;
+use crate::system::Builder;
+use crate::units::Time;
+
+/// Copy jobs the cache handed over, waiting for the program that caused them to submit them.
+#[derive(Default)]
+struct SimulatedBackend {
+    jobs: Mutex<Vec<CopyJob>>,
+}
+
+impl Backend for SimulatedBackend {
+    fn name(&self) -> &'static str {
+        "simulated"
+    }
+    fn copy(&self, job: CopyJob) {
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner()).push(job);
+    }
+}
+
+/// The cache's side of the simulation: the cache, its jobs in flight and the signal told when one
+/// finishes. Shared by the programs of one workload.
+pub struct Offload {
+    cache: Cache,
+    /// The source blocks' address space (dropped after the cache that points into it).
+    source: Reservation,
+    backend: Arc<SimulatedBackend>,
+    /// DSA device name prefix (device of compute node n: prefix + n).
+    device: String,
+    /// Completion records' owner (the poller).
+    records: usize,
+    in_flight: HashMap<u64, CopyJob>,
+    next_tag: u64,
+    /// Notified whenever a job finishes.
+    pub finished: Signal,
+}
+
+/// What an access found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// The copy had completed.
+    Ready,
+    /// The entry existed, its copy in flight.
+    InFlight,
+    /// No entry: this access caused the copy (or found no room).
+    Miss,
+}
+
+impl Offload {
+    /// A cache over `platform`'s memory nodes with the named policies and `capacity` bytes per
+    /// node, copying through the devices named `device` + node, and its poller; the blocks it is
+    /// asked for lie in `source_bytes` of address space.
+    pub fn build(
+        b: &mut Builder,
+        placement: &str,
+        copy_policy: &str,
+        capacity: u64,
+        device: &str,
+        source_bytes: u64,
+    ) -> Rc<RefCell<Offload>> {
+        let topology = Arc::new(crate::devices::copy_policy::topology(b.platform));
+        let backend = Arc::new(SimulatedBackend::default());
+        let mut builder = steer_offload::Cache::builder(topology.clone())
+            .placement(steer_offload::policy::placement(placement).expect("a checked placement name"))
+            .copy_policy(steer_offload::policy::copy_policy(copy_policy).expect("a checked copy policy name"))
+            .backend(backend.clone());
+        let bytes = usize::try_from(capacity).unwrap_or(usize::MAX);
+        for node in topology.nodes() {
+            builder = builder.capacity(node.id, bytes);
+        }
+        let cache = builder.build().expect("a capacity per node of the platform");
+        let (told, finished) = (b.signal(), b.signal());
+        let records = b.copy_ports().add_submitter(told);
+        let offload = Rc::new(RefCell::new(Offload {
+            cache,
+            source: Reservation::new(source_bytes as usize),
+            backend,
+            device: device.to_string(),
+            records,
+            in_flight: HashMap::new(),
+            next_tag: 0,
+            finished,
+        }));
+        b.add_agent(Box::new(Poller { offload: offload.clone(), told }), Some(Time::ZERO));
+        offload
+    }
+
+    /// Accesses the `len` bytes at `offset` of the source (on memory node `src_node`) for a
+    /// consumer on `consumer_node`; the copies a miss causes are returned as descriptors for the
+    /// caller to submit, each with the device it goes to.
+    pub fn access(
+        &mut self,
+        offset: u64,
+        len: u64,
+        src_node: u32,
+        consumer_node: u32,
+        ports: &crate::devices::dsa::CopyPorts,
+    ) -> (CacheData, Found, Vec<(usize, Descriptor)>) {
+        let src = self.source.at(offset, len);
+        // SAFETY: `src` lies in the reservation, which outlives the cache and is never written.
+        let data = unsafe { self.cache.access_at(src, len as usize, src_node as usize, consumer_node as usize) }
+            .expect("validated: nodes of the platform, blocks within capacity");
+        let jobs: Vec<CopyJob> = std::mem::take(&mut *self.backend.jobs.lock().unwrap_or_else(|e| e.into_inner()));
+        let found = match (data.is_ready(), jobs.is_empty()) {
+            (_, false) => Found::Miss,
+            (true, true) if data.is_cached() => Found::Ready,
+            (true, true) => Found::Miss,
+            (false, true) => Found::InFlight,
+        };
+        let descriptors = jobs
+            .into_iter()
+            .map(|job| {
+                self.next_tag += 1;
+                let device = ports.device_on(&self.device, job.engine as u32).expect("validated: every node has a DSA");
+                let descriptor = Descriptor {
+                    submitter: self.records,
+                    tag: self.next_tag,
+                    tasks: 1,
+                    task_bytes: job.len as u64,
+                    last_bytes: job.len as u64,
+                    src_node,
+                    dst_node: job.dst_node as u32,
+                    faults: Faults::None,
+                    cache_control: false,
+                };
+                self.in_flight.insert(self.next_tag, job);
+                (device, descriptor)
+            })
+            .collect();
+        (data, found, descriptors)
+    }
+
+    pub fn stats(&self) -> steer_offload::Stats {
+        self.cache.stats()
+    }
+}
+
+/// Address space for the source blocks: readable zero pages never touched, so that the cache is
+/// handed valid pointers while the simulation moves no bytes.
+struct Reservation {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Reservation {
+    fn new(len: usize) -> Reservation {
+        // SAFETY: a fresh anonymous mapping; MAP_NORESERVE commits no memory until touched.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len.max(1),
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        assert!(ptr != libc::MAP_FAILED, "reserving {len} bytes of address space");
+        Reservation { ptr: ptr.cast(), len: len.max(1) }
+    }
+
+    /// The address of `len` bytes at `offset`.
+    fn at(&self, offset: u64, len: u64) -> *const u8 {
+        assert!(offset.saturating_add(len) <= self.len as u64, "a block inside the source");
+        // SAFETY: in bounds, checked above.
+        unsafe { self.ptr.add(offset as usize) }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// Reaps completion records and finishes their jobs.
+struct Poller {
+    offload: Rc<RefCell<Offload>>,
+    told: Signal,
+}
+
+impl Agent for Poller {
+    fn name(&self) -> String {
+        "offload poller".into()
+    }
+
+    fn step(&mut self, cx: &mut Cx, now: Time, _limit: Time) -> Step {
+        let mut offload = self.offload.borrow_mut();
+        let records = &mut cx.shared.copy.completions[offload.records];
+        let mut finished = false;
+        while let Some(record) = records.take_visible(now) {
+            let job = offload.in_flight.remove(&record.tag).expect("a record of a job in flight");
+            job.finish(true);
+            finished = true;
+        }
+        let next = records.records.iter().map(|r| r.visible_at).min();
+        if finished {
+            cx.notify(offload.finished, now);
+        }
+        cx.wait_on(self.told);
+        next.map_or(Step::Wait, Step::At)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// A program's submissions to the DSAs' shared work queues, made one at a time.
+#[derive(Debug, Default)]
+pub struct Submissions {
+    queue: VecDeque<(usize, Descriptor)>,
+    /// The last ENQCMD got "retry".
+    retry_wait: bool,
+}
+
+impl Submissions {
+    pub fn extend(&mut self, descriptors: Vec<(usize, Descriptor)>) {
+        self.queue.extend(descriptors);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// The next step of submitting, if there is one: the ENQCMD's core time then `call`, or a
+    /// wait for the queue to free an entry.
+    pub fn next(&mut self, cx: &mut ProgramCx, call: u32) -> Option<Next> {
+        let &(device, _) = self.queue.front()?;
+        let port = &cx.shared().copy.devices[device];
+        if self.retry_wait && port.queue.is_full() {
+            let space = port.queue.space;
+            cx.wait_on(space);
+            return Some(Next::Wait);
+        }
+        let cost = port.queue.submit_cost(&port.spec);
+        cx.hold(cost);
+        cx.call(call);
+        Some(Next::Unit)
+    }
+
+    /// The ENQCMD of the front descriptor reached the device.
+    pub fn on_call(&mut self, cx: &mut ProgramCx) {
+        let (device, descriptor) = self.queue.front().cloned().expect("a submission in progress");
+        let queue = &mut cx.shared().copy.devices[device].queue;
+        match queue.submit(descriptor) {
+            Submit::Accepted => {
+                let doorbell = queue.doorbell;
+                self.queue.pop_front();
+                self.retry_wait = false;
+                cx.notify(doorbell);
+            }
+            Submit::Retry => self.retry_wait = true,
+            Submit::Dropped => unreachable!("the cache submits to shared work queues only"),
+        }
+    }
+}
+
+/// The registry a workload's `placement` of cache entries names an entry of (the library's).
+pub struct CachePlacements;
+
+impl crate::params::Registry for CachePlacements {
+    const WHAT: &'static str = "cache placement";
+    fn entries() -> Vec<(&'static str, &'static str)> {
+        steer_offload::policy::PLACEMENTS.iter().map(|p| (p.name, p.description)).collect()
+    }
+}
+
+/// The node placement `name` chooses for a block of `src_node` read on `consumer_node`.
+pub fn place(name: &str, platform: &PlatformSpec, src_node: u32, consumer_node: u32) -> u32 {
+    use steer_offload::policy::{Placement, PlacementRequest};
+    let placement = steer_offload::policy::placement(name).expect("a checked placement name");
+    let request = PlacementRequest { src_node: src_node as usize, consumer_node: consumer_node as usize, len: 0 };
+    placement.place(&crate::devices::copy_policy::topology(platform), request) as u32
+}
+
+/// Checks that the devices named `device` exist and take shared submissions.
+pub fn check_devices(shape: &crate::workloads::SystemShape, device: &str, key: &str) -> ConfigResult<()> {
+    let engines = shape.copy_engines.iter().find(|e| e.name == device).ok_or_else(|| {
+        ConfigError::new(key, format!("no copy engine device named `{device}` (add [[devices]] kind = \"dsa\")"))
+    })?;
+    crate::error::ensure(engines.wq == crate::devices::dsa::WqMode::Shared, key, || {
+        "the offloading cache's threads share the work queues: the DSA's `wq` must be `shared`".into()
+    })
+}
