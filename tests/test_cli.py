@@ -287,3 +287,20 @@ def test_qdp_prints_the_pipelines_and_what_the_cache_did(steer_cli):
     assert "cache: hit rate " in prefetch.stdout
     ddr = steer_cli("run", "qdp", *small, "--set", "column_b=ddr")
     assert "scan_b -, aggregate" in ddr.stdout and "cache:" not in ddr.stdout
+
+
+def test_reproduce_plots_wrap_their_panels_and_draw_seed_001s_curves(tmp_path):
+    from steer import reproduce
+
+    rows = [reproduce.Row(f"r/{i}", "s", "m", "x", 1.0, 1.0) for i in range(13)]
+    image = reproduce.plot(rows)
+    width, height = int.from_bytes(image[16:20], "big"), int.from_bytes(image[20:24], "big")
+    # Thirteen panels: three lines of at most six, not one line thirteen panels wide.
+    assert width <= 2.6 * 6 * 120 + 1 and height >= 3 * 3.0 * 120 - 1, (width, height)
+    runner = reproduce.Runner()
+    figures = reproduce.seed001_figures(runner)
+    assert set(figures) == {"seed001-transfer-size.png", "seed001-ddr-to-hbm.png"}
+    assert all(f[:8] == b"\x89PNG\r\n\x1a\n" for f in figures.values())
+    # Every point of both curves is a run of dsa-copy: 11 sizes single and 12 threads, the 8 whose
+    # batch of 32 fits in 1 GiB, and 8 destination nodes x 3 ways.
+    assert len(runner.cache) == 11 * 2 + 8 + 8 * 3

@@ -276,17 +276,21 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     if args.sensitivity:
         return reproduce_sensitivity(args, step, progress)
+    runner = reproduce.Runner(step, args.set)
     try:
-        rows = reproduce.reproduce(args.only, progress=step, common=args.set)
+        rows = reproduce.reproduce(args.only, runner=runner)
+        if not rows:
+            raise ScenarioError(f"--only {args.only}: no row matches")
+        files = {}
+        if args.json and args.json != "-":
+            files[Path(args.json)] = json.dumps([r.to_dict() for r in rows], indent=2) + "\n"
+        if args.plot:
+            files[Path(args.plot) / "reproduce.png"] = reproduce.plot(rows)
+            if any(row.id.startswith("seed001/") for row in rows):
+                for name, image in reproduce.seed001_figures(runner).items():
+                    files[Path(args.plot) / name] = image
     finally:
         progress.close()
-    if not rows:
-        raise ScenarioError(f"--only {args.only}: no row matches")
-    files = {}
-    if args.json and args.json != "-":
-        files[Path(args.json)] = json.dumps([r.to_dict() for r in rows], indent=2) + "\n"
-    if args.plot:
-        files[Path(args.plot) / "reproduce.png"] = reproduce.plot(rows)
     output.write_atomically(files)
     if args.json == "-":
         print(json.dumps([r.to_dict() for r in rows], indent=2))
@@ -431,7 +435,11 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="for each preset value marked assumed or calibrated: how far the rows move at -20%% and +20%%",
     )
-    repro.add_argument("--plot", metavar="DIR", help="draw published vs simulated for every row into DIR")
+    repro.add_argument(
+        "--plot",
+        metavar="DIR",
+        help="draw published vs simulated for every row into DIR/reproduce.png (and seed 001's curves beside it)",
+    )
     repro.add_argument("--quiet", action="store_true", help="no progress bar")
     repro.set_defaults(handler=cmd_reproduce)
 

@@ -530,23 +530,108 @@ def summary(rows: list[Row]) -> str:
     return "; ".join(parts) + " (percentages ±10 pt, latencies ±20 ns)"
 
 
-def plot(rows: list[Row]) -> bytes:
-    """Published vs simulated for every row, one panel per row, as PNG bytes."""
+def png(fig) -> bytes:
+    """A figure as PNG bytes (the figure is closed)."""
     import io
 
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(rows), figsize=(2.6 * len(rows), 3.2), squeeze=False)
-    for ax, row in zip(axes[0], rows):
+    return plt
+
+
+# Panels per line of the rows' figure.
+PANELS_PER_LINE = 6
+
+
+def plot(rows: list[Row]) -> bytes:
+    """Published vs simulated for every row, one panel per row, six panels a line, as PNG bytes."""
+    import textwrap
+
+    plt = pyplot()
+    lines = -(-len(rows) // PANELS_PER_LINE)
+    columns = min(len(rows), PANELS_PER_LINE)
+    fig, axes = plt.subplots(lines, columns, figsize=(2.6 * columns, 3.0 * lines), squeeze=False)
+    for ax in axes.flat[len(rows) :]:
+        ax.set_visible(False)
+    for ax, row in zip(axes.flat, rows):
         ax.bar(["published", "simulated"], [row.published, row.simulated], color=["#888888", "#1f77b4"])
-        ax.set_title(row.id, fontsize=8)
+        ax.set_title("\n".join(textwrap.wrap(row.id, 28)), fontsize=8)
         ax.set_ylabel(row.unit)
         ax.tick_params(labelsize=7)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
-    plt.close(fig)
-    return buffer.getvalue()
+    return png(fig)
+
+
+# Seed 001's transfer sizes (figure 3.2: 1 KiB to 1 GiB) and its DDR-to-HBM destinations.
+SEED001_SIZES = tuple(1024 << (2 * i) for i in range(11))
+SEED001_HBM_NODES = tuple(range(8, 16))
+
+
+def seed001_figures(runner: Runner) -> dict[str, bytes]:
+    """Seed 001's two curves as the simulator draws them: one DSA's throughput against transfer
+    size per submission method (node 0 to 0; each point moves 1024 transfers, at most 1 GiB), and
+    DDR-to-HBM throughput from node 0 per destination node for brute force, smart and 12 CPU
+    threads on node 0."""
+    plt = pyplot()
+
+    def gibps(*overrides: str) -> float:
+        return runner.run("dsa-copy", *overrides)["copy"]["gibps"]
+
+    methods = {"single": (), "batch of 32": ("batch=32",), "12 threads": ("threads=12",)}
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for label, extra in methods.items():
+        sizes = [size for size in SEED001_SIZES if size * (32 if "batch=32" in extra else 1) <= GIB]
+        ys = [gibps("dst_node=0", f"transfer_bytes={s}", f"total_bytes={min(1024 * s, GIB)}", *extra) for s in sizes]
+        ax.plot(sizes, ys, marker="o", label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(SEED001_SIZES, [fmt_bytes(s) for s in SEED001_SIZES], fontsize=7)
+    ax.set_xlabel("transfer size (bytes per descriptor)")
+    ax.set_ylabel("GiB/s")
+    ax.set_title("one DSA, node 0 to 0, by submission method (simulated)", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    figures = {"seed001-transfer-size.png": png(fig)}
+
+    ways = {
+        "brute force": ('copy_policy="brute"',),
+        "smart": ('copy_policy="smart"',),
+        "CPU, 12 threads": ('path="software"', "threads=12"),
+    }
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    width = 0.8 / len(ways)
+    top = 0.0
+    for i, (label, extra) in enumerate(ways.items()):
+        ys = [gibps(*extra, f"dst_node={dst}") for dst in SEED001_HBM_NODES]
+        ax.bar([n + (i - 1) * width for n in SEED001_HBM_NODES], ys, width, label=label)
+        top = max(top, *ys)
+    # Room above the bars for the legend.
+    ax.set_ylim(0, top * 1.25)
+    ax.set_xticks(SEED001_HBM_NODES)
+    ax.set_xlabel("destination node (HBM; 8-11 this socket, 12-15 the other)")
+    ax.set_ylabel("GiB/s")
+    ax.set_title("1 GiB from node 0 (DDR) into HBM (simulated)", fontsize=9)
+    ax.legend(fontsize=8, ncols=3, loc="upper center")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    figures["seed001-ddr-to-hbm.png"] = png(fig)
+    return figures
+
+
+def fmt_bytes(n: int) -> str:
+    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", 1024)):
+        if n >= size:
+            return f"{n // size} {unit}"
+    return f"{n} B"
