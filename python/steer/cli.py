@@ -374,6 +374,29 @@ def cmd_tph(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from steer import doctor
+
+    root = Path(args.root)
+    if not root.is_dir():
+        raise ScenarioError(f"--root {args.root}: not a directory")
+    checks, host = doctor.diagnose(root, args.pid, args.cpus)
+    files: dict[Path, str | bytes] = {}
+    if args.json and args.json != "-":
+        files[Path(args.json)] = doctor.as_json(checks, root)
+    if args.capture:
+        files[Path(args.capture)] = host.capture()
+    output.write_atomically(files)
+    if args.json == "-":
+        sys.stdout.write(doctor.as_json(checks, root))
+        return 0
+    rows = [[c.area, c.name, c.verdict, c.evidence, c.fix] for c in checks]
+    print(output.table(["area", "check", "verdict", "evidence", "fix"], rows))
+    for path in files:
+        print(f"wrote {path}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="steer",
@@ -484,6 +507,16 @@ def parser() -> argparse.ArgumentParser:
     )
     tph.add_argument("file")
     tph.set_defaults(handler=cmd_tph)
+
+    doc = commands.add_parser("doctor", help="is SDCI / DDIO / DSA usable on this host, and set up right? (read-only)")
+    doc.add_argument("--root", default="/", metavar="DIR", help="check a captured tree instead of this host")
+    doc.add_argument("--pid", type=int, help="the consuming application: is injection landing on its CPUs?")
+    doc.add_argument("--cpus", metavar="LIST", help="the consumer's CPUs (e.g. 0-3,8), instead of --pid")
+    doc.add_argument(
+        "--json", nargs="?", const="-", metavar="FILE", help="checks {area, name, verdict, evidence, fix} as JSON"
+    )
+    doc.add_argument("--capture", metavar="FILE.tar.gz", help="save exactly the files the checks read")
+    doc.set_defaults(handler=cmd_doctor)
 
     add_workflow_commands(commands, with_set)
     add_registry_commands(commands, with_set)

@@ -1,0 +1,455 @@
+"""``steer doctor``: is SDCI / DDIO / DSA usable on this host, and set up right? Every check reads
+files only (sysfs, procfs, the kernel's config, MSRs through ``/dev/cpu/N/msr`` where readable);
+nothing is ever written to the host. ``--root DIR`` runs the checks on a captured tree, and
+``--capture FILE.tar.gz`` saves exactly the files the checks read."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import re
+import tarfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from steer import _core
+from steer.api import ScenarioError
+
+OK, NOT_USABLE, MISCONFIGURED, UNKNOWN = "ok", "not usable", "misconfigured", "unknown"
+
+# Kernel releases that brought each feature (docs/doctor.md gives the sources).
+KERNEL_FEATURES = (
+    ("PCIe TPH core (pcie_enable_tph)", (6, 13)),
+    ("bnxt_en steering tags", (6, 15)),
+    ("resctrl io_alloc (SDCIAE)", (6, 19)),
+)
+# Intel's IIO LLC WAYS register: the LLC ways inbound writes may allocate in (DDIO).
+IIO_LLC_WAYS_MSR = 0xC8B
+
+
+@dataclass
+class Check:
+    area: str
+    name: str
+    verdict: str
+    evidence: str
+    fix: str = ""
+
+
+class Host:
+    """A read-only view of a host's files under ``root``; remembers what it read."""
+
+    def __init__(self, root: str | Path = "/") -> None:
+        self.root = Path(root)
+        self.read: dict[str, bytes] = {}
+        self.links: dict[str, str] = {}
+        # Paths seen to exist (listed or tested) without being read, and whether each is a directory.
+        self.seen: dict[str, bool] = {}
+
+    def path(self, name: str) -> Path:
+        return self.root / name.lstrip("/")
+
+    def bytes(self, name: str, limit: int = 1 << 20) -> bytes | None:
+        try:
+            with open(self.path(name), "rb") as f:
+                data = f.read(limit)
+        except OSError:
+            return None
+        self.read[name] = data
+        return data
+
+    def text(self, name: str) -> str | None:
+        data = self.bytes(name)
+        return None if data is None else data.decode("utf-8", "replace")
+
+    def listdir(self, name: str) -> list[str]:
+        try:
+            names = sorted(os.listdir(self.path(name)))
+        except OSError:
+            return []
+        self.seen[name] = True
+        for child in names:
+            self.seen.setdefault(f"{name}/{child}", self.path(f"{name}/{child}").is_dir())
+        return names
+
+    def link(self, name: str) -> str | None:
+        try:
+            target = os.readlink(self.path(name))
+        except OSError:
+            return None
+        self.links[name] = target
+        return target
+
+    def exists(self, name: str) -> bool:
+        return self.mode(name) is not None
+
+    def mode(self, name: str) -> int | None:
+        """The permission bits of `name`, or None where it does not exist."""
+        try:
+            st = self.path(name).stat()
+        except OSError:
+            return None
+        self.seen.setdefault(name, self.path(name).is_dir())
+        return st.st_mode & 0o7777
+
+    def capture(self) -> bytes:
+        """The files and links read, as a gzipped tar whose paths are the host's."""
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+            for name, data in sorted(self.read.items()):
+                info = tarfile.TarInfo(name.lstrip("/"))
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+            for name, target in sorted(self.links.items()):
+                info = tarfile.TarInfo(name.lstrip("/"))
+                info.type, info.linkname = tarfile.SYMTYPE, target
+                tar.addfile(info)
+            kept = {*self.read, *self.links}
+            for name, is_dir in sorted(self.seen.items()):
+                if name in kept or any(k.startswith(name + "/") for k in kept):
+                    continue
+                info = tarfile.TarInfo(name.lstrip("/"))
+                info.type = tarfile.DIRTYPE if is_dir else tarfile.REGTYPE
+                tar.addfile(info, None if is_dir else io.BytesIO(b""))
+        return buffer.getvalue()
+
+
+def cpu_lists(text: str) -> list[int]:
+    """``0-3,8,10-11`` as CPU numbers; an empty or malformed list gives none."""
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        match = re.fullmatch(r"(\d+)(?:-(\d+))?", part.strip())
+        if match:
+            low, high = int(match[1]), int(match[2] or match[1])
+            cpus.extend(range(low, min(high, low + 65536) + 1))
+    return cpus
+
+
+def cpu_info(host: Host) -> dict[str, str]:
+    text = host.text("/proc/cpuinfo") or ""
+    info: dict[str, str] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if not line.strip():
+            break
+        info.setdefault(key.strip(), value.strip())
+    return info
+
+
+def check_cpu(host: Host) -> list[Check]:
+    info = cpu_info(host)
+    vendor, model = info.get("vendor_id"), info.get("model name", "?")
+    if vendor is None:
+        return [Check("cpu", "vendor", UNKNOWN, "/proc/cpuinfo unreadable or empty")]
+    family = int(info.get("cpu family", "0") or 0)
+    checks = [Check("cpu", "vendor", OK, f"{vendor}, family {family:#x}, {model}")]
+    if vendor == "AuthenticAMD":
+        # SDCI came with EPYC 9005 (Zen 5, family 0x1a).
+        usable = family >= 0x1A
+        checks.append(
+            Check(
+                "cpu",
+                "SDCI",
+                OK if usable else NOT_USABLE,
+                f"family {family:#x}: " + ("Zen 5 or later" if usable else "SDCI needs EPYC 9005 (family 0x1a)"),
+                "" if usable else "SDCI needs an EPYC 9005 (Turin) or later processor",
+            )
+        )
+    return checks
+
+
+def kernel_release(host: Host) -> tuple[str, tuple[int, int] | None]:
+    release = (host.text("/proc/sys/kernel/osrelease") or "").strip()
+    match = re.match(r"(\d+)\.(\d+)", release)
+    return release, (int(match[1]), int(match[2])) if match else None
+
+
+def check_kernel(host: Host) -> list[Check]:
+    release, version = kernel_release(host)
+    checks = []
+    for feature, needed in KERNEL_FEATURES:
+        want = f"{needed[0]}.{needed[1]}"
+        if version is None:
+            checks.append(Check("kernel", feature, UNKNOWN, "kernel release unreadable"))
+        elif version >= needed:
+            checks.append(Check("kernel", feature, OK, f"kernel {release} (>= {want})"))
+        else:
+            checks.append(Check("kernel", feature, NOT_USABLE, f"kernel {release} < {want}", f"a kernel >= {want}"))
+    config = None
+    raw = host.bytes("/proc/config.gz")
+    if raw is not None:
+        try:
+            config = gzip.decompress(raw).decode("utf-8", "replace")
+        except (OSError, EOFError):
+            config = None
+    source = "/proc/config.gz"
+    if config is None and release:
+        source = f"/boot/config-{release}"
+        config = host.text(source)
+    if config is None:
+        checks.append(Check("kernel", "CONFIG_PCIE_TPH", UNKNOWN, "no /proc/config.gz nor /boot/config-RELEASE"))
+    elif re.search(r"^CONFIG_PCIE_TPH=y", config, re.M):
+        checks.append(Check("kernel", "CONFIG_PCIE_TPH", OK, f"=y in {source}"))
+    else:
+        checks.append(
+            Check("kernel", "CONFIG_PCIE_TPH", NOT_USABLE, f"not set in {source}", "a kernel built with PCIE_TPH=y")
+        )
+    cmdline = host.text("/proc/cmdline")
+    if cmdline is None:
+        checks.append(Check("kernel", "pci=notph", UNKNOWN, "/proc/cmdline unreadable"))
+    elif any("notph" in arg.split("=", 1)[1].split(",") for arg in cmdline.split() if arg.startswith("pci=")):
+        checks.append(
+            Check("kernel", "pci=notph", MISCONFIGURED, "pci=notph on the command line", "remove pci=notph and reboot")
+        )
+    else:
+        checks.append(Check("kernel", "pci=notph", OK, "not on the command line"))
+    return checks
+
+
+def pci_devices(host: Host) -> dict[str, dict]:
+    """Every PCI function's inspected config space (or why it could not be read), by address."""
+    devices = {}
+    for bdf in host.listdir("/sys/bus/pci/devices"):
+        data = host.bytes(f"/sys/bus/pci/devices/{bdf}/config", 4096)
+        if not data:
+            devices[bdf] = {"errors": ["config space unreadable"], "bytes": 0}
+            continue
+        try:
+            devices[bdf] = json.loads(_core.inspect_tph(data))
+        except ScenarioError as e:
+            devices[bdf] = {"errors": [str(e)], "bytes": len(data)}
+    return devices
+
+
+def check_pci(host: Host, devices: dict[str, dict]) -> list[Check]:
+    if not devices:
+        return [Check("pci", "devices", UNKNOWN, "no /sys/bus/pci/devices")]
+    checks = []
+    short = [bdf for bdf, d in devices.items() if 0 < d["bytes"] <= 64]
+    if short:
+        checks.append(
+            Check(
+                "pci",
+                "config space",
+                UNKNOWN,
+                f"only the first 64 bytes of {len(short)} devices are readable (not root)",
+                "run `sudo steer doctor`, or `sudo lspci -vv -xxxx | steer tph -`",
+            )
+        )
+    for bdf, device in devices.items():
+        for error in device["errors"]:
+            checks.append(Check("pci", bdf, UNKNOWN, f"malformed config space: {error}"))
+    ports = {bdf: d for bdf, d in devices.items() if d.get("root_port")}
+    for bdf, port in ports.items():
+        supports = port["completer"] not in (None, "TPHComp- ExtTPHComp-")
+        evidence = f"root port, DevCap2 {port['completer']}"
+        checks.append(Check("pci", f"{bdf} TPH completer", OK if supports else NOT_USABLE, evidence))
+    requesters = {bdf: d for bdf, d in devices.items() if d.get("requester")}
+    for bdf, device in requesters.items():
+        r = device["requester"]
+        modes = [m for m, on in (("IV", r["interrupt_vector"]), ("DS", r["device_specific"])) if on] or ["No ST"]
+        evidence = (
+            f"{device['vendor_id']:04x}:{device['device_id']:04x} TPH requester: {'/'.join(modes)}, "
+            f"ST table {r['st_table_location']} ({r['st_table_size']}), mode {r['mode']}, {r['enable']}"
+        )
+        enabled = r["enable"] not in ("Disabled",)
+        checks.append(
+            Check(
+                "pci",
+                f"{bdf} TPH requester",
+                OK if enabled else NOT_USABLE,
+                evidence,
+                "" if enabled else "the driver has not enabled TPH (kernel and driver support, pci=notph)",
+            )
+        )
+    if not requesters and not short:
+        checks.append(Check("pci", "TPH requesters", NOT_USABLE, f"none among {len(devices)} PCI functions"))
+    return checks
+
+
+def consumer_cpus(host: Host, pid: int | None, cpus: str | None) -> list[int] | None:
+    if cpus is not None:
+        chosen = cpu_lists(cpus)
+        if not chosen:
+            raise ScenarioError(f"--cpus {cpus!r}: not a CPU list (e.g. 0-3,8)")
+        return chosen
+    if pid is None:
+        return None
+    status = host.text(f"/proc/{pid}/status")
+    if status is None:
+        raise ScenarioError(f"--pid {pid}: no such process")
+    match = re.search(r"^Cpus_allowed_list:\s*(\S+)", status, re.M)
+    return cpu_lists(match[1]) if match else None
+
+
+def l3_of(host: Host, cpu: int) -> list[int]:
+    text = host.text(f"/sys/devices/system/cpu/cpu{cpu}/cache/index3/shared_cpu_list")
+    return cpu_lists(text) if text else []
+
+
+def check_nics(host: Host, consumers: list[int] | None) -> list[Check]:
+    checks = []
+    for name in host.listdir("/sys/class/net"):
+        device = host.link(f"/sys/class/net/{name}/device")
+        if device is None:
+            continue
+        driver_link = host.link(f"/sys/class/net/{name}/device/driver")
+        driver = os.path.basename(driver_link) if driver_link else "?"
+        version = (host.text(f"/sys/module/{driver}/version") or "").strip()
+        rx = [q for q in host.listdir(f"/sys/class/net/{name}/queues") if q.startswith("rx-")]
+        irqs = sorted(int(i) for i in host.listdir(f"/sys/class/net/{name}/device/msi_irqs") if i.isdigit())
+        affinity = {irq: (host.text(f"/proc/irq/{irq}/smp_affinity_list") or "").strip() for irq in irqs}
+        shown = ", ".join(f"{irq}->{cpus or '?'}" for irq, cpus in list(affinity.items())[:8])
+        more = f" (+{len(irqs) - 8})" if len(irqs) > 8 else ""
+        evidence = (
+            f"driver {driver}{' ' + version if version else ''}, {len(rx)} RX queues, IRQs {shown or 'none'}{more}"
+        )
+        checks.append(Check("nic", name, OK, evidence))
+        if consumers is None or not irqs:
+            continue
+        # bnxt tags each queue's IRQ with its first CPU: injection lands in that CPU's L2.
+        firsts = {irq: cpu_lists(cpus)[0] for irq, cpus in affinity.items() if cpu_lists(cpus)}
+        consumer_l3 = {c for cpu in consumers for c in l3_of(host, cpu)}
+        on_core = [irq for irq, cpu in firsts.items() if cpu in consumers]
+        on_ccx = [irq for irq, cpu in firsts.items() if cpu not in consumers and cpu in consumer_l3]
+        elsewhere = [irq for irq in firsts if irq not in on_core and irq not in on_ccx]
+        verdict = OK if not elsewhere else MISCONFIGURED
+        checks.append(
+            Check(
+                "nic",
+                f"{name} injection target",
+                verdict,
+                f"{len(on_core)} IRQs on the consumer's CPUs, {len(on_ccx)} on its CCX, {len(elsewhere)} elsewhere",
+                ""
+                if verdict == OK
+                else f"point each queue's IRQ at a consumer CPU: echo CPU > /proc/irq/N/smp_affinity_list "
+                f"(IRQs {', '.join(map(str, elsewhere[:8]))})",
+            )
+        )
+    if not checks:
+        checks.append(Check("nic", "network devices", NOT_USABLE, "no PCI network device in /sys/class/net"))
+    return checks
+
+
+def check_resctrl(host: Host) -> list[Check]:
+    if not host.exists("/sys/fs/resctrl/info"):
+        return [
+            Check(
+                "resctrl",
+                "resctrl",
+                UNKNOWN,
+                "/sys/fs/resctrl not mounted",
+                "mount -t resctrl resctrl /sys/fs/resctrl (then run steer doctor again)",
+            )
+        ]
+    checks = []
+    io_alloc = host.text("/sys/fs/resctrl/info/L3/io_alloc")
+    if io_alloc is None:
+        checks.append(Check("resctrl", "io_alloc", NOT_USABLE, "no info/L3/io_alloc (kernel < 6.19 or no SDCIAE)"))
+    else:
+        masks = (host.text("/sys/fs/resctrl/info/L3/io_alloc_cbm") or "").strip()
+        on = io_alloc.strip().startswith("enabled")
+        checks.append(
+            Check(
+                "resctrl",
+                "io_alloc",
+                OK if on else MISCONFIGURED,
+                f"io_alloc {io_alloc.strip()}; mask {masks or '?'}",
+                "" if on else "echo 1 > /sys/fs/resctrl/info/L3/io_alloc",
+            )
+        )
+    schemata = host.text("/sys/fs/resctrl/schemata")
+    if schemata:
+        line = next((ln for ln in schemata.splitlines() if ln.strip().startswith("L3:")), "")
+        checks.append(Check("resctrl", "default group", OK, line.strip() or "no L3 line"))
+    return checks
+
+
+def check_ddio(host: Host, vendor: str | None) -> list[Check]:
+    if vendor != "GenuineIntel":
+        return []
+    try:
+        with open(host.path("/dev/cpu/0/msr"), "rb") as msr:
+            msr.seek(IIO_LLC_WAYS_MSR)
+            value = int.from_bytes(msr.read(8), "little")
+    except OSError:
+        return [
+            Check(
+                "ddio",
+                "IIO LLC ways",
+                UNKNOWN,
+                "/dev/cpu/0/msr not readable",
+                "as root: modprobe msr; rdmsr 0xc8b (the DDIO way mask)",
+            )
+        ]
+    ways = bin(value & 0xFFFFF).count("1")
+    verdict = OK if ways else MISCONFIGURED
+    return [Check("ddio", "IIO LLC ways", verdict, f"MSR 0xc8b = {value:#x}: {ways} ways", "" if ways else "DDIO off")]
+
+
+def check_dsa(host: Host) -> list[Check]:
+    names = host.listdir("/sys/bus/dsa/devices")
+    devices = [n for n in names if re.fullmatch(r"dsa\d+", n)]
+    if not devices:
+        return [Check("dsa", "devices", NOT_USABLE, "no /sys/bus/dsa/devices/dsaN (no DSA, or idxd not loaded)")]
+    checks = []
+    for device in devices:
+        state = (host.text(f"/sys/bus/dsa/devices/{device}/state") or "?").strip()
+        engines = len([n for n in names if n.startswith(f"engine{device[3:]}.")])
+        checks.append(Check("dsa", device, OK if state == "enabled" else MISCONFIGURED, f"{state}, {engines} engines"))
+    for wq in [n for n in names if re.fullmatch(r"wq\d+\.\d+", n)]:
+        attr = {
+            a: (host.text(f"/sys/bus/dsa/devices/{wq}/{a}") or "?").strip()
+            for a in ("mode", "size", "group_id", "state", "type")
+        }
+        portal = host.mode(f"/dev/dsa/{wq}")
+        usable = attr["state"] == "enabled" and attr["type"] == "user" and portal is not None
+        access = "portal " + (oct(portal & 0o777) if portal is not None else "missing")
+        checks.append(
+            Check(
+                "dsa",
+                wq,
+                OK if usable else MISCONFIGURED,
+                f"{attr['mode']}, size {attr['size']}, group {attr['group_id']}, {attr['state']}, "
+                f"{attr['type']}, {access}",
+                "" if usable else f"accel-config config-wq --type=user ... {wq}; accel-config enable-wq {wq}",
+            )
+        )
+    return checks
+
+
+def check_hbm(host: Host) -> list[Check]:
+    nodes = [n for n in host.listdir("/sys/devices/system/node") if re.fullmatch(r"node\d+", n)]
+    if not nodes:
+        return [Check("hbm", "NUMA nodes", UNKNOWN, "no /sys/devices/system/node")]
+    memory_only = []
+    for node in nodes:
+        cpus = (host.text(f"/sys/devices/system/node/{node}/cpulist") or "").strip()
+        if not cpus:
+            meminfo = host.text(f"/sys/devices/system/node/{node}/meminfo") or ""
+            match = re.search(r"MemTotal:\s+(\d+) kB", meminfo)
+            size = f"{int(match[1]) / (1 << 20):.1f} GiB" if match else "? GiB"
+            memory_only.append(f"{node} ({size})")
+    if not memory_only:
+        return [
+            Check("hbm", "memory-only nodes", NOT_USABLE, f"none among {len(nodes)} NUMA nodes (no HBM in flat mode)")
+        ]
+    return [Check("hbm", "memory-only nodes", OK, ", ".join(memory_only))]
+
+
+def diagnose(root: str | Path = "/", pid: int | None = None, cpus: str | None = None) -> tuple[list[Check], Host]:
+    """Every check on the host under ``root``, and the host view (what was read)."""
+    host = Host(root)
+    consumers = consumer_cpus(host, pid, cpus)
+    checks = check_cpu(host) + check_kernel(host)
+    checks += check_pci(host, pci_devices(host))
+    checks += check_nics(host, consumers)
+    checks += check_resctrl(host) + check_ddio(host, cpu_info(host).get("vendor_id"))
+    checks += check_dsa(host) + check_hbm(host)
+    return checks, host
+
+
+def as_json(checks: list[Check], root: str | Path) -> str:
+    return json.dumps({"root": str(root), "checks": [asdict(c) for c in checks]}, indent=2) + "\n"

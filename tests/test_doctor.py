@@ -1,0 +1,179 @@
+"""`steer doctor` on fixture trees and on this machine: each check's verdict, the consumer's
+injection target, captures that replay, bad input, and never a write to the tree it reads."""
+
+import hashlib
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from steer import doctor
+
+DUMPS = Path(__file__).resolve().parents[1] / "crates/steer-tph/tests/data/lspci-xxxx-tph.txt"
+
+
+def config_spaces() -> dict[str, bytes]:
+    """The binary config spaces of the `lspci -xxxx` fixture (synthesized to the PCIe layouts;
+    see its header), by bus address."""
+    spaces: dict[str, bytearray] = {}
+    current = None
+    for line in DUMPS.read_text().splitlines():
+        if line and not line.startswith("#") and not line[0].isspace() and " " in line and line[2] == ":":
+            head, rest = line.split(" ", 1)
+            if len(head) == 7 and ":" in head and "." in head:
+                current = spaces.setdefault(f"0000:{head}", bytearray())
+                continue
+        if current is not None and ":" in line[:4]:
+            offset, hexes = line.split(":", 1)
+            assert int(offset, 16) == len(current)
+            current.extend(bytes.fromhex(hexes))
+    return {bdf: bytes(space) for bdf, space in spaces.items()}
+
+
+def write(root: Path, name: str, content: str | bytes) -> None:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content.encode() if isinstance(content, str) else content)
+
+
+def turin_tree(root: Path) -> Path:
+    """A Turin host with a bnxt NIC (TPH requester), its root port, a DSA and an HBM node."""
+    write(root, "proc/cpuinfo", "vendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel name\t: AMD EPYC 9655\n\n")
+    write(root, "proc/sys/kernel/osrelease", "6.15.2-test\n")
+    write(root, "proc/cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/sda1 pci=realloc,notph quiet\n")
+    write(root, "boot/config-6.15.2-test", "CONFIG_PCI=y\nCONFIG_PCIE_TPH=y\n")
+    for bdf, space in config_spaces().items():
+        write(root, f"sys/bus/pci/devices/{bdf}/config", space)
+    nic = root / "sys/bus/pci/devices/0000:41:00.0"
+    for irq in (100, 101):
+        write(root, f"sys/bus/pci/devices/0000:41:00.0/msi_irqs/{irq}", "msix\n")
+    (root / "sys/bus/pci/drivers/bnxt_en").mkdir(parents=True)
+    os.symlink("../../drivers/bnxt_en", nic / "driver")
+    write(root, "sys/module/bnxt_en/version", "1.10.3\n")
+    (root / "sys/class/net/eth1/queues/rx-0").mkdir(parents=True)
+    (root / "sys/class/net/eth1/queues/rx-1").mkdir(parents=True)
+    os.symlink("../../../bus/pci/devices/0000:41:00.0", root / "sys/class/net/eth1/device")
+    write(root, "proc/irq/100/smp_affinity_list", "2\n")
+    write(root, "proc/irq/101/smp_affinity_list", "9-10\n")
+    for cpu in range(16):
+        write(root, f"sys/devices/system/cpu/cpu{cpu}/cache/index3/shared_cpu_list", "0-7\n" if cpu < 8 else "8-15\n")
+    write(root, "sys/fs/resctrl/info/L3/io_alloc", "enabled\n")
+    write(root, "sys/fs/resctrl/info/L3/io_alloc_cbm", "0=ffff\n")
+    write(root, "sys/fs/resctrl/schemata", "L3:0=ffff\n")
+    write(root, "sys/bus/dsa/devices/dsa0/state", "enabled\n")
+    (root / "sys/bus/dsa/devices/engine0.0").mkdir(parents=True)
+    for attr, value in (("mode", "shared"), ("size", "128"), ("group_id", "0"), ("state", "enabled"), ("type", "user")):
+        write(root, f"sys/bus/dsa/devices/wq0.0/{attr}", value + "\n")
+    write(root, "dev/dsa/wq0.0", "")
+    write(root, "sys/devices/system/node/node0/cpulist", "0-15\n")
+    write(root, "sys/devices/system/node/node1/cpulist", "\n")
+    write(root, "sys/devices/system/node/node1/meminfo", "Node 1 MemTotal:       16777216 kB\n")
+    return root
+
+
+def verdicts(checks) -> dict[str, tuple[str, str]]:
+    return {f"{c.area}/{c.name}": (c.verdict, c.evidence) for c in checks}
+
+
+def test_a_turin_tree_gets_a_verdict_for_every_check(tmp_path):
+    checks, _ = doctor.diagnose(turin_tree(tmp_path), cpus="0")
+    got = verdicts(checks)
+    assert got["cpu/SDCI"][0] == "ok"
+    assert got["kernel/PCIe TPH core (pcie_enable_tph)"][0] == "ok"
+    assert got["kernel/resctrl io_alloc (SDCIAE)"] == ("not usable", "kernel 6.15.2-test < 6.19")
+    assert got["kernel/CONFIG_PCIE_TPH"] == ("ok", "=y in /boot/config-6.15.2-test")
+    assert got["kernel/pci=notph"][0] == "misconfigured"
+    assert got["pci/0000:40:01.1 TPH completer"] == ("ok", "root port, DevCap2 TPHComp+ ExtTPHComp-")
+    verdict, evidence = got["pci/0000:41:00.0 TPH requester"]
+    assert verdict == "ok" and "14e4:1750 TPH requester: IV/DS, ST table" in evidence and "Interrupt vector" in evidence
+    assert got["nic/eth1"] == ("ok", "driver bnxt_en 1.10.3, 2 RX queues, IRQs 100->2, 101->9-10")
+    # IRQ 100's first CPU (2) shares CPU 0's L3; IRQ 101's (9) does not.
+    assert got["nic/eth1 injection target"] == (
+        "misconfigured",
+        "0 IRQs on the consumer's CPUs, 1 on its CCX, 1 elsewhere",
+    )
+    assert got["resctrl/io_alloc"] == ("ok", "io_alloc enabled; mask 0=ffff")
+    assert got["dsa/dsa0"] == ("ok", "enabled, 1 engines")
+    assert got["dsa/wq0.0"][0] == "ok" and "shared, size 128" in got["dsa/wq0.0"][1]
+    assert got["hbm/memory-only nodes"] == ("ok", "node1 (16.0 GiB)")
+    on_core, _ = doctor.diagnose(tmp_path, cpus="2,9")
+    assert verdicts(on_core)["nic/eth1 injection target"][0] == "ok"
+
+
+def test_an_empty_tree_gives_unknowns_not_errors(tmp_path):
+    checks, _ = doctor.diagnose(tmp_path)
+    assert checks and all(c.verdict in {"ok", "not usable", "misconfigured", "unknown"} for c in checks)
+    assert verdicts(checks)["cpu/vendor"][0] == "unknown"
+
+
+def test_unprivileged_and_malformed_config_spaces_are_said_so(tmp_path):
+    write(tmp_path, "sys/bus/pci/devices/0000:00:00.0/config", config_spaces()["0000:41:00.0"][:64])
+    broken = bytearray(config_spaces()["0000:41:00.0"])
+    broken[0x34] = 0x01  # a capability pointer into the header
+    write(tmp_path, "sys/bus/pci/devices/0000:00:01.0/config", bytes(broken))
+    got = verdicts(doctor.diagnose(tmp_path)[0])
+    assert got["pci/config space"][0] == "unknown" and "first 64 bytes" in got["pci/config space"][1]
+    assert got["pci/0000:00:01.0"][0] == "unknown" and "malformed" in got["pci/0000:00:01.0"][1]
+
+
+def tree_digest(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        digest.update(str(path.relative_to(root)).encode())
+        if path.is_file() and not path.is_symlink():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def test_doctor_reads_a_read_only_tree_and_a_capture_replays_it(steer_cli, tmp_path):
+    root = turin_tree(tmp_path / "host")
+    before = tree_digest(root)
+    for path in [root, *root.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o555 if path.is_dir() else 0o444)
+    try:
+        capture = tmp_path / "capture.tar.gz"
+        done = steer_cli(
+            "doctor", "--root", str(root), "--cpus", "0", "--json", str(tmp_path / "d.json"), "--capture", str(capture)
+        )
+        assert done.returncode == 0, done.stderr
+    finally:
+        for path in [root, *root.rglob("*")]:
+            if not path.is_symlink():
+                path.chmod(0o755 if path.is_dir() else 0o644)
+    assert tree_digest(root) == before
+    first = json.loads((tmp_path / "d.json").read_text())["checks"]
+    replay = tmp_path / "replay"
+    with tarfile.open(capture) as tar:
+        tar.extractall(replay, filter="fully_trusted")
+    again = steer_cli("doctor", "--root", str(replay), "--cpus", "0", "--json")
+    second = json.loads(again.stdout)["checks"]
+
+    # The same verdicts on the same evidence (file modes aside: a tar keeps its own).
+    def strip(checks: list[dict]) -> list[tuple]:
+        return [(c["area"], c["name"], c["verdict"], c["evidence"].split(", portal")[0]) for c in checks]
+
+    assert strip(second) == strip(first)
+
+
+def test_this_machine_gets_a_verdict_for_every_check(steer_cli):
+    done = steer_cli("doctor", "--json")
+    assert done.returncode == 0, done.stderr
+    checks = json.loads(done.stdout)["checks"]
+    assert {c["area"] for c in checks} >= {"cpu", "kernel", "pci", "dsa", "hbm"}
+    assert all(c["verdict"] in {"ok", "not usable", "misconfigured", "unknown"} for c in checks)
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--root", "/no/such/dir"], "--root /no/such/dir: not a directory"),
+        (["--pid", "999999999"], "--pid 999999999: no such process"),
+        (["--cpus", "all"], "--cpus 'all': not a CPU list"),
+    ],
+)
+def test_bad_input_is_one_line_with_exit_code_2(steer_cli, args, words):
+    done = steer_cli("doctor", *args)
+    assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr
