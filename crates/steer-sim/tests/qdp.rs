@@ -123,6 +123,23 @@ fn memory_pressure_flushes_used_entries_and_the_query_still_reads_every_block() 
 }
 
 #[test]
+fn a_full_shared_queue_makes_the_prefetcher_retry_then_wait_for_room() {
+    // 256 blocks of 64 KiB to one device whose queue holds 128, inserted at no cost: SCAN_b's
+    // ENQCMD is refused once each time the queue fills, then it sleeps until an entry frees.
+    let r = query(&[
+        "column_bytes=16777216",
+        "block_bytes=65536",
+        "groups=1",
+        "copy_policy=local",
+        "workloads.0.miss_ns=0",
+    ]);
+    let wq = &r["devices"]["dsa0"]["wq"];
+    let retries = wq["retries"].as_u64().unwrap();
+    assert!(retries > 0 && retries < 256, "{wq}");
+    assert_eq!(wq["accepted"], 256);
+}
+
+#[test]
 fn blocks_are_dealt_round_robin_to_groups_and_threads() {
     let r = query(&["column_bytes=41943040", "block_bytes=1048576", "groups=2", "aggregate_threads=2"]);
     let blocks = |role: &str| -> Vec<u64> {

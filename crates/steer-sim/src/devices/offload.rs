@@ -241,10 +241,6 @@ impl Submissions {
         self.queue.extend(descriptors);
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.queue.is_empty()
-    }
-
     /// The next step of submitting, if there is one: the ENQCMD's core time then `call`, or a
     /// wait for the queue to free an entry.
     pub fn next(&mut self, cx: &mut ProgramCx, call: u32) -> Option<Next> {
