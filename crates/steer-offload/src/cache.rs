@@ -248,9 +248,7 @@ impl Cache {
     /// # Safety
     /// As for [`Cache::access`].
     pub unsafe fn access_from(&self, src: *const u8, len: usize, src_node: usize) -> Result<CacheData> {
-        if self.topology.node(src_node).is_none() {
-            return Err(Error::NoSuchNode { node: src_node, what: "the source" });
-        }
+        self.check_node(src_node, "the source")?;
         // SAFETY: forwarded from this function's contract.
         unsafe { self.lookup(src, len, Some(src_node), None) }
     }
@@ -267,13 +265,15 @@ impl Cache {
         src_node: usize,
         consumer_node: usize,
     ) -> Result<CacheData> {
-        for (node, what) in [(src_node, "the source"), (consumer_node, "the consumer")] {
-            if self.topology.node(node).is_none() {
-                return Err(Error::NoSuchNode { node, what });
-            }
-        }
+        self.check_node(src_node, "the source")?;
+        self.check_node(consumer_node, "the consumer")?;
         // SAFETY: forwarded from this function's contract.
         unsafe { self.lookup(src, len, Some(src_node), Some(consumer_node)) }
+    }
+
+    /// Fails unless `node` is a node of the topology; `what` names it in the error.
+    fn check_node(&self, node: usize, what: &'static str) -> Result<()> {
+        self.topology.node(node).map(|_| ()).ok_or(Error::NoSuchNode { node, what })
     }
 
     /// The node holding `src` as the kernel says, else the consumer's.

@@ -169,18 +169,14 @@ fn inspect_tph(data: &[u8]) -> PyResult<String> {
     use steer_tph::config::ConfigSpace;
     let space = ConfigSpace::from_bytes(data).map_err(|e| ScenarioError::new_err(format!("config space: {e}")))?;
     let word = |at: usize| space.read_u16(at).unwrap_or(0);
-    let class = space.read_u32(8).map(|r| r >> 8).unwrap_or(0);
     let pcie = steer_tph::pcie::find_pcie(&space);
     let extended = space.len() > 0x100;
     let requester = if extended { steer_tph::tph::decode(&space).map_err(|e| e.to_string()) } else { Ok(None) };
     let requester = requester.map(|cap| {
         cap.map(|cap| {
             json!({
-                "offset": cap.offset,
-                "no_st": cap.no_st,
                 "interrupt_vector": cap.interrupt_vector,
                 "device_specific": cap.device_specific,
-                "extended_requester": cap.extended_requester,
                 "st_table_location": cap.st_table_location.lspci_text(),
                 "st_table_size": cap.st_table_size,
                 "mode": cap.mode.to_string(),
@@ -193,7 +189,6 @@ fn inspect_tph(data: &[u8]) -> PyResult<String> {
     let value = json!({
         "vendor_id": word(0),
         "device_id": word(2),
-        "class": class,
         "bytes": space.len(),
         "root_port": pcie.is_some_and(|p| p.is_root_port()),
         "completer": pcie.map(|p| p.tph_completer().lspci_flags()),

@@ -10,14 +10,13 @@
 //! of the workload's (assumed: the library runs it as its own thread).
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 use steer_offload::{Backend, Cache, CacheData, CopyJob};
 
-use crate::cpu::{Next, ProgramCx};
-use crate::devices::dsa::{Descriptor, Faults, Submit};
+use crate::devices::dsa::{Descriptor, Faults};
 use crate::engine::{Agent, Cx, Signal, Step};
 use crate::error::{ConfigError, ConfigResult};
 use crate::platform::PlatformSpec;
@@ -225,52 +224,6 @@ impl Agent for Poller {
 
     fn as_any(&self) -> &dyn std::any::Any {
         self
-    }
-}
-
-/// A program's submissions to the DSAs' shared work queues, made one at a time.
-#[derive(Debug, Default)]
-pub struct Submissions {
-    queue: VecDeque<(usize, Descriptor)>,
-    /// The last ENQCMD got "retry".
-    retry_wait: bool,
-}
-
-impl Submissions {
-    pub fn extend(&mut self, descriptors: Vec<(usize, Descriptor)>) {
-        self.queue.extend(descriptors);
-    }
-
-    /// The next step of submitting, if there is one: the ENQCMD's core time then `call`, or a
-    /// wait for the queue to free an entry.
-    pub fn next(&mut self, cx: &mut ProgramCx, call: u32) -> Option<Next> {
-        let &(device, _) = self.queue.front()?;
-        let port = &cx.shared().copy.devices[device];
-        if self.retry_wait && port.queue.is_full() {
-            let space = port.queue.space;
-            cx.wait_on(space);
-            return Some(Next::Wait);
-        }
-        let cost = port.queue.submit_cost(&port.spec);
-        cx.hold(cost);
-        cx.call(call);
-        Some(Next::Unit)
-    }
-
-    /// The ENQCMD of the front descriptor reached the device.
-    pub fn on_call(&mut self, cx: &mut ProgramCx) {
-        let (device, descriptor) = self.queue.front().cloned().expect("a submission in progress");
-        let queue = &mut cx.shared().copy.devices[device].queue;
-        match queue.submit(descriptor) {
-            Submit::Accepted => {
-                let doorbell = queue.doorbell;
-                self.queue.pop_front();
-                self.retry_wait = false;
-                cx.notify(doorbell);
-            }
-            Submit::Retry => self.retry_wait = true,
-            Submit::Dropped => unreachable!("the cache submits to shared work queues only"),
-        }
     }
 }
 

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, DESCRIPTOR};
 use crate::devices::copy_policy::{self, CopyPolicies};
-use crate::devices::dsa::{Descriptor, DsaSpec, Faults, Submit, WqMode, MAX_TRANSFER_BYTES};
+use crate::devices::dsa::{Descriptor, DsaSpec, Faults, Submissions, Submit, WqMode, MAX_TRANSFER_BYTES};
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
 use crate::error::{ensure, ConfigError, ConfigResult};
 use crate::flows::{OwnerId, Use};
@@ -223,8 +223,8 @@ impl WorkloadSpec for DsaCopySpec {
                     remaining: bytes,
                     in_flight: VecDeque::new(),
                     next_tag: 0,
-                    pending: None,
-                    retry_wait: false,
+                    submissions: Submissions::default(),
+                    submitting_since: Time::ZERO,
                     dropped: false,
                     software_left: 0,
                     cpu_copy_since: None,
@@ -280,10 +280,9 @@ struct Submitter {
     /// Submissions in flight: tag and when their submission began.
     in_flight: VecDeque<(u64, Time)>,
     next_tag: u64,
-    /// A submission being made (or retried), with when it began.
-    pending: Option<(Descriptor, Time)>,
-    /// Its last ENQCMD got "retry": it waits for the queue to free an entry.
-    retry_wait: bool,
+    /// The submission being made (or retried) and when it began.
+    submissions: Submissions,
+    submitting_since: Time,
     dropped: bool,
     /// Bytes partial completions left for the CPU to copy.
     software_left: u64,
@@ -317,13 +316,6 @@ impl Submitter {
             faults: self.spec.faults,
             cache_control: self.spec.cache_control,
         }
-    }
-
-    /// Queues the pending submission: the core's ENQCMD or MOVDIR64B, then the hand-over.
-    fn submit(&self, cx: &mut ProgramCx) {
-        let cost = cx.shared().copy.devices[self.device].queue.submit_cost(&self.dsa);
-        cx.hold(cost);
-        cx.call(SUBMIT);
     }
 
     /// Reads every completion record visible now.
@@ -383,16 +375,11 @@ impl Program for Submitter {
             self.copy_on_cpu(cx, left, true);
             return Next::Unit;
         }
-        if self.pending.is_some() {
-            let queue = &cx.shared().copy.devices[self.device].queue;
-            if self.retry_wait && queue.is_full() {
-                let space = queue.space;
-                cx.wait_on(space);
+        if let Some(next) = self.submissions.next(cx, SUBMIT) {
+            if next == Next::Wait {
                 cx.wait_on(signal);
-                return Next::Wait;
             }
-            self.submit(cx);
-            return Next::Unit;
+            return next;
         }
         if self.remaining > 0 {
             match self.spec.path {
@@ -406,9 +393,9 @@ impl Program for Submitter {
                 }
                 CopyPath::Hardware if self.in_flight.len() < self.spec.queue_depth as usize => {
                     let descriptor = self.next_descriptor();
-                    self.pending = Some((descriptor, now));
-                    self.submit(cx);
-                    return Next::Unit;
+                    self.submissions.push(self.device, descriptor);
+                    self.submitting_since = now;
+                    return self.submissions.next(cx, SUBMIT).expect("a submission just queued");
                 }
                 CopyPath::Hardware => {}
             }
@@ -437,27 +424,18 @@ impl Program for Submitter {
         let now = cx.now();
         match tag {
             SUBMIT => {
-                let (descriptor, began) = self.pending.take().expect("a submission in progress");
-                let tasks = descriptor.tasks as u64;
-                let (tag, queue) = (descriptor.tag, &mut cx.shared().copy.devices[self.device].queue);
-                let cost = queue.submit_cost(&self.dsa).as_ns();
-                match queue.submit(descriptor.clone()) {
-                    Submit::Accepted => {
-                        let doorbell = queue.doorbell;
-                        self.retry_wait = false;
-                        self.in_flight.push_back((tag, began));
+                let cost = cx.shared().copy.devices[self.device].queue.submit_cost(&self.dsa).as_ns();
+                match self.submissions.on_call(cx) {
+                    (Submit::Accepted, descriptor) => {
+                        let tasks = descriptor.tasks as u64;
+                        self.in_flight.push_back((descriptor.tag, self.submitting_since));
                         let job = self.job(cx);
                         job.descriptors += tasks;
                         job.submit_ns += cost;
                         cx.count(tasks);
-                        cx.notify(doorbell);
                     }
-                    Submit::Retry => {
-                        self.job(cx).submit_ns += cost;
-                        self.retry_wait = true;
-                        self.pending = Some((descriptor, began));
-                    }
-                    Submit::Dropped => self.dropped = true,
+                    (Submit::Retry, _) => self.job(cx).submit_ns += cost,
+                    (Submit::Dropped, _) => self.dropped = true,
                 }
             }
             _ => {

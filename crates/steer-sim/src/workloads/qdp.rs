@@ -20,7 +20,8 @@ use steer_offload::CacheData;
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, BLOCK};
 use crate::devices::copy_policy::CopyPolicies;
-use crate::devices::offload::{self, CachePlacements, Found, Offload, Submissions};
+use crate::devices::dsa::{Submissions, Submit};
+use crate::devices::offload::{self, CachePlacements, Found, Offload};
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
 use crate::error::{ensure, ConfigResult};
 use crate::flows::{plain, OwnerId, Use};
@@ -419,7 +420,8 @@ impl Program for Worker {
     }
 
     fn on_call(&mut self, _tag: u32, cx: &mut ProgramCx) {
-        self.submissions.on_call(cx);
+        let (answer, _) = self.submissions.on_call(cx);
+        assert_ne!(answer, Submit::Dropped, "the cache submits to shared work queues only");
     }
 
     fn waiting_for(&self) -> String {
