@@ -60,6 +60,16 @@ fn a_lone_scan_streams_at_its_outstanding_misses_per_round_trip() {
 }
 
 #[test]
+fn a_short_last_block_is_read_for_its_own_bytes() {
+    // 2.5 MiB in blocks of 1 MiB: SCAN_a reads 1 + 1 + 0.5 MiB at 1024 B per 110 ns.
+    let mut args = small("hbm", 1);
+    args[1] = "column_bytes=2621440".into();
+    let r = query(&with(&args, &[]));
+    assert!((f(&r["query"]["scan_a_us"]) - 281.6).abs() < 1e-6, "{}", r["query"]);
+    assert_eq!(r["query"]["blocks"], 3);
+}
+
+#[test]
 fn every_block_is_copied_once_split_by_the_copy_policy() {
     let base = small("prefetch", 8);
     let r = query(&with(&base, &[]));
@@ -98,7 +108,8 @@ fn an_aggregate_ahead_of_the_copies_waits_for_them() {
     let r = query(&with(&small("prefetch", 16), &["copy_policy=local"]));
     let q = &r["query"];
     assert!(q["in_flight_blocks"].as_u64().unwrap() > 0, "{q}");
-    assert!(f(&q["copy_wait_us"]) > 0.0, "{q}");
+    // Waits are parts of AGGREGATE's time (one thread).
+    assert!(f(&q["copy_wait_us"]) > 0.0 && f(&q["copy_wait_us"]) < f(&q["aggregate_us"]), "{q}");
     assert!(f(&q["hit_rate"]) < 1.0);
 }
 
@@ -140,6 +151,17 @@ fn a_full_shared_queue_makes_the_prefetcher_retry_then_wait_for_room() {
 }
 
 #[test]
+fn an_access_that_finds_no_room_counts_as_a_miss() {
+    // Room for one block and two AGGREGATE threads: while one holds its block, the other's
+    // access finds the room taken and reads DDR; that access found no copy.
+    let mut args = small("prefetch", 4);
+    args.extend(["aggregate_threads=2".into(), "workloads.0.capacity_bytes=1048576".into()]);
+    let q = &query(&with(&args, &[]))["query"];
+    let counts: Vec<_> = ["ready_blocks", "missed_blocks", "cache_uncached"].map(|k| &q[k]).into();
+    assert_eq!(counts, [1, 3, 5], "{q}");
+}
+
+#[test]
 fn blocks_are_dealt_round_robin_to_groups_and_threads() {
     let r = query(&["column_bytes=41943040", "block_bytes=1048576", "groups=2", "aggregate_threads=2"]);
     let blocks = |role: &str| -> Vec<u64> {
@@ -150,6 +172,20 @@ fn blocks_are_dealt_round_robin_to_groups_and_threads() {
     assert_eq!(blocks("scan_a"), [20, 20]);
     assert_eq!(blocks("scan_b"), [20, 20]);
     assert_eq!(blocks("aggregate"), [10, 10, 10, 10]);
+}
+
+#[test]
+fn the_threads_take_their_nodes_cpus_and_two_queries_may_not_share_them() {
+    let r = query(&["node=1", "groups=2"]);
+    let mut cpus: Vec<u32> = r["cores"].as_object().unwrap().keys().map(|c| c.parse().unwrap()).collect();
+    cpus.sort();
+    assert_eq!(cpus, (12..18).collect::<Vec<_>>());
+    let text = steer_sim::scenario::builtin("qdp").unwrap().source;
+    let second = |node: u32| format!("{text}\n[[workloads]]\nkind = \"qdp\"\ncolumn_b = \"ddr\"\nnode = {node}\n");
+    let load_two = |node| load(&ScenarioSource { text: &second(node), origin: "qdp", default_name: "qdp" }, &[]);
+    let message = load_two(0).expect_err("two queries on node 0").to_string();
+    assert!(message.contains("workloads.1.cpu") && message.contains("CPU 0 already runs workloads.0"), "{message}");
+    assert!(load_two(1).is_ok());
 }
 
 #[test]
@@ -172,6 +208,7 @@ fn impossible_queries_are_refused_naming_the_key() {
         (vec!["column_bytes=2097152", "block_bytes=1"], "workloads.0.block_bytes", "raise block_bytes"),
         (vec!["placement=far"], "workloads.0.placement", "unknown cache placement"),
         (vec!["copy_policy=fast"], "workloads.0.copy_policy", "unknown copy policy"),
+        (vec!["workloads.0.hit_ns=-1"], "workloads.0.hit_ns", "must be a finite time"),
         (vec!["workloads.0.capacity_bytes=1024"], "workloads.0.capacity_bytes", "smaller than one block"),
     ] {
         let message = error(&args);
