@@ -70,6 +70,14 @@ fn a_short_last_block_is_read_for_its_own_bytes() {
 }
 
 #[test]
+fn a_query_cut_short_has_no_total_time() {
+    // SCAN_a ends at 112.64 µs, AGGREGATE would at 245.76 µs: a 200 µs window sees only the first.
+    let r = query(&with(&small("hbm", 1), &["sim.measure_us=200"]));
+    let q = &r["query"];
+    assert_eq!((f(&q["scan_a_us"]), &q["aggregate_us"], &q["total_us"]), (112.64, &Value::Null, &Value::Null), "{q}");
+}
+
+#[test]
 fn every_block_is_copied_once_split_by_the_copy_policy() {
     let base = small("prefetch", 8);
     let r = query(&with(&base, &[]));
