@@ -347,6 +347,9 @@ unit_kind!(LINE, "line", "lines");
 unit_kind!(STEP, "step", "steps");
 unit_kind!(DESCRIPTOR, "descriptor", "descriptors");
 unit_kind!(BLOCK, "block", "blocks");
+unit_kind!(LOAD, "load", "loads");
+unit_kind!(BUFFER, "buffer", "buffers");
+unit_kind!(ROUND_TRIP, "round_trip", "round_trips");
 
 stat!(ROLE, "role", "name", "what the CPU runs (roles of programs sharing it joined with +)");
 stat!(BUSY, "busy", "fraction", "fraction of the measured window the CPU worked for this program");

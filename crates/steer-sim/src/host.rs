@@ -1,8 +1,12 @@
-//! The `host` preset: cache geometry and topology read from this machine's sysfs. What sysfs does
-//! not expose (latencies, memory channels) keeps the generic defaults, marked as assumptions.
+//! The `host` preset: cache geometry and topology read from this machine's sysfs, then the values
+//! `steer calibrate` measured here (latencies, bandwidths, the clock), when it has been run. What
+//! neither gives keeps the generic defaults, marked as assumptions.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use crate::error::{ConfigError, ConfigResult};
+use crate::platform::PlatformSpec;
 
 const CPU_ROOT: &str = "/sys/devices/system/cpu";
 
@@ -45,8 +49,42 @@ fn cache_table(index: &Path) -> Option<(u32, String, toml::Table, u32)> {
     Some((level, kind, table, sharing))
 }
 
-/// The host platform as a preset table (same keys as a preset file).
-pub fn host_platform_table() -> toml::Table {
+/// Where `steer calibrate` keeps this machine's measured values: `$STEER_HOST_CALIBRATION`, else
+/// `$XDG_CONFIG_HOME/steer/host.toml`, else `$HOME/.config/steer/host.toml`.
+pub fn calibration_path() -> Option<PathBuf> {
+    let var = |name| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    var("STEER_HOST_CALIBRATION")
+        .or_else(|| var("XDG_CONFIG_HOME").map(|d| d.join("steer/host.toml")))
+        .or_else(|| var("HOME").map(|d| d.join(".config/steer/host.toml")))
+}
+
+/// The host platform as a preset table (same keys as a preset file): sysfs, then this machine's
+/// calibration if there is one.
+pub fn host_platform_table() -> ConfigResult<toml::Table> {
+    let mut table = sysfs_table();
+    if let Some(path) = calibration_path().filter(|p| p.exists()) {
+        overlay_calibration(&mut table, &path)?;
+    }
+    Ok(table)
+}
+
+/// Lays the calibration file at `path` over `table`; fails naming the file unless it parses and
+/// the result is a valid platform.
+pub fn overlay_calibration(table: &mut toml::Table, path: &Path) -> ConfigResult<()> {
+    let fail = |message: String| ConfigError::new("", format!("host calibration {}: {message}", path.display()));
+    let text = fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    let overlay: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        let (line, column) = e.span().map(|s| crate::scenario::position_of(&text, s)).unwrap_or((1, 1));
+        fail(format!("{line}:{column}: invalid TOML: {}", crate::scenario::toml_message(e.message())))
+    })?;
+    crate::scenario::deep_merge(table, overlay);
+    let spec: PlatformSpec = toml::Value::Table(table.clone())
+        .try_into()
+        .map_err(|e: toml::de::Error| fail(crate::scenario::toml_message(e.message())))?;
+    spec.validate("platform").map_err(|e| fail(e.to_string()))
+}
+
+fn sysfs_table() -> toml::Table {
     let root = Path::new(CPU_ROOT);
     let cpus = fs::read_dir(root)
         .map(|entries| {
@@ -63,7 +101,7 @@ pub fn host_platform_table() -> toml::Table {
     let threads = read(&root.join("cpu0/topology/thread_siblings_list")).map(|s| cpu_list_len(&s)).unwrap_or(1).max(1);
     let mut platform = toml::Table::new();
     platform.insert("name".into(), "host".into());
-    platform.insert("description".into(), "this machine, from sysfs (latencies and memory channels assumed)".into());
+    platform.insert("description".into(), crate::platform::HOST_DESCRIPTION.into());
     let mut l3_sharing = cpus;
     for entry in fs::read_dir(root.join("cpu0/cache")).into_iter().flatten().flatten() {
         let Some((level, kind, mut table, sharing)) = cache_table(&entry.path()) else { continue };
@@ -112,5 +150,39 @@ mod tests {
         assert_eq!(size_kib("32M"), Some(32768));
         assert_eq!(cpu_list_len("0-3,8,10-11"), 7);
         assert_eq!(cpu_list_len("0"), 1);
+    }
+
+    fn overlaid(text: &str) -> ConfigResult<toml::Table> {
+        let dir = std::env::temp_dir().join(format!("steer-host-{}-{}", std::process::id(), text.len()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("host.toml");
+        fs::write(&path, text).unwrap();
+        let mut table = crate::platform::preset_table("turin-9655").unwrap();
+        let result = overlay_calibration(&mut table, &path).map(|_| table);
+        fs::remove_dir_all(&dir).unwrap();
+        result
+    }
+
+    #[test]
+    fn a_calibration_replaces_only_the_values_it_measured() {
+        let table = overlaid("description = \"measured\"\n[l2]\nlatency_cycles = 17.5\n").unwrap();
+        assert_eq!(table["description"].as_str(), Some("measured"));
+        assert_eq!(table["l2"]["latency_cycles"].as_float(), Some(17.5));
+        assert_eq!(table["l2"]["ways"].as_integer(), Some(16), "the rest of the level is kept");
+        assert_eq!(table["l1d"]["latency_cycles"].as_float(), Some(5.0));
+    }
+
+    #[test]
+    fn a_bad_calibration_is_one_line_naming_the_file_and_what() {
+        let message = |text: &str| overlaid(text).unwrap_err().to_string();
+        let broken = message("[l2\n");
+        assert!(broken.starts_with("host calibration ") && broken.contains("host.toml: 1:"), "{broken}");
+        assert!(!broken.contains('\n'), "{broken}");
+        assert!(message("[l2]\nlatency = 3.0\n").contains("unknown field `latency`"));
+        assert!(message("[l2]\nlatency_cycles = \"fast\"\n").contains("host.toml"));
+        let absurd = message("[memory]\nidle_latency_ns = -4.0\n");
+        assert!(absurd.contains("platform.memory.idle_latency_ns"), "{absurd}");
+        let missing = overlay_calibration(&mut toml::Table::new(), Path::new("/nonexistent/host.toml"));
+        assert!(missing.unwrap_err().to_string().starts_with("host calibration /nonexistent/host.toml: "));
     }
 }

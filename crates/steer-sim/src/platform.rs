@@ -548,7 +548,8 @@ pub const PRESETS: &[Preset] = &[
 ];
 
 /// The description of the `host` preset, read from this machine.
-pub const HOST_DESCRIPTION: &str = "this machine, from sysfs (latencies and memory channels assumed)";
+pub const HOST_DESCRIPTION: &str =
+    "this machine: geometry from sysfs, latencies and bandwidths from `steer calibrate` (else assumed)";
 
 /// The names `platform.preset` accepts, `host` included.
 pub fn preset_names() -> Vec<&'static str> {
@@ -556,19 +557,19 @@ pub fn preset_names() -> Vec<&'static str> {
 }
 
 /// The TOML table of a preset (before any user override).
-pub fn preset_table(name: &str) -> Option<toml::Table> {
+pub fn preset_table(name: &str) -> ConfigResult<toml::Table> {
     if name == "host" {
-        return Some(crate::host::host_platform_table());
+        return crate::host::host_platform_table();
     }
-    let preset = PRESETS.iter().find(|p| p.name == name)?;
-    Some(preset.source.parse::<toml::Table>().expect("built-in preset parses"))
+    let preset = PRESETS.iter().find(|p| p.name == name).ok_or_else(|| {
+        ConfigError::new("platform.preset", format!("unknown preset `{name}` (known: {})", preset_names().join(", ")))
+    })?;
+    Ok(preset.source.parse::<toml::Table>().expect("built-in preset parses"))
 }
 
 /// A preset resolved to a validated spec.
 pub fn preset(name: &str) -> ConfigResult<PlatformSpec> {
-    let table = preset_table(name).ok_or_else(|| {
-        ConfigError::new("platform.preset", format!("unknown preset `{name}` (known: {})", preset_names().join(", ")))
-    })?;
+    let table = preset_table(name)?;
     let spec: PlatformSpec = toml::Value::Table(table)
         .try_into()
         .map_err(|e: toml::de::Error| ConfigError::new("platform", format!("preset `{name}`: {e}")))?;

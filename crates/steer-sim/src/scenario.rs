@@ -271,11 +271,16 @@ impl Scenario {
 }
 
 /// Where an error points: a file position, a `--set` override, or nothing more specific.
-fn position_of(text: &str, span: Range<usize>) -> (usize, usize) {
+pub(crate) fn position_of(text: &str, span: Range<usize>) -> (usize, usize) {
     let before = &text[..span.start.min(text.len())];
     let line = before.matches('\n').count() + 1;
     let column = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
     (line, column)
+}
+
+/// A TOML parser's message on one line ("invalid table header\nexpected `.`, `]`" has two).
+pub(crate) fn toml_message(message: &str) -> String {
+    message.trim().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ")
 }
 
 /// The span of the deepest item along a dotted path in the parsed document.
@@ -333,10 +338,10 @@ pub fn load(source: &ScenarioSource, overrides: &[String]) -> Result<Scenario, E
 fn load_located(source: &ScenarioSource, overrides: &[String]) -> Result<Scenario, String> {
     let doc = toml_edit::ImDocument::parse(source.text.to_string()).map_err(|e| {
         let (line, column) = e.span().map(|s| position_of(source.text, s)).unwrap_or((1, 1));
-        format!("{}:{line}:{column}: invalid TOML: {}", source.origin, e.message().trim())
+        format!("{}:{line}:{column}: invalid TOML: {}", source.origin, toml_message(e.message()))
     })?;
-    let mut tree: toml::Table =
-        toml::from_str(source.text).map_err(|e| format!("{}: invalid TOML: {}", source.origin, e.message()))?;
+    let mut tree: toml::Table = toml::from_str(source.text)
+        .map_err(|e| format!("{}: invalid TOML: {}", source.origin, toml_message(e.message())))?;
     let mut overridden = Vec::new();
     let result = resolve(&mut tree, overrides, &mut overridden, source.default_name);
     let scenario = result.and_then(|scenario| scenario.validate().map(|_| scenario));
@@ -518,18 +523,14 @@ fn merge_platform_preset(tree: &mut toml::Table) -> ConfigResult<()> {
     };
     let Some(preset) = user.remove("preset") else { return Ok(()) };
     let name = preset.as_str().ok_or_else(|| ConfigError::new("platform.preset", "must be a string"))?;
-    let mut base = platform::preset_table(name).ok_or_else(|| {
-        ConfigError::new(
-            "platform.preset",
-            format!("unknown preset `{name}` (known: {})", platform::preset_names().join(", ")),
-        )
-    })?;
+    let mut base = platform::preset_table(name)?;
     deep_merge(&mut base, std::mem::take(user));
     *user = base;
     Ok(())
 }
 
-fn deep_merge(base: &mut toml::Table, over: toml::Table) {
+/// Lays `over` on `base`: tables merge key by key, anything else replaces.
+pub(crate) fn deep_merge(base: &mut toml::Table, over: toml::Table) {
     for (key, value) in over {
         match (base.get_mut(&key), value) {
             (Some(toml::Value::Table(b)), toml::Value::Table(o)) => deep_merge(b, o),

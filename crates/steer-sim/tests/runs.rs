@@ -168,6 +168,7 @@ fn bad_input_names_the_key_and_the_position() {
 
     let syntax = load_error("[sim\n", &[]);
     assert!(syntax.starts_with("s.toml:1:5: invalid TOML"), "{syntax}");
+    assert!(!syntax.contains('\n') && syntax.contains("header; expected"), "one line: {syntax}");
 }
 
 #[test]

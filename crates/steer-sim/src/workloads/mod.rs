@@ -45,8 +45,10 @@ pub static WORKLOADS: [WorkloadKind];
 
 pub mod dsa_copy;
 pub mod example;
+pub mod handoff;
 pub mod l2fwd;
 pub mod pingpong;
+pub mod probe;
 pub mod qdp;
 pub mod reduce;
 pub mod rx_loop;

@@ -1,0 +1,169 @@
+//! A producer/consumer pair on two cores passing one cache line back and forth (the handoff probe
+//! of `steer validate`): each side waits until the line holds the value that makes it its turn,
+//! reads it, writes the next value and so hands the line to the other core. A round trip is two
+//! transfers of a written line between the cores' caches.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use crate::cpu::{Next, Program, ProgramCx, UnitKind, ROUND_TRIP};
+use crate::engine::{ReportView, Signal};
+use crate::error::{ensure, ConfigResult};
+use crate::params::params;
+use crate::stats::{stat, Report};
+use crate::system::Builder;
+use crate::units::Line;
+use crate::workloads::{SystemShape, WorkloadSpec};
+
+params! {
+    /// The pair's parameters.
+    pub struct HandoffSpec {
+        /// Logical CPU that starts each round trip.
+        cpu: u32 = 0,
+        /// Logical CPU that answers.
+        peer_cpu: u32 = 1,
+    }
+}
+
+/// The kind's registration.
+#[linkme::distributed_slice(crate::workloads::WORKLOADS)]
+pub static KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind::of::<HandoffSpec>(
+    "handoff",
+    "two cores passing one written cache line back and forth (core-to-core round trip)",
+);
+
+stat!(NS_PER_ROUND_TRIP, "ns_per_round_trip", "ns", "measured window divided by the round trips completed in it");
+
+impl WorkloadSpec for HandoffSpec {
+    fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
+        system.check_cpu(path, self.cpu)?;
+        system.check_cpu(&format!("{path}.peer"), self.peer_cpu)?;
+        ensure(self.peer_cpu != self.cpu, &format!("{path}.peer_cpu"), || {
+            format!("must differ from cpu ({}): the line passes between two CPUs", self.cpu)
+        })
+    }
+
+    fn cpus(&self, _system: &SystemShape) -> Vec<u32> {
+        vec![self.cpu, self.peer_cpu]
+    }
+
+    fn build(&self, b: &mut Builder) {
+        let line_bits = b.platform.line_bits();
+        let flag = b.alloc(b.platform.node_of_cpu(self.cpu), 1 << line_bits).line(line_bits);
+        let value = Rc::new(Cell::new(0));
+        let (starter, answerer) = (b.signal(), b.signal());
+        let side = |parity, me, peer| Side { flag, value: value.clone(), parity, me, peer, round_trips: 0 };
+        b.run_on(self.cpu, Box::new(side(0, starter, answerer)));
+        b.run_on(self.peer_cpu, Box::new(side(1, answerer, starter)));
+    }
+}
+
+/// One side of the pair.
+pub struct Side {
+    flag: Line,
+    /// The value the line holds.
+    value: Rc<Cell<u64>>,
+    /// It is this side's turn while the value has this parity.
+    parity: u64,
+    /// Notified when the other side hands the line over.
+    me: Signal,
+    peer: Signal,
+    round_trips: u64,
+}
+
+/// The `Op::Call` tag: the new value is written.
+const HANDED: u32 = 0;
+
+impl Program for Side {
+    fn role(&self) -> &'static str {
+        if self.parity == 0 {
+            "handoff"
+        } else {
+            "handoff-peer"
+        }
+    }
+
+    fn unit(&self) -> &'static UnitKind {
+        &ROUND_TRIP
+    }
+
+    fn next(&mut self, cx: &mut ProgramCx) -> Next {
+        if self.value.get() % 2 != self.parity {
+            cx.wait_on(self.me);
+            return Next::Wait;
+        }
+        cx.load_dependent(self.flag);
+        cx.store(self.flag);
+        cx.call(HANDED);
+        Next::Unit
+    }
+
+    fn on_call(&mut self, _tag: u32, cx: &mut ProgramCx) {
+        self.value.set(self.value.get() + 1);
+        self.round_trips += 1;
+        cx.count(1);
+        cx.notify(self.peer);
+    }
+
+    fn waiting_for(&self) -> String {
+        "the other core to hand the line back".into()
+    }
+
+    fn reset_stats(&mut self) {
+        self.round_trips = 0;
+    }
+
+    fn report(&self, out: &mut Report, view: &ReportView) {
+        if self.round_trips > 0 {
+            out.put(&NS_PER_ROUND_TRIP, view.window_ns() / self.round_trips as f64);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::{ask, reach_call, Op};
+    use crate::devices::ring::Recycle;
+    use crate::testing::{ns, ring_harness};
+
+    fn pair() -> (Side, Side) {
+        let value = Rc::new(Cell::new(0));
+        let side = |parity, me, peer| Side { flag: Line(0x40), value: value.clone(), parity, me, peer, round_trips: 0 };
+        (side(0, Signal(2), Signal(3)), side(1, Signal(3), Signal(2)))
+    }
+
+    #[test]
+    fn each_side_reads_writes_and_hands_over_in_turn() {
+        let (mut h, _) = ring_harness(1, 1, Recycle::Fifo);
+        let (mut a, mut b) = pair();
+        let (next, ops, _) = h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut b, cx, ns(0.0)));
+        assert_eq!((next, ops), (Next::Wait, vec![]), "the answerer waits for the first handoff");
+        assert_eq!(h.waits(), [Signal(3)]);
+        let (next, ops, _) = h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut a, cx, ns(0.0)));
+        assert_eq!(next, Next::Unit);
+        assert_eq!(ops, [Op::LoadDependent(Line(0x40)), Op::Store(Line(0x40)), Op::Call(HANDED)]);
+        let units = h.with_cx(ns(7.0), ns(7.0), |cx| reach_call(&mut a, HANDED, cx, ns(7.0)));
+        assert_eq!(units, 1);
+        assert_eq!(h.notified(), [(Signal(3), ns(7.0))], "the answerer is woken when the value is written");
+        let (next, _, _) = h.with_cx(ns(7.0), ns(7.0), |cx| ask(&mut a, cx, ns(7.0)));
+        assert_eq!(next, Next::Wait, "then the starter waits");
+        let (next, _, _) = h.with_cx(ns(7.0), ns(7.0), |cx| ask(&mut b, cx, ns(7.0)));
+        assert_eq!(next, Next::Unit, "and it is the answerer's turn");
+    }
+
+    #[test]
+    fn the_round_trip_time_is_the_window_over_the_round_trips() {
+        let (mut a, _) = pair();
+        a.round_trips = 4;
+        let shared = crate::system::Shared::empty();
+        let view = ReportView { shared: &shared, window_start: ns(100.0), now: ns(1100.0) };
+        let mut out = Report::root();
+        a.report(&mut out, &view);
+        assert_eq!(out.finish().0["ns_per_round_trip"], 250.0);
+        a.reset_stats();
+        let mut out = Report::root();
+        a.report(&mut out, &view);
+        assert!(out.finish().0.get("ns_per_round_trip").is_none(), "nothing measured, nothing reported");
+    }
+}
