@@ -5,7 +5,6 @@
 use serde_json::Value;
 use steer_sim::{load, run, ScenarioSource};
 
-const GHZ: f64 = 4.1;
 /// A 4.1 GHz cycle in the simulator's picosecond time: 243.9 ps, rounded.
 const CYCLE_NS: f64 = 0.244;
 
@@ -32,7 +31,7 @@ fn per(workload: &str, cpu: &str, key: &str) -> f64 {
 fn error(workload: &str) -> String {
     let text = scenario(workload);
     let source = ScenarioSource { text: &text, origin: "p.toml", default_name: "p" };
-    load(&source, &[]).err().expect("an error").to_string()
+    load(&source, &[]).map(|_| ()).expect_err("an error").to_string()
 }
 
 /// Equal but for the unit in progress when the window closes (64 loads in a 200 µs window).
