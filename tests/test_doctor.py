@@ -102,6 +102,41 @@ def test_a_turin_tree_gets_a_verdict_for_every_check(tmp_path):
     assert verdicts(on_core)["nic/eth1 injection target"][0] == "ok"
 
 
+def xeon_tree(root: Path, msr: int | None) -> Path:
+    """A Xeon with resctrl groups: one in DDIO's two ways only, one sharing a way, one apart."""
+    write(root, "proc/cpuinfo", "vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel name\t: Xeon\n\n")
+    write(root, "sys/fs/resctrl/info/L3/cbm_mask", "7ff\n")
+    write(root, "sys/fs/resctrl/schemata", "L3:0=7ff;1=7ff\n")
+    write(root, "sys/fs/resctrl/io_only/schemata", "    MB:0=100\n    L3:0=600;1=600\n")
+    write(root, "sys/fs/resctrl/straddles/schemata", "L3:0=3c0;1=00f\n")
+    write(root, "sys/fs/resctrl/apart/schemata", "L3:0=0ff;1=0ff\n")
+    write(root, "sys/fs/resctrl/mon_groups/x/schemata", "L3:0=600\n")
+    if msr is not None:
+        write(root, "dev/cpu/0/msr", bytes(doctor.IIO_LLC_WAYS_MSR) + msr.to_bytes(8, "little"))
+    return root
+
+
+def test_cat_groups_allocating_in_ddio_ways_are_named(tmp_path):
+    got = verdicts(doctor.diagnose(xeon_tree(tmp_path, 0x600))[0])
+    assert got["ddio/IIO LLC ways"] == ("ok", "MSR 0xc8b = 0x600: 2 ways")
+    assert got["ddio/CAT group io_only"] == (
+        "misconfigured",
+        "L3 0=600;1=600: allocates only in DDIO's ways (0x600) in domain 0,1",
+    )
+    assert got["ddio/CAT group straddles"] == (
+        "ok",
+        "L3 0=3c0;1=f: shares 0x200 with DDIO's 0x600 (inbound writes may evict its lines there)",
+    )
+    assert got["ddio/CAT group apart"] == ("ok", "L3 0=ff;1=ff: no way shared with DDIO's 0x600")
+    assert not [k for k in got if "mon_groups" in k or "CAT group info" in k]
+
+
+def test_cat_groups_without_the_ddio_register_are_unknown(tmp_path):
+    got = verdicts(doctor.diagnose(xeon_tree(tmp_path, None))[0])
+    assert got["ddio/IIO LLC ways"][0] == "unknown"
+    assert got["ddio/CAT group io_only"] == ("unknown", "L3 0=600;1=600; DDIO's ways unknown (MSR 0xc8b not readable)")
+
+
 def test_an_empty_tree_gives_unknowns_not_errors(tmp_path):
     checks, _ = doctor.diagnose(tmp_path)
     assert checks and all(c.verdict in {"ok", "not usable", "misconfigured", "unknown"} for c in checks)

@@ -373,9 +373,11 @@ def check_ddio(host: Host, vendor: str | None) -> list[Check]:
     try:
         with open(host.path("/dev/cpu/0/msr"), "rb") as msr:
             msr.seek(IIO_LLC_WAYS_MSR)
-            value = int.from_bytes(msr.read(8), "little")
+            ddio_mask: int | None = int.from_bytes(msr.read(8), "little") & 0xFFFFF
     except OSError:
-        return [
+        ddio_mask = None
+    if ddio_mask is None:
+        checks = [
             Check(
                 "ddio",
                 "IIO LLC ways",
@@ -384,9 +386,61 @@ def check_ddio(host: Host, vendor: str | None) -> list[Check]:
                 "as root: modprobe msr; rdmsr 0xc8b (the DDIO way mask)",
             )
         ]
-    ways = bin(value & 0xFFFFF).count("1")
-    verdict = OK if ways else MISCONFIGURED
-    return [Check("ddio", "IIO LLC ways", verdict, f"MSR 0xc8b = {value:#x}: {ways} ways", "" if ways else "DDIO off")]
+    else:
+        ways = bin(ddio_mask).count("1")
+        verdict = OK if ways else MISCONFIGURED
+        evidence = f"MSR 0xc8b = {ddio_mask:#x}: {ways} ways"
+        checks = [Check("ddio", "IIO LLC ways", verdict, evidence, "" if ways else "DDIO off")]
+    return checks + check_cat_groups(host, ddio_mask)
+
+
+def l3_masks(schemata: str) -> dict[str, int]:
+    """The L3 way masks of a resctrl schemata file by cache domain (``L3:0=7ff;1=7ff``)."""
+    line = next((ln.strip() for ln in schemata.splitlines() if ln.strip().startswith("L3:")), "L3:")
+    masks = {}
+    for part in line[3:].split(";"):
+        domain, _, mask = part.partition("=")
+        if re.fullmatch(r"\s*[0-9a-fA-F]+\s*", mask):
+            masks[domain.strip()] = int(mask, 16)
+    return masks
+
+
+def check_cat_groups(host: Host, ddio_mask: int | None) -> list[Check]:
+    """Each resctrl group's L3 ways against DDIO's: a group allocating only in DDIO's ways has
+    its lines evicted by every inbound write burst (the cores' reads of I/O data hit there
+    whatever their masks: CAT limits where a core allocates, not what it reads)."""
+    checks = []
+    for group in sorted(set(host.listdir("/sys/fs/resctrl")) - {"info", "mon_groups", "mon_data"}):
+        masks = l3_masks(host.text(f"/sys/fs/resctrl/{group}/schemata") or "")
+        if not masks:
+            continue
+        listed = ";".join(f"{d}={m:x}" for d, m in masks.items())
+        name = f"CAT group {group}"
+        if ddio_mask is None:
+            checks.append(Check("ddio", name, UNKNOWN, f"L3 {listed}; DDIO's ways unknown (MSR 0xc8b not readable)"))
+            continue
+        inside = [d for d, m in masks.items() if m and not m & ~ddio_mask]
+        shared = {m & ddio_mask for m in masks.values()} - {0}
+        if inside:
+            outside = f"ways outside {ddio_mask:#x}"
+            checks.append(
+                Check(
+                    "ddio",
+                    name,
+                    MISCONFIGURED,
+                    f"L3 {listed}: allocates only in DDIO's ways ({ddio_mask:#x}) in domain {','.join(inside)}",
+                    f"give it {outside} in /sys/fs/resctrl/{group}/schemata",
+                )
+            )
+        elif shared:
+            ways = ", ".join(f"{m:#x}" for m in sorted(shared))
+            evidence = (
+                f"L3 {listed}: shares {ways} with DDIO's {ddio_mask:#x} (inbound writes may evict its lines there)"
+            )
+            checks.append(Check("ddio", name, OK, evidence))
+        else:
+            checks.append(Check("ddio", name, OK, f"L3 {listed}: no way shared with DDIO's {ddio_mask:#x}"))
+    return checks
 
 
 def check_dsa(host: Host) -> list[Check]:
