@@ -15,7 +15,7 @@ def test_kinds_lists_every_registry_from_the_core(steer_cli):
     one = steer_cli("kinds", "workload", "tcp_rx")
     assert one.returncode == 0 and "napi_budget" in one.stdout and "64" in one.stdout
     unknown = steer_cli("kinds", "workload", "bogus")
-    assert unknown.returncode == 2 and "no entry `bogus` (known: dsa_copy, example, l2fwd" in unknown.stderr
+    assert unknown.returncode == 2 and "no entry `bogus` (known: dsa_copy, example, handoff, l2fwd" in unknown.stderr
     markdown = steer_cli("kinds", "--markdown")
     assert "| `tph` |" in markdown.stdout and "**replacement**" in markdown.stdout
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from steer import api, output
 from steer._core import ScenarioError, SteerError
+from steer.host_cli import add_commands as add_host_commands
 from steer.registry_cli import add_commands as add_registry_commands
 from steer.result import FILL_SOURCES
 from steer.workflow_cli import add_commands as add_workflow_commands
@@ -518,6 +519,7 @@ def parser() -> argparse.ArgumentParser:
     doc.add_argument("--capture", metavar="FILE.tar.gz", help="save exactly the files the checks read")
     doc.set_defaults(handler=cmd_doctor)
 
+    add_host_commands(commands)
     add_workflow_commands(commands, with_set)
     add_registry_commands(commands, with_set)
     return top

@@ -6,6 +6,7 @@ use pyo3::exceptions::{PyException, PyKeyboardInterrupt};
 use pyo3::prelude::*;
 
 mod offload;
+mod probe;
 
 use steer_sim::params::Describe;
 use steer_sim::{platform, scenario, ScenarioSource};
@@ -113,13 +114,18 @@ fn builtin_scenarios() -> Vec<(String, String, String)> {
     scenario::BUILTINS.iter().map(|b| (b.name.to_string(), b.description(), b.source.to_string())).collect()
 }
 
-/// Platform presets: (name, description, TOML source; empty for `host`, read from this machine).
+/// Platform presets: (name, description, TOML source; empty for `host`, read from this machine,
+/// whose description says whether and when it was calibrated).
 #[pyfunction]
 fn platform_presets() -> Vec<(String, String, String)> {
+    let host = steer_sim::host::host_platform_table()
+        .ok()
+        .and_then(|table| Some(table.get("description")?.as_str()?.to_string()))
+        .unwrap_or_else(|| platform::HOST_DESCRIPTION.to_string());
     platform::PRESETS
         .iter()
         .map(|p| (p.name.to_string(), p.description(), p.source.to_string()))
-        .chain(std::iter::once(("host".to_string(), platform::HOST_DESCRIPTION.to_string(), String::new())))
+        .chain(std::iter::once(("host".to_string(), host, String::new())))
         .collect()
 }
 
@@ -217,6 +223,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(describe_tph, m)?)?;
     m.add_function(wrap_pyfunction!(inspect_tph, m)?)?;
     m.add_function(wrap_pyfunction!(replay_trace, m)?)?;
+    probe::register(m)?;
     offload::register(m)?;
     Ok(())
 }

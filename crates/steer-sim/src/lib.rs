@@ -16,7 +16,7 @@ pub mod engine;
 pub mod error;
 pub mod flows;
 pub mod hierarchy;
-mod host;
+pub mod host;
 pub mod kinds;
 pub mod memory;
 pub mod params;

@@ -1,0 +1,388 @@
+"""``steer calibrate``: measure this machine with small native kernels (crate ``steer-probe``:
+pinned threads, transparent huge pages where the kernel allows them) and write the ``host``
+preset's calibration, the values the model takes from measurement, each saying ``measured on
+HOST at DATE`` or, when fitted, ``calibrated on`` the figures it was fitted to. Read-only on the
+host apart from that one file (see ``docs/calibrate.md``)."""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import re
+import socket
+import statistics
+import tomllib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from steer import _core, api
+from steer._core import ScenarioError
+
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+LINE = 64
+ACCESSES = ("read", "write", "copy")
+# Independent chases in flight when measuring miss parallelism: more than any core keeps.
+PARALLEL_CHAINS = 32
+# DRAM latency is taken at this many times the L3.
+DRAM_LLC_MULTIPLE = 16
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much to measure: working sets from 4 KiB to ``max_bytes`` (``per_octave`` sizes per
+    doubling), each figure the median of ``repeats`` timings of at least ``min_ms`` each."""
+
+    max_bytes: int
+    min_ms: float
+    repeats: int
+    per_octave: int
+    cpus: tuple[int, ...]
+
+
+# --quick, default, --full: the default stays under two minutes on a 2-core machine.
+MODES = {
+    "quick": {"llc_multiple": 2, "cap": 512 * MIB, "min_ms": 10.0, "repeats": 3, "per_octave": 1},
+    "default": {"llc_multiple": 4, "cap": 1 * GIB, "min_ms": 20.0, "repeats": 3, "per_octave": 2},
+    "full": {"llc_multiple": 8, "cap": 4 * GIB, "min_ms": 50.0, "repeats": 5, "per_octave": 4},
+}
+
+
+@dataclass
+class Figure:
+    """The median of repeated measurements and their spread."""
+
+    median: float
+    low: float
+    high: float
+    samples: list[float] = field(default_factory=list)
+
+    @staticmethod
+    def of(samples: list[float]) -> Figure:
+        return Figure(statistics.median(samples), min(samples), max(samples), samples)
+
+    def spread(self) -> str:
+        return f"{self.low:.4g}-{self.high:.4g}, n={len(self.samples)}"
+
+
+@dataclass
+class Measurements:
+    """What ``measure`` found on this machine."""
+
+    host: str
+    date: str
+    cpus: list[int]
+    huge_pages: str
+    clock_ghz: Figure | None
+    latency_ns: dict[int, Figure]
+    # ns per load of PARALLEL_CHAINS chases through the largest working set.
+    parallel_ns: Figure
+    bandwidth_gbs: dict[str, dict[int, Figure]]
+    all_cores_gbs: dict[str, Figure]
+    dram_bytes: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:([kmg])(?:i?b)?|b)?", re.IGNORECASE)
+
+
+def parse_bytes(text: str, what: str = "--max-bytes") -> int:
+    """``64MiB``, ``1g``, ``4096``: a byte count; a one-line ScenarioError otherwise."""
+    match = SIZE.fullmatch(text.strip())
+    if not match:
+        raise ScenarioError(f"{what} {text!r}: expected a size such as 64MiB or 1GiB")
+    number, unit = match.groups()
+    return int(float(number) * {None: 1, "k": KIB, "m": MIB, "g": GIB}[unit and unit.lower()])
+
+
+def parse_cpus(text: str) -> tuple[int, ...]:
+    """A CPU list such as ``0-3,8``."""
+    cpus: list[int] = []
+    try:
+        for part in text.split(","):
+            first, _, last = part.strip().partition("-")
+            cpus.extend(range(int(first), int(last or first) + 1))
+    except ValueError:
+        raise ScenarioError(f"--cpus {text!r}: expected a list such as 0-3,8") from None
+    allowed = set(_core.probe_allowed_cpus())
+    outside = sorted(set(cpus) - allowed)
+    if not cpus or outside:
+        raise ScenarioError(f"--cpus {text!r}: CPUs {outside or cpus} are not ones this process may run on")
+    return tuple(sorted(set(cpus)))
+
+
+@contextmanager
+def sysfs_only() -> Iterator[None]:
+    """The ``host`` preset without any calibration (an empty file is no calibration)."""
+    saved = os.environ.get("STEER_HOST_CALIBRATION")
+    os.environ["STEER_HOST_CALIBRATION"] = os.devnull
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["STEER_HOST_CALIBRATION"]
+        else:
+            os.environ["STEER_HOST_CALIBRATION"] = saved
+
+
+def platform_values(name: str = "host") -> dict[str, object]:
+    """Every parameter of a preset, by dotted key, as Python values."""
+    return {key: tomllib.loads(f"v = {value}")["v"] for key, value, _ in api.describe_platform(name)}
+
+
+def sysfs_platform() -> dict[str, object]:
+    with sysfs_only():
+        return platform_values("host")
+
+
+def plan_for(
+    mode: str, geometry: dict[str, object], cpus: tuple[int, ...], max_bytes: int | None, min_ms: float | None
+) -> Plan:
+    settings = MODES[mode]
+    llc = int(geometry["l3.size_kib"]) * KIB
+    largest = max_bytes or min(settings["cap"], settings["llc_multiple"] * llc)
+    if not 4 * KIB <= largest <= 64 * GIB:
+        raise ScenarioError(f"--max-bytes {largest}: must be 4 KiB to 64 GiB")
+    if min_ms is not None and not 0 < min_ms <= 10_000:
+        raise ScenarioError(f"--min-ms {min_ms}: must be above 0 and at most 10000")
+    return Plan(largest, min_ms or settings["min_ms"], settings["repeats"], settings["per_octave"], cpus)
+
+
+def sizes(plan: Plan) -> list[int]:
+    """Working sets from 4 KiB to the largest, ``per_octave`` a doubling, line-aligned."""
+    steps = max(1, round(math.log2(plan.max_bytes / (4 * KIB)) * plan.per_octave))
+    return sorted({int(4 * KIB * (plan.max_bytes / (4 * KIB)) ** (i / steps)) // LINE * LINE for i in range(steps + 1)})
+
+
+def bandwidth_sizes(geometry: dict[str, object], plan: Plan) -> list[int]:
+    """One working set inside each level (half of it) and one in DRAM."""
+    levels = [int(geometry[f"{level}.size_kib"]) * KIB // 2 for level in ("l1d", "l2", "l3")]
+    return sorted({min(size, plan.max_bytes) for size in levels} | {plan.max_bytes})
+
+
+def measure(plan: Plan, geometry: dict[str, object], progress: Callable[[float], None] | None = None) -> Measurements:
+    """Times the calibration kernels: clock, pointer chase per working set, many chases at once
+    in DRAM, bandwidth per level on one core and in DRAM on all of ``plan.cpus``."""
+    min_ns = int(plan.min_ms * 1e6)
+    chase = sizes(plan)
+    per_level = bandwidth_sizes(geometry, plan)
+    cpu = plan.cpus[0]
+    jobs: list[tuple[str, object, Callable[[], float | None]]] = [
+        ("clock", None, lambda: _core.probe_clock_ghz(cpu, min_ns))
+    ]
+    jobs += [("latency", ws, lambda ws=ws: _core.probe_chase_ns(cpu, ws, min_ns)) for ws in chase]
+    jobs.append(("parallel", None, lambda: _core.probe_chase_ns(cpu, plan.max_bytes, min_ns, PARALLEL_CHAINS)))
+    first = [cpu]
+    jobs += [
+        ("bandwidth", (access, ws), lambda a=access, ws=ws: _core.probe_bandwidth_gbs(a, ws, first, min_ns))
+        for access in ACCESSES
+        for ws in per_level
+    ]
+    # Each core streams its own share of the largest working set.
+    share = max(4 * KIB, plan.max_bytes // len(plan.cpus)) // LINE * LINE
+    jobs += [
+        ("all", access, lambda a=access: _core.probe_bandwidth_gbs(a, share, list(plan.cpus), min_ns))
+        for access in ACCESSES
+    ]
+    found: dict[tuple[str, object], list[float]] = {}
+    total = len(jobs) * plan.repeats
+    for done, (kind, key, job) in enumerate((j for _ in range(plan.repeats) for j in jobs), start=1):
+        value = job()
+        if value is not None:
+            found.setdefault((kind, key), []).append(value)
+        if progress:
+            progress(done / total)
+    clock = found.get(("clock", None))
+    return Measurements(
+        host=socket.gethostname(),
+        date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        cpus=list(plan.cpus),
+        huge_pages=_core.probe_huge_pages(),
+        clock_ghz=Figure.of(clock) if clock else None,
+        latency_ns={ws: Figure.of(found[("latency", ws)]) for ws in chase},
+        parallel_ns=Figure.of(found[("parallel", None)]),
+        bandwidth_gbs={a: {ws: Figure.of(found[("bandwidth", (a, ws))]) for ws in per_level} for a in ACCESSES},
+        all_cores_gbs={a: Figure.of(found[("all", a)]) for a in ACCESSES},
+        dram_bytes=plan.max_bytes,
+    )
+
+
+@dataclass
+class Value:
+    """One value of the calibration: its key, value, and where it came from."""
+
+    key: str
+    value: float | int
+    source: str
+
+
+def latency_at(m: Measurements, size: int) -> tuple[int, Figure]:
+    """The chase measured at the largest working set not above ``size`` (else the smallest)."""
+    below = [ws for ws in m.latency_ns if ws <= size]
+    ws = max(below) if below else min(m.latency_ns)
+    return ws, m.latency_ns[ws]
+
+
+def fit(m: Measurements, geometry: dict[str, object]) -> list[Value]:
+    """The calibration from the measurements: the issue cost from one core's L1 read bandwidth;
+    each level's latency from a pointer chase inside it and DRAM's at 16 times the L3 (the
+    model's chase costs an issue plus the latency, so the issue is taken off); the L3's
+    capacity where the chase leaves it (only when sysfs is off by more than 2x); miss parallelism
+    from many independent chases through DRAM (Little's law: no prefetcher helps them, unlike a
+    sequential read); channel bandwidth from all cores' DRAM reads."""
+    measured = f"measured on {m.host} at {m.date}"
+    ghz = m.clock_ghz.median if m.clock_ghz else float(geometry["core.freq_ghz"])
+    values = []
+    if m.clock_ghz:
+        values.append(Value("core.freq_ghz", round(ghz, 3), f"{measured}: dependent adds ({m.clock_ghz.spread()})"))
+    l1_ws = min(m.bandwidth_gbs["read"])
+    l1_read = m.bandwidth_gbs["read"][l1_ws]
+    issue = LINE / l1_read.median * ghz
+    values.append(
+        Value(
+            "core.issue_cycles_per_line",
+            round(issue, 3),
+            f"{measured}: one core reading {fmt_bytes(l1_ws)} at {l1_read.median:.1f} GB/s ({l1_read.spread()})",
+        )
+    )
+    l1, l2, l3 = (int(geometry[f"{level}.size_kib"]) * KIB for level in ("l1d", "l2", "l3"))
+    level_ns = {}
+    # Half of each private level; the L3 just past the L2 (wherever it ends, it holds that).
+    for level, size in {"l1d": l1 // 2, "l2": l2 // 2, "l3": 2 * l2}.items():
+        ws, chase = latency_at(m, size)
+        level_ns[level] = chase.median
+        cycles = max(0.0, chase.median * ghz - issue)
+        how = f"{measured}: pointer chase over {fmt_bytes(ws)}, {chase.median:.2f} ns ({chase.spread()})"
+        values.append(Value(f"{level}.latency_cycles", round(cycles, 1), how))
+    largest_ws, largest = latency_at(m, m.dram_bytes)
+    knee = l3_knee(m, level_ns["l3"], largest.median)
+    if knee and not l3 / 2 <= knee <= 2 * l3:
+        how = f"{measured}: the chase leaves the L3 above {fmt_bytes(knee)} (sysfs says {fmt_bytes(l3)})"
+        values.append(Value("l3.size_kib", knee // KIB, how))
+        l3 = knee
+    # DRAM well past the L3 but no further: larger working sets add page walks (two-dimensional
+    # in a VM), which the model has no mechanism for; the plot shows how much.
+    dram_ws, dram = latency_at(m, DRAM_LLC_MULTIPLE * l3)
+    dram_ns = max(0.0, dram.median - issue / ghz)
+    how = f"{measured}: pointer chase over {fmt_bytes(dram_ws)}, huge pages {m.huge_pages} ({dram.spread()})"
+    values.append(Value("memory.idle_latency_ns", round(dram_ns, 1), how))
+    parallel = m.parallel_ns
+    how = (
+        f"calibrated on {m.host} at {m.date}: {PARALLEL_CHAINS} independent chases through DRAM, a load every "
+        f"{parallel.median:.2f} ns ({parallel.spread()}) against {largest.median:.1f} ns each over "
+        f"{fmt_bytes(largest_ws)} (Little's law)"
+    )
+    values.append(Value("core.outstanding_misses", max(1, round(largest.median / parallel.median)), how))
+    channels = int(geometry["memory.channels_per_node"]) * int(geometry["memory.nodes_per_socket"])
+    everyone = m.all_cores_gbs["read"]
+    how = (
+        f"{measured}: {len(m.cpus)} cores reading DRAM at {everyone.median:.1f} GB/s over the {channels} "
+        f"channels assumed ({everyone.spread()})"
+    )
+    values.append(Value("memory.channel_gbs", round(everyone.median / channels, 2), how))
+    return values
+
+
+def l3_knee(m: Measurements, l3_ns: float, dram_ns: float) -> int | None:
+    """The largest working set whose chase is still nearer the L3's latency than DRAM's
+    (geometric midpoint), rounded down to a power of two (a cache's sets are)."""
+    midpoint = math.sqrt(l3_ns * dram_ns)
+    inside = [ws for ws, figure in m.latency_ns.items() if figure.median <= midpoint]
+    if not inside or dram_ns < 1.5 * l3_ns:
+        return None
+    return 1 << (max(inside).bit_length() - 1)
+
+
+def calibration_toml(m: Measurements, values: list[Value]) -> str:
+    """The calibration file: a preset overlay, every value with its source."""
+    lines = [
+        "# This machine as `steer calibrate` measured it; the `host` preset lays it over the geometry",
+        "# sysfs gives. Delete the file to go back to the assumed defaults.",
+        f'description = "this machine ({m.host}): measured on {m.host} at {m.date} by steer calibrate"',
+    ]
+    sections: dict[str, list[Value]] = {}
+    for value in values:
+        sections.setdefault(value.key.split(".")[0], []).append(value)
+    for section, entries in sections.items():
+        lines += ["", f"[{section}]"]
+        lines += [f"{v.key.split('.', 1)[1]} = {v.value!r}  # {v.source}" for v in entries]
+    return "\n".join(lines) + "\n"
+
+
+def calibration_path() -> Path:
+    path = _core.host_calibration_path()
+    if path is None:
+        raise ScenarioError("no place for the calibration: set STEER_HOST_CALIBRATION or HOME")
+    return Path(path)
+
+
+def fmt_bytes(n: int) -> str:
+    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} B"
+
+
+def plot(m: Measurements, values: list[Value]) -> bytes:
+    """Latency and bandwidth against working set, with the model's levels, as PNG bytes."""
+    from steer.reproduce import png, pyplot
+
+    plt = pyplot()
+    fitted = {v.key: v.value for v in values}
+    ghz = float(fitted.get("core.freq_ghz", 1.0))
+    fig, (lat, bw) = plt.subplots(1, 2, figsize=(12, 4.5))
+    xs = sorted(m.latency_ns)
+    ys = [m.latency_ns[x].median for x in xs]
+    errors = [
+        [m.latency_ns[x].median - m.latency_ns[x].low for x in xs],
+        [m.latency_ns[x].high - m.latency_ns[x].median for x in xs],
+    ]
+    lat.errorbar([x / KIB for x in xs], ys, yerr=errors, marker="o", ms=3, label="measured (median, spread)")
+    # The model's chase: an issue, then the level's latency.
+    issue = float(fitted["core.issue_cycles_per_line"])
+    levels = [(f"{name} (model)", (fitted[f"{name}.latency_cycles"] + issue) / ghz) for name in ("l1d", "l2", "l3")]
+    levels.append(("DRAM (model)", fitted["memory.idle_latency_ns"] + issue / ghz))
+    for (label, ns), style in zip(levels, ("--", "-.", ":", "--")):
+        lat.axhline(ns, linestyle=style, color="grey", linewidth=1)
+        lat.annotate(f"{label} {ns:.1f} ns", (xs[0] / KIB, ns), fontsize=7, va="bottom")
+    lat.set(
+        xscale="log", yscale="log", xlabel="working set (KiB)", ylabel="load-to-use latency (ns)", title="Pointer chase"
+    )
+    lat.legend(fontsize=8, loc="lower right")
+    for access, marker in zip(ACCESSES, "os^"):
+        points = sorted(m.bandwidth_gbs[access])
+        bw.plot(
+            [p / KIB for p in points],
+            [m.bandwidth_gbs[access][p].median for p in points],
+            marker=marker,
+            label=f"{access}, 1 core",
+        )
+        bw.plot(
+            [m.dram_bytes / KIB],
+            [m.all_cores_gbs[access].median],
+            marker=marker,
+            linestyle="none",
+            markersize=9,
+            markerfacecolor="none",
+            label=f"{access}, {len(m.cpus)} cores",
+        )
+    bw.set(xscale="log", yscale="log", xlabel="working set (KiB)", ylabel="GB/s", title="Bandwidth")
+    bw.legend(fontsize=8)
+    fig.suptitle(f"{m.host}, {m.date}")
+    fig.tight_layout()
+    return png(fig)
+
+
+def as_json(m: Measurements, values: list[Value], path: Path) -> str:
+    import json
+
+    return (
+        json.dumps(
+            {"calibration": str(path), "values": [asdict(v) for v in values], "measurements": m.to_dict()}, indent=2
+        )
+        + "\n"
+    )

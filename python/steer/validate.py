@@ -1,0 +1,242 @@
+"""``steer validate``: run on this machine a few loops the simulator also models, not the ones
+``steer calibrate`` fitted on, and the same loops in the simulator on the calibrated ``host``
+preset: a receive-like copy from a ring of buffers as the ring outgrows each cache level, random
+reads over a working set, a strided scan with and without software prefetch, and two cores
+passing a line. Each measured figure is the median of repeated timings, with their spread."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from steer import _core, api
+from steer.calibrate import GIB, KIB, MIB, Figure, fmt_bytes, platform_values
+
+# Within this relative error a simulated figure agrees with the measured one.
+TARGET = 0.15
+BUFFER_BYTES = 2048
+STRIDE_BYTES = 256
+PREFETCH_STRIDES = 16
+MODES = {"quick": {"min_ms": 10.0, "repeats": 3}, "default": {"min_ms": 30.0, "repeats": 5}}
+
+
+@dataclass
+class Case:
+    """One loop at one size: how to time it here and how to simulate it."""
+
+    workload: str
+    metric: str
+    unit: str
+    native: Callable[[int], float]
+    # The scenario's workload table, the CPU whose result holds the figure, and its key.
+    simulated: dict[str, object]
+    cpu: int
+    key: str
+    # Simulated time before measuring: enough for one pass over the working set.
+    warmup_us: float
+
+
+@dataclass
+class Row:
+    workload: str
+    metric: str
+    unit: str
+    measured: Figure
+    simulated: float
+
+    @property
+    def error(self) -> float:
+        return self.simulated / self.measured.median - 1
+
+    @property
+    def within(self) -> bool:
+        return abs(self.error) <= TARGET
+
+    def to_dict(self) -> dict:
+        return {
+            "workload": self.workload,
+            "metric": self.metric,
+            "unit": self.unit,
+            "measured": self.measured.median,
+            "simulated": self.simulated,
+            "error": self.error,
+            "within_target": self.within,
+            "spread": [self.measured.low, self.measured.high],
+            "samples": self.measured.samples,
+        }
+
+
+def pass_us(platform: dict[str, object], working_set: int) -> float:
+    """Simulated time of a first pass of misses over a working set, as the model would take it
+    with every miss overlapped: a warm-up that outlasts it starts the probe warm."""
+    lines = working_set / 64
+    per_line_ns = float(platform["memory.idle_latency_ns"]) / int(platform["core.outstanding_misses"])
+    return min(50_000.0, 100.0 + 1.5 * lines * per_line_ns / 1000)
+
+
+def cases(platform: dict[str, object], cpus: list[int], min_ns: int, dram_bytes: int) -> list[Case]:
+    l1, l2, l3 = (int(platform[f"{level}.size_kib"]) * KIB for level in ("l1d", "l2", "l3"))
+    # Half of each level, not beyond the DRAM working set (a small --max-bytes drops levels).
+    levels = [(name, size) for name, size in (("L1", l1 // 2), ("L2", l2 // 2), ("L3", l3 // 2)) if size < dram_bytes]
+    levels.append(("DRAM", dram_bytes))
+    cpu = cpus[0]
+    found: list[Case] = []
+    for level, ring in levels:
+        buffers = ring // BUFFER_BYTES
+        found.append(
+            Case(
+                f"ring copy, {fmt_bytes(ring)} ring ({level})",
+                f"ring_copy.{level.lower()}",
+                "ns/buffer",
+                lambda _, b=buffers: _core.probe_ring_copy_ns(cpu, b, BUFFER_BYTES, min_ns),
+                {"kind": "probe", "pattern": "ring_copy", "working_set_bytes": ring, "buffer_bytes": BUFFER_BYTES},
+                cpu,
+                "exec_ns_per_buffer",
+                pass_us(platform, ring),
+            )
+        )
+    for level, size in levels[len(levels) > 1 :]:
+        found.append(
+            Case(
+                f"random reads over {fmt_bytes(size)} ({level})",
+                f"random.{level.lower()}",
+                "ns/load",
+                lambda _, s=size: _core.probe_random_reads_ns(cpu, s, min_ns),
+                {"kind": "probe", "pattern": "random", "working_set_bytes": size},
+                cpu,
+                "exec_ns_per_load",
+                pass_us(platform, size),
+            )
+        )
+    for distance in (0, PREFETCH_STRIDES):
+        what = f"software prefetch {distance} ahead" if distance else "no software prefetch"
+        found.append(
+            Case(
+                f"strided scan, {STRIDE_BYTES} B stride over {fmt_bytes(dram_bytes)}, {what}",
+                f"strided.prefetch{distance}",
+                "ns/load",
+                lambda _, d=distance: _core.probe_strided_scan_ns(cpu, dram_bytes, STRIDE_BYTES, d, min_ns),
+                {
+                    "kind": "probe",
+                    "pattern": "strided",
+                    "working_set_bytes": dram_bytes,
+                    "stride_bytes": STRIDE_BYTES,
+                    "prefetch_distance": distance,
+                },
+                cpu,
+                "exec_ns_per_load",
+                100.0,
+            )
+        )
+    if len(cpus) >= 2:
+        a, b = cpus[:2]
+        found.append(
+            Case(
+                f"handoff of a line between CPUs {a} and {b}",
+                "handoff",
+                "ns/round trip",
+                lambda _: _core.probe_handoff_ns(a, b, min_ns),
+                {"kind": "handoff", "cpu": a, "peer_cpu": b},
+                a,
+                "ns_per_round_trip",
+                100.0,
+            )
+        )
+    return found
+
+
+def scenario_text(case: Case) -> str:
+    fields = "\n".join(f"{key} = {api.toml_literal(value)}" for key, value in case.simulated.items())
+    return (
+        '[platform]\npreset = "host"\n'
+        f"[sim]\nwarmup_us = {case.warmup_us:.1f}\nmeasure_us = 1000.0\n"
+        f"[[workloads]]\n{fields}\n"
+    )
+
+
+def simulate(case: Case) -> float:
+    result, _ = _core.run_scenario(scenario_text(case), "validate", "validate", [], None)
+    return json.loads(result)["cores"][str(case.cpu)]["workload"][case.key]
+
+
+def validate(
+    repeats: int,
+    min_ms: float,
+    progress: Callable[[float], None] | None = None,
+    cpus: list[int] | None = None,
+    max_bytes: int | None = None,
+) -> list[Row]:
+    """Measures and simulates every case; the host preset must be calibrated already. The DRAM
+    working set is ``max_bytes``, else four times the L3 within 256 MiB to 1 GiB."""
+    platform = platform_values("host")
+    cpus = cpus or _core.probe_allowed_cpus()
+    l3 = int(platform["l3.size_kib"]) * KIB
+    dram_bytes = max_bytes or min(GIB, max(256 * MIB, 4 * l3))
+    todo = cases(platform, cpus, int(min_ms * 1e6), dram_bytes)
+    rows = []
+    steps = len(todo) * (repeats + 1)
+    for i, case in enumerate(todo):
+        samples = []
+        for k in range(repeats):
+            samples.append(case.native(k))
+            if progress:
+                progress((i * (repeats + 1) + k + 1) / steps)
+        rows.append(Row(case.workload, case.metric, case.unit, Figure.of(samples), simulate(case)))
+        if progress:
+            progress((i + 1) * (repeats + 1) / steps)
+    return rows
+
+
+def table_rows(rows: list[Row]) -> list[list[str]]:
+    return [
+        [
+            r.workload,
+            r.unit,
+            f"{r.measured.median:.3g}",
+            f"{r.measured.low:.3g}-{r.measured.high:.3g}",
+            f"{r.simulated:.3g}",
+            f"{100 * r.error:+.0f}%",
+            "yes" if r.within else "NO",
+        ]
+        for r in rows
+    ]
+
+
+HEADERS = ["workload", "unit", "measured", "spread", "simulated", "error", f"within {TARGET:.0%}"]
+
+
+def as_json(rows: list[Row], calibration: Path, host: str) -> str:
+    body = {"host": host, "calibration": str(calibration), "target": TARGET, "rows": [r.to_dict() for r in rows]}
+    return json.dumps(body, indent=2) + "\n"
+
+
+def plot(rows: list[Row]) -> bytes:
+    """Simulated over measured for each row, with the target band and the measured spread."""
+    from steer.reproduce import png, pyplot
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.5))
+    ys = list(range(len(rows)))[::-1]
+    ratios = [r.simulated / r.measured.median for r in rows]
+    low = [r.simulated / r.measured.high for r in rows]
+    high = [r.simulated / r.measured.low for r in rows]
+    ax.axvspan(1 - TARGET, 1 + TARGET, color="#dfe9df", label=f"within {TARGET:.0%}")
+    ax.axvline(1.0, color="grey", linewidth=1)
+    colors = ["#55a868" if r.within else "#c44e52" for r in rows]
+    ax.errorbar(
+        ratios,
+        ys,
+        xerr=[[r - lo for r, lo in zip(ratios, low)], [hi - r for r, hi in zip(ratios, high)]],
+        fmt="none",
+        ecolor="black",
+        capsize=3,
+    )
+    ax.scatter(ratios, ys, c=colors, zorder=3)
+    ax.set_yticks(ys, [r.workload for r in rows], fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("simulated / measured (bars: the measured spread)")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return png(fig)

@@ -1,0 +1,225 @@
+"""`steer calibrate` and `steer validate`: the fit worked by hand on made-up measurements, the
+calibration file as the host preset reads it, both commands end to end on tiny working sets (the
+figures themselves depend on this machine), and bad input."""
+
+import json
+import tomllib
+
+import pytest
+
+from steer import api, calibrate, validate
+from steer.calibrate import GIB, KIB, MIB, Figure, Measurements
+
+GEOMETRY = {
+    "core.freq_ghz": 3.0,
+    "l1d.size_kib": 48,
+    "l2.size_kib": 2048,
+    "l3.size_kib": 32768,
+    "memory.channels_per_node": 2,
+    "memory.nodes_per_socket": 1,
+}
+
+
+def exact(value: float) -> Figure:
+    return Figure.of([value])
+
+
+def made_up(**changes) -> Measurements:
+    """A 2 GHz machine: chase 2.5 ns in L1, 8 in L2, 20.5 in L3 (4 MiB), 100.5 in DRAM at 64 MiB
+    (the L3 is 8 MiB, not the 32 sysfs says) and 110.5 at 512 MiB (page walks), 11.05 ns a load
+    with many chases; one core reads its L1 at 64 GB/s and DRAM at 10, all cores DRAM at 40."""
+    fields = {
+        "host": "box",
+        "date": "2026-11-25 10:00 UTC",
+        "cpus": [0, 1],
+        "huge_pages": "madvise",
+        "clock_ghz": exact(2.0),
+        "latency_ns": {
+            4 * KIB: exact(2.5),
+            16 * KIB: exact(2.5),
+            MIB: exact(8.0),
+            4 * MIB: exact(20.5),
+            8 * MIB: exact(21.0),
+            64 * MIB: exact(100.5),
+            512 * MIB: exact(110.5),
+        },
+        "parallel_ns": exact(11.05),
+        "bandwidth_gbs": {
+            a: {16 * KIB: exact(64.0), MIB: exact(30.0), 512 * MIB: exact(10.0)} for a in calibrate.ACCESSES
+        },
+        "all_cores_gbs": {a: exact(40.0) for a in calibrate.ACCESSES},
+        "dram_bytes": 512 * MIB,
+    }
+    fields.update(changes)
+    return Measurements(**fields)
+
+
+def fitted(m: Measurements) -> dict[str, float]:
+    return {v.key: v.value for v in calibrate.fit(m, GEOMETRY)}
+
+
+def test_the_fit_takes_each_value_from_its_own_measurement():
+    assert fitted(made_up()) == {
+        "core.freq_ghz": 2.0,
+        # 64 B at 64 GB/s is 1 ns, 2 cycles.
+        "core.issue_cycles_per_line": 2.0,
+        # The model's chase is an issue then the latency: 2.5 ns x 2 GHz - 2 cycles.
+        "l1d.latency_cycles": 3.0,
+        "l2.latency_cycles": 14.0,
+        "l3.latency_cycles": 39.0,
+        # 100.5 ns at 64 MiB is beyond midway (47.6 ns) from the L3 to DRAM: the L3 ends at 8 MiB.
+        "l3.size_kib": 8192,
+        # DRAM at 16 x 8 MiB: the chase at 64 MiB, less the issue (1 ns).
+        "memory.idle_latency_ns": 99.5,
+        # 110.5 ns a chase over 512 MiB, one load every 11.05 ns with many chases: 10 in flight.
+        "core.outstanding_misses": 10,
+        "memory.channel_gbs": 20.0,
+    }
+
+
+def test_sysfs_l3_size_stays_when_the_chase_agrees_with_it():
+    latency = {**made_up().latency_ns, 16 * MIB: exact(21.0), 64 * MIB: exact(30.0)}
+    values = fitted(made_up(latency_ns=latency))
+    assert "l3.size_kib" not in values
+    # DRAM at 16 x 32 MiB (sysfs): the chase at 512 MiB.
+    assert values["memory.idle_latency_ns"] == 109.5
+    assert calibrate.l3_knee(made_up(), 90.0, 100.5) is None, "DRAM not clearly slower: no knee"
+
+
+def test_without_a_clock_reading_the_presets_clock_converts():
+    values = fitted(made_up(clock_ghz=None))
+    assert "core.freq_ghz" not in values
+    assert values["core.issue_cycles_per_line"] == 3.0
+    assert values["l1d.latency_cycles"] == 4.5
+
+
+def test_every_value_says_where_it_came_from():
+    for value in calibrate.fit(made_up(), GEOMETRY):
+        assert value.source.startswith(("measured on box at 2026-11-25", "calibrated on box at")), value
+    text = calibrate.calibration_toml(made_up(), calibrate.fit(made_up(), GEOMETRY))
+    parsed = tomllib.loads(text)
+    assert parsed["l2"]["latency_cycles"] == 14.0
+    assert parsed["description"].startswith("this machine (box): measured on box at 2026-11-25")
+    assert "# calibrated on box" in text and "Little's law" in text
+
+
+def test_the_host_preset_reads_the_calibration(tmp_path, monkeypatch):
+    path = tmp_path / "host.toml"
+    path.write_text(calibrate.calibration_toml(made_up(), calibrate.fit(made_up(), GEOMETRY)))
+    monkeypatch.setenv("STEER_HOST_CALIBRATION", str(path))
+    values = calibrate.platform_values("host")
+    assert values["l2.latency_cycles"] == 14.0
+    assert values["l3.size_kib"] == 8192
+    assert values["description"].startswith("this machine (box)")
+    with calibrate.sysfs_only():
+        assert calibrate.platform_values("host")["description"].startswith("this machine: geometry from sysfs")
+    path.write_text("[l2]\nlatency_cycles = -1.0\n")
+    with pytest.raises(api.ScenarioError, match=r"host calibration .*host.toml: platform.l2.latency_cycles"):
+        calibrate.platform_values("host")
+
+
+def test_sizes_double_per_octave_from_4_kib():
+    plan = calibrate.Plan(max_bytes=64 * KIB, min_ms=1, repeats=1, per_octave=1, cpus=(0,))
+    assert calibrate.sizes(plan) == [4 * KIB, 8 * KIB, 16 * KIB, 32 * KIB, 64 * KIB]
+    plan = calibrate.Plan(max_bytes=16 * KIB, min_ms=1, repeats=1, per_octave=2, cpus=(0,))
+    assert calibrate.sizes(plan) == [4096, 5760, 8192, 11584, 16384]
+
+
+def test_the_default_plan_reaches_past_the_llc_within_its_cap():
+    plan = calibrate.plan_for("default", GEOMETRY, (0,), None, None)
+    assert (plan.max_bytes, plan.min_ms, plan.repeats) == (128 * MIB, 20.0, 3)
+    assert calibrate.plan_for("quick", {**GEOMETRY, "l3.size_kib": 1 << 20}, (0,), None, None).max_bytes == 512 * MIB
+    assert calibrate.plan_for("full", GEOMETRY, (0,), 3 * GIB, 5.0).max_bytes == 3 * GIB
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("4096", 4096), ("64KiB", 64 * KIB), ("1g", GIB), ("1.5 MiB", 3 * MIB // 2), ("2M", 2 * MIB)]
+)
+def test_sizes_parse(text, value):
+    assert calibrate.parse_bytes(text) == value
+
+
+def test_bad_plans_are_one_line_errors():
+    for text in ("", "1x", "MiB", "-4k"):
+        with pytest.raises(api.ScenarioError, match="expected a size such as 64MiB"):
+            calibrate.parse_bytes(text)
+    with pytest.raises(api.ScenarioError, match="must be 4 KiB to 64 GiB"):
+        calibrate.plan_for("quick", GEOMETRY, (0,), 1024, None)
+    with pytest.raises(api.ScenarioError, match="--min-ms 0"):
+        calibrate.plan_for("quick", GEOMETRY, (0,), None, 0)
+    with pytest.raises(api.ScenarioError, match="not ones this process may run on"):
+        calibrate.parse_cpus("9999")
+    with pytest.raises(api.ScenarioError, match="expected a list such as 0-3,8"):
+        calibrate.parse_cpus("one")
+
+
+def test_validate_compares_each_row_with_the_target():
+    row = validate.Row("w", "m", "ns", Figure.of([10.0, 9.0, 12.0]), 11.4)
+    assert row.error == pytest.approx(0.14)
+    assert row.within
+    assert row.to_dict()["spread"] == [9.0, 12.0]
+    assert not validate.Row("w", "m", "ns", Figure.of([10.0]), 8.4).within
+
+
+def test_validate_warms_up_for_one_pass_of_misses():
+    platform = {"memory.idle_latency_ns": 100.0, "core.outstanding_misses": 10}
+    # 64 MiB is 1 Mi lines at 10 ns each: 10.5 ms, and half again.
+    assert validate.pass_us(platform, 64 * MIB) == pytest.approx(100.0 + 1.5 * 10485.76)
+    assert validate.pass_us(platform, 64 * GIB) == 50_000.0
+
+
+def test_calibrate_and_validate_end_to_end(tmp_path, monkeypatch, steer_cli):
+    path = tmp_path / "host.toml"
+    monkeypatch.setenv("STEER_HOST_CALIBRATION", str(path))
+    small = ["--max-bytes", "256KiB", "--min-ms", "1", "--quiet"]
+    done = steer_cli(
+        "calibrate", *small, "--quick", "--json", str(tmp_path / "c.json"), "--plot", str(tmp_path / "c.png")
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"wrote {path}" in done.stdout
+    written = json.loads((tmp_path / "c.json").read_text())
+    assert {v["key"] for v in written["values"]} >= {"l1d.latency_cycles", "memory.idle_latency_ns"}
+    assert (tmp_path / "c.png").read_bytes().startswith(b"\x89PNG")
+    described = steer_cli("platforms", "--json")
+    assert "measured on" in described.stdout
+
+    done = steer_cli("validate", *small, "--quick", "--json", "-")
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    assert body["calibration"] == str(path)
+    assert {"ring_copy.l1", "ring_copy.dram", "random.dram", "strided.prefetch0", "strided.prefetch16"} <= {
+        r["metric"] for r in body["rows"]
+    }
+    for row in body["rows"]:
+        assert set(row) >= {"workload", "metric", "unit", "measured", "simulated", "spread"}
+        assert row["measured"] > 0 and row["simulated"] > 0, row
+        assert row["spread"][0] <= row["measured"] <= row["spread"][1]
+
+
+def test_validate_measures_first_when_there_is_no_calibration(tmp_path, monkeypatch, steer_cli):
+    path = tmp_path / "fresh" / "host.toml"
+    monkeypatch.setenv("STEER_HOST_CALIBRATION", str(path))
+    done = steer_cli("validate", "--max-bytes", "64KiB", "--min-ms", "1", "--quick", "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert "no calibration of this machine yet" in done.stderr
+    assert path.exists() and "within 15%" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["calibrate", "--max-bytes", "lots"], "--max-bytes 'lots': expected a size"),
+        (["calibrate", "--cpus", "4096"], "--cpus '4096'"),
+        (["calibrate", "--min-ms", "-1"], "--min-ms -1.0"),
+        (["calibrate", "--out", "/proc/steer.toml", "--max-bytes", "8KiB", "--min-ms", "1"], "/proc/steer.toml"),
+        (["validate", "--quick"], "host calibration"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, steer_cli, args, message):
+    broken = tmp_path / "host.toml"
+    broken.write_text("[l2\n")
+    monkeypatch.setenv("STEER_HOST_CALIBRATION", str(broken))
+    done = steer_cli(*args, "--quiet")
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert broken.read_text() == "[l2\n", "nothing half-written"
