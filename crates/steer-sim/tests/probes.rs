@@ -102,6 +102,17 @@ fn a_handoff_round_trip_is_two_transfers_between_the_cores_caches() {
 }
 
 #[test]
+fn a_probe_or_a_pair_holds_its_cpus_against_other_workloads() {
+    let twice = |first: &str, second: &str| error(&format!("{first}\n[[workloads]]\n{second}"));
+    let taken = twice("kind = \"probe\"\ncpu = 2", "kind = \"stream\"\ncpu = 2");
+    assert!(taken.contains("workloads.1.cpu: CPU 2 already runs workloads.0"), "{taken}");
+    let answerer = twice("kind = \"handoff\"\ncpu = 0\npeer_cpu = 1", "kind = \"stream\"\ncpu = 1");
+    assert!(answerer.contains("CPU 1 already runs workloads.0"), "{answerer}");
+    let starter = twice("kind = \"handoff\"\ncpu = 0\npeer_cpu = 1", "kind = \"stream\"\ncpu = 0");
+    assert!(starter.contains("CPU 0 already runs workloads.0"), "{starter}");
+}
+
+#[test]
 fn bad_probes_are_refused_naming_the_key() {
     assert!(error("kind = \"probe\"\nworking_set_bytes = 8").contains("workloads.0.working_set_bytes: must be 64 B"));
     assert!(error("kind = \"probe\"\nworking_set_bytes = 17179869185").contains("to 16 GiB"));
