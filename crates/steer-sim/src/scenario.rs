@@ -261,6 +261,21 @@ impl Scenario {
                 busy.push((cpu, i));
             }
         }
+        // Devices without any workload are driven from the API (tests take completions themselves).
+        let consumed: Vec<(String, u32)> = self.workloads.iter().flat_map(|w| w.spec.queues(&shape)).collect();
+        for (i, device) in self.devices.iter().enumerate().filter(|_| !self.workloads.is_empty()) {
+            let name = device.spec.name();
+            let queues = device.spec.queue_cpus().len() as u32;
+            if let Some(q) = (0..queues).find(|&q| !consumed.iter().any(|(d, c)| d == name && *c == q)) {
+                return Err(ConfigError::new(
+                    format!("devices.{i}.queues"),
+                    format!(
+                        "queue {q} of `{name}` has no workload consuming it (its packets would only be dropped); \
+                         add one with device = \"{name}\" and queue = {q}, or lower the queue count"
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -385,6 +400,17 @@ fn resolve(
         if !key.contains('.') && params.contains_key(&key) {
             params.insert(key.clone(), value);
             overridden.push(format!("params.{key}"));
+        } else if !key.contains('.') && !is_top_level_key(&key) {
+            let declared = if params.is_empty() {
+                "this scenario declares none".to_string()
+            } else {
+                format!("declared: {}", params.keys().map(String::as_str).collect::<Vec<_>>().join(", "))
+            };
+            overridden.push(key.clone());
+            return Err(ConfigError::new(
+                &key,
+                format!("not a parameter ({declared}); other keys are set by their path, e.g. sim.measure_us"),
+            ));
         } else {
             set_path(tree, &key, value)?;
             overridden.push(key);
@@ -408,6 +434,11 @@ fn resolve(
         devices,
         workloads,
     })
+}
+
+/// Whether `key` is a field of a scenario file (`name`, `sim`, ...), read from its declaration.
+fn is_top_level_key(key: &str) -> bool {
+    matches!(toml::Value::try_from(ScenarioFile::default()), Ok(toml::Value::Table(t)) if t.contains_key(key))
 }
 
 /// Refuses NaN and infinities anywhere (TOML accepts `inf` and `nan`; no parameter means them).

@@ -149,6 +149,21 @@ fn bad_input_names_the_key_and_the_position() {
     let negative_int = load_error(MINIMAL, &["seed=-3"]);
     assert!(negative_int.starts_with("--set seed: seed: invalid value"), "{negative_int}");
 
+    let unconsumed = load_error(MINIMAL, &["devices.0.queues.0.count=2"]);
+    assert_eq!(
+        unconsumed,
+        "--set devices.0.queues.0.count: devices.0.queues: queue 1 of `nic0` has no workload consuming it (its \
+         packets would only be dropped); add one with device = \"nic0\" and queue = 1, or lower the queue count"
+    );
+
+    let mistyped = load_error("[params]\nrate = 1\nsize = 2\n", &["rat=3"]);
+    assert_eq!(
+        mistyped,
+        "--set rat: rat: not a parameter (declared: rate, size); other keys are set by their path, e.g. sim.measure_us"
+    );
+    let undeclared = load_error(MINIMAL, &["rate=3"]);
+    assert!(undeclared.starts_with("--set rate: rate: not a parameter (this scenario declares none)"), "{undeclared}");
+
     let preset = load_error(&MINIMAL.replace("turin-9655", "pentium"), &[]);
     assert!(preset.starts_with("s.toml:3:1: platform.preset: unknown preset `pentium`"), "{preset}");
 

@@ -57,6 +57,10 @@ impl WorkloadSpec for ExampleSpec {
         vec![self.cpu]
     }
 
+    fn queues(&self, _system: &SystemShape) -> Vec<(String, u32)> {
+        vec![(self.device.clone(), self.queue)]
+    }
+
     fn build(&self, b: &mut Builder) {
         let program = Example {
             spec: self.clone(),

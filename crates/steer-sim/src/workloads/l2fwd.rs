@@ -44,6 +44,10 @@ impl WorkloadSpec for L2fwdSpec {
         system.queue_cpus(&self.device)
     }
 
+    fn queues(&self, system: &SystemShape) -> Vec<(String, u32)> {
+        (0..system.queue_cpus(&self.device).len() as u32).map(|q| (self.device.clone(), q)).collect()
+    }
+
     fn build(&self, b: &mut Builder) {
         for ring in b.rings_of(&self.device).to_vec() {
             let cpu = b.ring(ring).shape.consumer_cpu;

@@ -17,6 +17,10 @@ pub trait WorkloadSpec: SpecBase {
     fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()>;
     /// The CPUs it runs on.
     fn cpus(&self, system: &SystemShape) -> Vec<u32>;
+    /// The RX queues it consumes, as (device, queue index); every queue needs a consumer.
+    fn queues(&self, _system: &SystemShape) -> Vec<(String, u32)> {
+        Vec::new()
+    }
     /// Adds its programs to the system being built (`Builder::run_on`).
     fn build(&self, builder: &mut Builder);
 }

@@ -50,6 +50,10 @@ impl WorkloadSpec for RxLoopSpec {
         vec![self.cpu]
     }
 
+    fn queues(&self, _system: &SystemShape) -> Vec<(String, u32)> {
+        vec![(self.device.clone(), self.queue)]
+    }
+
     fn build(&self, b: &mut Builder) {
         let line_bits = b.platform.line_bits();
         let node = b.platform.node_of_cpu(self.cpu);

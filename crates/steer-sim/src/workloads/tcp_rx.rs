@@ -97,6 +97,10 @@ impl WorkloadSpec for TcpRxSpec {
         cpus
     }
 
+    fn queues(&self, system: &SystemShape) -> Vec<(String, u32)> {
+        (0..system.queue_cpus(&self.device).len() as u32).map(|q| (self.device.clone(), q)).collect()
+    }
+
     fn build(&self, b: &mut Builder) {
         let line_bits = b.platform.line_bits();
         for ring_id in b.rings_of(&self.device).to_vec() {
