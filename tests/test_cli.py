@@ -2,6 +2,8 @@
 
 import json
 import os
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -171,22 +173,70 @@ def test_tph_decodes_dumps_and_rejects_garbage(steer_cli, tmp_path):
     assert zero.returncode == 2 and "more than 16 MiB" in zero.stderr
 
 
+def test_tph_json_real_dumps_and_stdin(steer_cli, tmp_path):
+    real = TPH_DATA / "real"
+    mail = subprocess.run(
+        [sys.executable, "-m", "steer", "tph", "-", "--json"],
+        input=(real / "wcn785x-email-quoted-printable.eml").read_bytes(),
+        capture_output=True,
+    )
+    assert mail.returncode == 0, mail.stderr
+    (device,) = json.loads(mail.stdout)
+    assert device["device"].startswith("63:00.0 Network controller: Qualcomm") and device["device"].endswith("(rev 01)")
+    assert (device["source"], device["root_port"], device["completer"]) == ("lspci_text", False, "TPHComp+ ExtTPHComp-")
+    assert device["requester"]["offset"] == 0x158
+    assert device["requester"]["st_table_location"] == "No steering table available"
+    # A broken chain is reported on its device; the file still decodes, the DSA after it too.
+    both = tmp_path / "both.txt"
+    both.write_text(
+        (real / "pciutils-broken-ecaps.txt").read_text() + "\n" + (real / "pciutils-pri-pasid.txt").read_text()
+    )
+    out = tmp_path / "out.json"
+    done = steer_cli("tph", str(both), "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    broken, dsa = json.loads(out.read_text())
+    assert broken["list_complete"] is False and "broken" in broken["problems"][0] and broken["requester"] is None
+    assert dsa["requester"]["st_table"] == [0, 10] and dsa["requester"]["enable"] == "TPH only"
+    text = steer_cli("tph", str(both))
+    assert text.returncode == 0 and "note: extended capability list broken" in text.stdout
+    assert "[160 v1] Transaction Processing Hints" in text.stdout
+    empty = steer_cli("tph", str(both), "--json", "")
+    assert empty.returncode == 2 and "--json: empty file name" in empty.stderr
+
+
 def test_compare_runs_each_placement_side_by_side(steer_cli):
     short = ["--set", "sim.warmup_us=200", "--set", "sim.measure_us=200", "--set", "rx_ring=256"]
     done = steer_cli("compare", "ddio-l2fwd", *short, "--quiet")
     assert done.returncode == 0, done.stderr
     header, *rows = done.stdout.splitlines()
-    assert header.split() == ["metric", "memory", "ddio", "sdci"]
-    hit_rate = next(r for r in rows if r.startswith("nic0 DMA write hit rate")).split()[-3:]
-    assert float(hit_rate[1]) > 0.9 and float(hit_rate[0]) == 0.0
+    # By default every registered placement the platform accepts, in the registry's order.
+    assert header.split() == ["metric", "ddio", "inject", "l2", "memory", "tph"]
+    hit_rate = dict(
+        zip(header.split()[1:], next(r for r in rows if r.startswith("nic0 DMA write hit rate")).split()[-5:])
+    )
+    assert float(hit_rate["ddio"]) > 0.9 and float(hit_rate["memory"]) == 0.0
+    assert any(r.startswith("cpu 0 cycles_per_packet") for r in rows), "the workload's own statistics"
     as_json = json.loads(steer_cli("compare", "ddio-l2fwd", *short, "--placement", "memory,sdci", "--json").stdout)
     assert set(as_json) == {"memory", "sdci"}
     assert as_json["sdci"]["devices"]["nic0"]["placement"] == "l2"
-    # DDIO on a platform without it is reported, not fatal; an unknown placement is bad input.
+    # On a platform without DDIO the default leaves it out and says why; asked for, it is n/a.
     turin = steer_cli("compare", "sdci-l2fwd", *short, "--quiet")
-    assert turin.returncode == 0 and "has no DDIO ways" in turin.stdout
+    assert turin.returncode == 0 and "ddio" not in turin.stdout.splitlines()[0]
+    assert "not compared: ddio:" in turin.stdout and "has no DDIO ways" in turin.stdout
+    asked = steer_cli("compare", "sdci-l2fwd", *short, "--quiet", "--placement", "ddio,sdci")
+    assert asked.returncode == 0 and asked.stdout.splitlines()[0].split() == ["metric", "sdci"]
     bad = steer_cli("compare", "sdci-l2fwd", "--placement", "cxl")
     assert bad.returncode == 2 and "unknown placement cxl" in bad.stderr
+    only_ddio = steer_cli("compare", "sdci-l2fwd", "--placement", "ddio")
+    assert only_ddio.returncode == 2 and "has no DDIO ways" in only_ddio.stderr
+
+
+def test_compare_shows_the_ping_pong_latency(steer_cli):
+    done = steer_cli("compare", "eflatency", "--set", "sim.measure_us=500", "--placement", "memory,tph", "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert any(r.startswith("cpu 2 half_rtt_ns p50") for r in done.stdout.splitlines()), done.stdout
+    run = steer_cli("run", "eflatency", "--set", "sim.measure_us=500", "--quiet")
+    assert "half_rtt_ns p50" in run.stdout, run.stdout
 
 
 def test_reproduce_prints_published_beside_simulated(steer_cli, tmp_path):
@@ -304,3 +354,11 @@ def test_reproduce_plots_wrap_their_panels_and_draw_seed_001s_curves(tmp_path):
     # Every point of both curves is a run of dsa-copy: 11 sizes single and 12 threads, the 8 whose
     # batch of 32 fits in 1 GiB, and 8 destination nodes x 3 ways.
     assert len(runner.cache) == 11 * 2 + 8 + 8 * 3
+
+
+def test_a_mistyped_parameter_lists_the_declared_ones_and_an_unconsumed_queue_is_refused(steer_cli):
+    typo = steer_cli("run", "rx-default", "--set", "ofered_gbps=10")
+    assert typo.returncode == 2 and typo.stderr.count("\n") == 1, typo.stderr
+    assert "declared: offered_gbps, packet_bytes, placement, ring" in typo.stderr
+    extra = steer_cli("run", "rx-default", "--set", "devices.0.queues.0.count=2")
+    assert extra.returncode == 2 and "queue 1 of `nic0` has no workload consuming it" in extra.stderr

@@ -53,6 +53,13 @@ def format_run(result: dict) -> str:
     if core_rows:
         lines += ["Demand accesses by where they were satisfied:"]
         lines += [output.table(["cpu", "role", *FILL_SOURCES, "busy"], core_rows), ""]
+    stat_rows = [
+        [cpu, core["role"], ", ".join(f"{key} {text}" for key, text in workload_stats(core))]
+        for cpu, core in result["cores"].items()
+    ]
+    if any(row[2] for row in stat_rows):
+        lines += ["Workload statistics (`steer stats SCENARIO` says what each means):"]
+        lines += [output.table(["cpu", "role", "statistics"], stat_rows), ""]
     lines.append(
         f"simulated {sim['simulated_ns'] / 1e6:.3f} ms in {sim['host_seconds']:.2f} s host time, "
         f"{sim['line_ops']:,} line operations measured"
@@ -173,8 +180,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-# Names users compare by, and the placement policy each one means.
-PLACEMENT_ALIASES = {"sdci": "l2", "memory": "memory", "ddio": "ddio", "l2": "l2"}
+# Totals of the window that the per-unit figures and the busy column already say.
+WINDOW_TOTALS = ("busy", "cycles", "exec_ns")
+
+
+def workload_stats(core: dict) -> list[tuple[str, str]]:
+    """A core's workload statistics as (key, text): counts, per-unit cycles, the workload's own
+    figures (goodput, latency percentiles), leaving out the window's totals."""
+    shown = []
+    for key, value in core.get("workload", {}).items():
+        if key in WINDOW_TOTALS or key.startswith("exec_ns_per_"):
+            continue
+        if isinstance(value, dict):
+            if value.get("count"):
+                shown.append((key, f"p50 {value['p50']:.4g} p99 {value['p99']:.4g}"))
+        elif isinstance(value, float):
+            shown.append((key, f"{value:.4g}"))
+        else:
+            shown.append((key, str(value)))
+    return shown
+
+
+# The word users know SDCI by, for the placement policy that models it.
+PLACEMENT_ALIASES = {"sdci": "l2"}
 
 
 def compare_rows(results: dict[str, dict | None]) -> list[list[str]]:
@@ -210,38 +238,69 @@ def compare_rows(results: dict[str, dict | None]) -> list[list[str]]:
         rows.append(
             [f"cpu {cpu} ({core['role']}) fills from DRAM", lambda r, c=cpu: r["cores"][c]["fills"]["dram"], ".1%"]
         )
+        for key, value in core.get("workload", {}).items():
+            if key in WINDOW_TOTALS or key.startswith("exec_ns_per_"):
+                continue
+            stat = lambda r, c=cpu, k=key: r["cores"][c]["workload"][k]  # noqa: E731
+            if isinstance(value, dict):
+                rows += [
+                    [f"cpu {cpu} {key} {p}", lambda r, s=stat, p=p: s(r)[p] if s(r)["count"] else None, ".4g"]
+                    for p in ("p50", "p99")
+                ]
+            else:
+                rows.append([f"cpu {cpu} {key}", stat, ".4g"])
     return [[label] + [cell(result, get, fmt) for result in results.values()] for label, get, fmt in rows]
 
 
+def placement_policies() -> list[str]:
+    return [entry["name"] for entry in api.catalog("placement")]
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
-    placements = [p.strip() for p in args.placement.split(",") if p.strip()]
-    unknown = [p for p in placements if p not in PLACEMENT_ALIASES]
-    if unknown or not placements:
-        raise ScenarioError(
-            f"--placement: unknown placement {', '.join(unknown) or '(none)'} (known: {', '.join(PLACEMENT_ALIASES)})"
-        )
     devices = tomllib.loads(api.resolve(args.scenario, args.set)).get("devices", [])
+    nics = [i for i, d in enumerate(devices) if "placement" in d]
+    if not nics:
+        raise ScenarioError(f"{args.scenario}: no device with a DMA placement to compare")
+
+    def overrides(policy: str) -> list[str]:
+        return list(args.set) + [f'devices.{i}.placement.policy="{policy}"' for i in nics]
+
+    known = placement_policies()
     results: dict[str, dict | None] = {}
     failures = []
+    if args.placement is None:
+        # Every placement the scenario's platform and devices accept (DDIO only where there are DDIO ways).
+        placements = []
+        for policy in known:
+            try:
+                api.resolve(args.scenario, overrides(policy))
+                placements.append(policy)
+            except ScenarioError as error:
+                failures.append(f"{policy}: {error}")
+    else:
+        placements = [p.strip() for p in args.placement.split(",") if p.strip()]
+        unknown = [p for p in placements if PLACEMENT_ALIASES.get(p, p) not in known]
+        if unknown or not placements:
+            names = ", ".join([*known, *PLACEMENT_ALIASES])
+            raise ScenarioError(f"--placement: unknown placement {', '.join(unknown) or '(none)'} (known: {names})")
     for placement in placements:
-        policy = PLACEMENT_ALIASES[placement]
-        overrides = list(args.set) + [f'devices.{i}.placement.policy="{policy}"' for i in range(len(devices))]
         progress = output.Progress(f"steer compare {placement}", quiet=args.quiet)
         try:
-            results[placement] = api.run(args.scenario, overrides, progress=progress)
+            results[placement] = api.run(
+                args.scenario, overrides(PLACEMENT_ALIASES.get(placement, placement)), progress=progress
+            )
         except ScenarioError as error:
-            results[placement] = None
             failures.append(f"{placement}: {error}")
         finally:
             progress.close()
-    if all(r is None for r in results.values()):
+    if not results:
         raise ScenarioError("; ".join(failures))
     if args.json:
         print(json.dumps(results, indent=2, sort_keys=True))
         return 0
     print(output.table(["metric", *results], compare_rows(results)))
     for failure in failures:
-        print(f"n/a {failure}")
+        print(f"not compared: {failure}")
     return 0
 
 
@@ -359,19 +418,29 @@ TPH_INPUT_LIMIT = 16 << 20
 
 
 def cmd_tph(args: argparse.Namespace) -> int:
+    name = "stdin" if args.file == "-" else args.file
     try:
-        with open(args.file, "rb") as source:
-            data = source.read(TPH_INPUT_LIMIT + 1)
+        if args.file == "-":
+            data = sys.stdin.buffer.read(TPH_INPUT_LIMIT + 1)
+        else:
+            with open(args.file, "rb") as source:
+                data = source.read(TPH_INPUT_LIMIT + 1)
     except OSError as error:
-        raise ScenarioError(f"{args.file}: cannot read: {error.strerror}") from None
+        raise ScenarioError(f"{name}: cannot read: {error.strerror}") from None
     if len(data) > TPH_INPUT_LIMIT:
-        raise ScenarioError(
-            f"{args.file}: more than {TPH_INPUT_LIMIT >> 20} MiB: not a config-space dump or lspci output"
-        )
+        raise ScenarioError(f"{name}: more than {TPH_INPUT_LIMIT >> 20} MiB: not a config-space dump or lspci output")
     try:
-        sys.stdout.write(api._core.describe_tph(data))
+        if args.json is None:
+            sys.stdout.write(api._core.describe_tph(data))
+            return 0
+        text = json.dumps(json.loads(api._core.tph_devices(data)), indent=2) + "\n"
     except ScenarioError as error:
-        raise ScenarioError(f"{args.file}: {error}") from None
+        raise ScenarioError(f"{name}: {error}") from None
+    if args.json == "-":
+        sys.stdout.write(text)
+    else:
+        output.write_atomically({Path(args.json): text})
+        print(f"wrote {args.json}")
     return 0
 
 
@@ -431,6 +500,7 @@ def parser() -> argparse.ArgumentParser:
         "--json",
         nargs="?",
         const="-",
+        type=output.json_target,
         metavar="FILE",
         help="write the result as JSON to FILE (and the resolved scenario beside it); "
         "without FILE, print JSON to stdout",
@@ -450,6 +520,7 @@ def parser() -> argparse.ArgumentParser:
         "--json",
         nargs="?",
         const="-",
+        type=output.json_target,
         metavar="FILE",
         help="rows {id, role, source, metric, unit, published, simulated, relation} as JSON (to FILE or stdout)",
     )
@@ -471,8 +542,8 @@ def parser() -> argparse.ArgumentParser:
     compare.add_argument("scenario")
     compare.add_argument(
         "--placement",
-        default="memory,ddio,sdci",
-        help="comma-separated placements: memory, ddio, sdci (= l2) (default: all three)",
+        help="comma-separated placement policies (see `steer kinds placement`; sdci means l2); "
+        "default: every one the scenario's platform and devices accept",
     )
     with_set(compare)
     compare.add_argument("--json", action="store_true", help="machine-readable output (one result per placement)")
@@ -506,7 +577,16 @@ def parser() -> argparse.ArgumentParser:
     tph = commands.add_parser(
         "tph", help="decode PCIe TPH from a config-space dump (binary, lspci -xxx/-xxxx) or lspci -vv text"
     )
-    tph.add_argument("file")
+    tph.add_argument("file", help="the dump or lspci output; - reads stdin")
+    tph.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        type=output.json_target,
+        metavar="FILE",
+        help="every device {device, source, root_port, completer, requester, list_complete, problems, missing} "
+        "as JSON (to FILE or stdout)",
+    )
     tph.set_defaults(handler=cmd_tph)
 
     doc = commands.add_parser("doctor", help="is SDCI / DDIO / DSA usable on this host, and set up right? (read-only)")
@@ -514,7 +594,12 @@ def parser() -> argparse.ArgumentParser:
     doc.add_argument("--pid", type=int, help="the consuming application: is injection landing on its CPUs?")
     doc.add_argument("--cpus", metavar="LIST", help="the consumer's CPUs (e.g. 0-3,8), instead of --pid")
     doc.add_argument(
-        "--json", nargs="?", const="-", metavar="FILE", help="checks {area, name, verdict, evidence, fix} as JSON"
+        "--json",
+        nargs="?",
+        const="-",
+        type=output.json_target,
+        metavar="FILE",
+        help="checks {area, name, verdict, evidence, fix} as JSON",
     )
     doc.add_argument("--capture", metavar="FILE.tar.gz", help="save exactly the files the checks read")
     doc.set_defaults(handler=cmd_doctor)

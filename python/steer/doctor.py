@@ -214,12 +214,12 @@ def pci_devices(host: Host) -> dict[str, dict]:
     for bdf in host.listdir("/sys/bus/pci/devices"):
         data = host.bytes(f"/sys/bus/pci/devices/{bdf}/config", 4096)
         if not data:
-            devices[bdf] = {"errors": ["config space unreadable"], "bytes": 0}
+            devices[bdf] = {"problems": ["config space unreadable"], "bytes": 0}
             continue
         try:
             devices[bdf] = json.loads(_core.inspect_tph(data))
         except ScenarioError as e:
-            devices[bdf] = {"errors": [str(e)], "bytes": len(data)}
+            devices[bdf] = {"problems": [str(e)], "bytes": len(data)}
     return devices
 
 
@@ -239,7 +239,7 @@ def check_pci(host: Host, devices: dict[str, dict]) -> list[Check]:
             )
         )
     for bdf, device in devices.items():
-        for error in device["errors"]:
+        for error in device["problems"]:
             checks.append(Check("pci", bdf, UNKNOWN, f"malformed config space: {error}"))
     ports = {bdf: d for bdf, d in devices.items() if d.get("root_port")}
     for bdf, port in ports.items():

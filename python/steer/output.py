@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -111,3 +112,10 @@ class Progress:
         if self.enabled:
             sys.stderr.write("\r\033[K")
             sys.stderr.flush()
+
+
+def json_target(value: str) -> str:
+    """An argparse type for ``--json [FILE]``: a file name, or ``-`` (the const) for stdout."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("empty file name (give a file, or no value to print to stdout)")
+    return value

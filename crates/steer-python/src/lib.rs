@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 mod offload;
 mod probe;
+mod tph;
 
 use steer_sim::params::Describe;
 use steer_sim::{platform, scenario, ScenarioSource};
@@ -160,50 +161,6 @@ fn replay_trace(py: Python<'_>, path: &str, platform: &str, cpu: u32, overrides:
     Ok(serde_json::to_string(&report).expect("a report serializes"))
 }
 
-/// The TPH capability of every device in a config-space dump or lspci text, as `steer tph` prints it.
-#[pyfunction]
-fn describe_tph(data: &[u8]) -> PyResult<String> {
-    steer_tph::report::describe(data).map_err(ScenarioError::new_err)
-}
-
-/// What `steer doctor` needs of one device's binary config space, as JSON: its IDs, whether it is a
-/// root port, its TPH completer support (DevCap2), and its TPH requester capability where the dump
-/// reaches the extended space. A capability chain that cannot be walked is reported, not raised.
-#[pyfunction]
-fn inspect_tph(data: &[u8]) -> PyResult<String> {
-    use serde_json::{json, Value};
-    use steer_tph::config::ConfigSpace;
-    let space = ConfigSpace::from_bytes(data).map_err(|e| ScenarioError::new_err(format!("config space: {e}")))?;
-    let word = |at: usize| space.read_u16(at).unwrap_or(0);
-    let pcie = steer_tph::pcie::find_pcie(&space);
-    let extended = space.len() > 0x100;
-    let requester = if extended { steer_tph::tph::decode(&space).map_err(|e| e.to_string()) } else { Ok(None) };
-    let requester = requester.map(|cap| {
-        cap.map(|cap| {
-            json!({
-                "interrupt_vector": cap.interrupt_vector,
-                "device_specific": cap.device_specific,
-                "st_table_location": cap.st_table_location.lspci_text(),
-                "st_table_size": cap.st_table_size,
-                "mode": cap.mode.to_string(),
-                "enable": cap.requester_enable.to_string(),
-            })
-        })
-    });
-    let error = [pcie.as_ref().err().map(|e| e.to_string()), requester.as_ref().err().cloned()].into_iter().flatten();
-    let pcie = pcie.as_ref().ok().and_then(Option::as_ref);
-    let value = json!({
-        "vendor_id": word(0),
-        "device_id": word(2),
-        "bytes": space.len(),
-        "root_port": pcie.is_some_and(|p| p.is_root_port()),
-        "completer": pcie.map(|p| p.tph_completer().lspci_flags()),
-        "requester": requester.ok().flatten().unwrap_or(Value::Null),
-        "errors": error.collect::<Vec<_>>(),
-    });
-    Ok(value.to_string())
-}
-
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SteerError", m.py().get_type::<SteerError>())?;
@@ -220,10 +177,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(builtin_scenarios, m)?)?;
     m.add_function(wrap_pyfunction!(platform_presets, m)?)?;
     m.add_function(wrap_pyfunction!(describe_platform, m)?)?;
-    m.add_function(wrap_pyfunction!(describe_tph, m)?)?;
-    m.add_function(wrap_pyfunction!(inspect_tph, m)?)?;
     m.add_function(wrap_pyfunction!(replay_trace, m)?)?;
     probe::register(m)?;
+    tph::register(m)?;
     offload::register(m)?;
     Ok(())
 }

@@ -33,7 +33,7 @@ pub use caps::{
 };
 pub use config::{ConfigError, ConfigSpace, HexError, HexLineError};
 pub use error::{Result, TphError};
-pub use lspci::{format_lspci_like, parse_lspci_vv, LspciError, LspciTph};
+pub use lspci::{format_lspci_like, parse_lspci_devices, parse_lspci_vv, LspciError, LspciTph};
 pub use msix::{encode_msix, find_msix, msix_st, with_msix_st, MsixCapability, MsixTable};
 pub use pcie::{find_pcie, tph_completer, PcieCapability, TphCompleter};
 pub use tph::{

@@ -68,6 +68,11 @@ pub struct LspciTph {
     /// absent (no PCI Express capability, not shown, or the reserved value,
     /// which lspci prints as nothing).
     pub completer: Option<TphCompleter>,
+    /// The PCI Express device/port type as lspci names it (`Endpoint`, `Root Port`, ...);
+    /// `None` without an `Express` capability line.
+    pub port_type: Option<String>,
+    /// lspci printed `Capabilities: <access denied>` (it was not run as root).
+    pub access_denied: bool,
 }
 
 impl LspciTph {
@@ -81,6 +86,8 @@ impl LspciTph {
             extended_requester: false,
             st_table_location: None,
             completer: None,
+            port_type: None,
+            access_denied: false,
         }
     }
 
@@ -117,6 +124,11 @@ enum Section {
 /// completer flags, in file order. Errors only for a TPH capability line
 /// whose `[offset vN]` cannot be parsed.
 pub fn parse_lspci_vv(text: &str) -> Result<Vec<LspciTph>, LspciError> {
+    Ok(parse_lspci_devices(text)?.into_iter().filter(LspciTph::has_tph_info).collect())
+}
+
+/// Like [`parse_lspci_vv`], but returns every device block, with or without TPH information.
+pub fn parse_lspci_devices(text: &str) -> Result<Vec<LspciTph>, LspciError> {
     let mut found = Vec::new();
     let mut current: Option<LspciTph> = None;
     let mut section = Section::Other;
@@ -129,9 +141,7 @@ pub fn parse_lspci_vv(text: &str) -> Result<Vec<LspciTph>, LspciError> {
             if let (Some(tph), ext) = comp_flags {
                 device.completer = Some(completer_from_flags(tph, ext.unwrap_or(false)));
             }
-            if device.has_tph_info() {
-                found.push(device);
-            }
+            found.push(device);
         }
     }
 
@@ -153,6 +163,10 @@ pub fn parse_lspci_vv(text: &str) -> Result<Vec<LspciTph>, LspciError> {
         if let Some(rest) = trimmed.strip_prefix("Capabilities:") {
             section = Section::Other;
             let rest = rest.trim_start();
+            device.access_denied |= rest.starts_with("<access denied>");
+            if let Some(port_type) = express_port_type(rest) {
+                device.port_type.get_or_insert(port_type);
+            }
             if let Some((offset, version)) = parse_tph_cap_line(rest, index + 1)? {
                 // Only the first TPH capability counts, as for `decode`.
                 if device.cap_offset.is_none() {
@@ -230,6 +244,18 @@ fn parse_tph_cap_line(rest: &str, line: usize) -> Result<Option<(u16, Option<u8>
         return Err(err(format!("unexpected {extra:?} in capability offset")));
     }
     Ok(Some((offset, version)))
+}
+
+/// `[a0] Express (v2) Root Port (Slot+), MSI 00` -> `Root Port`.
+fn express_port_type(rest: &str) -> Option<String> {
+    let (_, name) = rest.strip_prefix('[')?.split_once(']')?;
+    let after = name.trim_start().strip_prefix("Express")?.trim_start();
+    let after = match after.strip_prefix('(') {
+        Some(versioned) => versioned.split_once(')')?.1.trim_start(),
+        None => after,
+    };
+    let port_type = after.split([',', '(']).next()?.trim();
+    (!port_type.is_empty()).then(|| port_type.to_string())
 }
 
 fn location_from_text(text: &str) -> Option<StTableLocation> {
@@ -375,6 +401,8 @@ mod tests {
                 extended_requester: true,
                 st_table_location: Some(StTableLocation::MsixTable),
                 completer: None,
+                port_type: None,
+                access_denied: false,
             }]
         );
     }

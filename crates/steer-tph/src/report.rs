@@ -1,22 +1,80 @@
 //! What `steer tph FILE` prints: the TPH capability of every device in a file, in lspci's words
-//! plus the fields lspci hides. The file may be a binary config-space dump, `lspci -xxx`/`-xxxx`
-//! hex, or `lspci -vv` text.
+//! plus the fields lspci hides. The file may be a binary config-space dump, `lspci -x`/`-xxx`/
+//! `-xxxx` hex, or `lspci -vv` text, also as an e-mail quotes it (`> ` prefixes, quoted-printable,
+//! lines wrapped by the mailer). Each device is read on its own: a damaged capability list is
+//! reported on that device and the others are still read.
 
+use std::borrow::Cow;
 use std::fmt::Write;
 
-use crate::config::ConfigSpace;
-use crate::lspci::{format_lspci_like, parse_lspci_vv, LspciTph};
-use crate::pcie::tph_completer;
-use crate::tph::decode;
+use crate::caps::{ext_caps, CapError};
+use crate::config::{is_pci_address, ConfigSpace};
+use crate::lspci::{format_lspci_like, parse_lspci_devices, LspciTph};
+use crate::pcie::{find_pcie, TphCompleter};
+use crate::tph::{decode_at, TphCapability, TPH_CAP_ID};
 
-/// Describes every device in `bytes`; the error is one line.
-pub fn describe(bytes: &[u8]) -> Result<String, String> {
+/// Where a device's report was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Configuration-space registers (a binary dump or lspci hex).
+    Registers,
+    /// lspci's decoded text.
+    LspciText,
+}
+
+/// One device of a `steer tph` input.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceReport {
+    /// The device's header line (`01:00.0 Ethernet controller: ...`), or `device`.
+    pub label: String,
+    /// Whether registers or lspci text were read.
+    pub source: Source,
+    /// Whether the device is a PCI Express root port; `None` when the input does not say.
+    pub root_port: Option<bool>,
+    /// The TPH Completer field of the device's own DevCap2. Only a root port's decides whether
+    /// the hints its devices send are honoured.
+    pub completer: Option<TphCompleter>,
+    /// The TPH Requester capability decoded from registers.
+    pub capability: Option<TphCapability>,
+    /// The TPH Requester capability as lspci's text shows it (offset `None`: lspci shows none).
+    pub shown: Option<LspciTph>,
+    /// Whether the whole capability list was read, so that no capability means none.
+    pub list_complete: bool,
+    /// Damage found: a broken capability list, an unreadable capability (one line each).
+    pub problems: Vec<String>,
+    /// What the input does not hold: a dump too short, capabilities lspci could not read.
+    pub missing: Option<String>,
+}
+
+impl DeviceReport {
+    fn new(label: &str, source: Source) -> DeviceReport {
+        DeviceReport {
+            label: label.to_string(),
+            source,
+            root_port: None,
+            completer: None,
+            capability: None,
+            shown: None,
+            list_complete: true,
+            problems: Vec::new(),
+            missing: None,
+        }
+    }
+
+    /// Whether the device has a TPH Requester capability, as far as the input shows.
+    pub fn has_requester(&self) -> bool {
+        self.capability.is_some() || self.shown.as_ref().is_some_and(|s| s.cap_offset.is_some())
+    }
+}
+
+/// Every device in `bytes`; the error is one line.
+pub fn read_devices(bytes: &[u8]) -> Result<Vec<DeviceReport>, String> {
     // Text is UTF-8 without control characters but tabs and line ends; anything else is a
     // binary config space (which has zero bytes).
     let is_text = |t: &str| !t.chars().any(|c| c.is_control() && !matches!(c, '\t' | '\r' | '\n'));
     let text = match std::str::from_utf8(bytes) {
-        Ok(text) if is_text(text) => unquoted(text),
-        _ => return describe_space(None, &binary(bytes)?),
+        Ok(text) if is_text(text) => normalized(text),
+        _ => return Ok(vec![from_registers(None, &binary(bytes)?)]),
     };
     // A hex dump that reaches the extended space (`-xxxx`) holds every register; lspci's decoded
     // text says more than the 64 or 256 bytes an `-x`/`-xxx` adds to it, so the text wins then.
@@ -24,95 +82,246 @@ pub fn describe(bytes: &[u8]) -> Result<String, String> {
     let hex = if has_hex { ConfigSpace::parse_lspci_hex(&text).ok() } else { None };
     let hex_is_complete = hex.as_ref().is_some_and(|d| !d.is_empty() && d.iter().all(|(_, s)| s.len() > 0x100));
     let has_text = text.contains("Capabilities:") || text.contains("DevCap2:");
-    let out = if has_text && !hex_is_complete {
-        let devices = parse_lspci_vv(&text).map_err(|e| e.to_string())?;
-        devices.iter().map(describe_lspci).collect()
+    let devices: Vec<DeviceReport> = if has_text && !hex_is_complete {
+        parse_lspci_devices(&text).map_err(|e| e.to_string())?.into_iter().map(from_text).collect()
     } else if has_hex {
         let devices = match hex {
             Some(devices) => devices,
             None => ConfigSpace::parse_lspci_hex(&text).map_err(|e| e.to_string())?,
         };
-        let mut out = String::new();
-        for (label, space) in devices {
-            out.push_str(&describe_space(label.as_deref(), &space)?);
-        }
-        out
+        devices.iter().map(|(label, space)| from_registers(label.as_deref(), space)).collect()
     } else {
-        String::new()
+        Vec::new()
     };
-    if out.is_empty() {
+    if devices.is_empty() {
         return Err("no PCI device found (expected lspci -vv text, an lspci -x/-xxx/-xxxx dump or a binary config \
                     space)"
             .into());
     }
-    Ok(out)
+    Ok(devices)
 }
 
-/// The text without e-mail quoting (`> ` or `>` before every line, at any depth), when every
-/// non-blank line is quoted.
-fn unquoted(text: &str) -> std::borrow::Cow<'_, str> {
-    let quoted = |l: &str| l.trim_start().starts_with('>');
-    if !text.lines().filter(|l| !l.trim().is_empty()).all(quoted) || text.trim().is_empty() {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let strip = |l: &str| {
-        let mut rest = l.trim_start();
-        while let Some(r) = rest.strip_prefix('>') {
-            rest = r.strip_prefix(' ').unwrap_or(r);
-        }
-        rest.to_string()
+/// Describes every device in `bytes`; the error is one line.
+pub fn describe(bytes: &[u8]) -> Result<String, String> {
+    Ok(read_devices(bytes)?.iter().map(describe_device).collect())
+}
+
+/// Text as lspci printed it: quoted-printable decoded, e-mail quoting (`> `, `>`, at any depth)
+/// removed, and lines a mailer wrapped joined back onto the device line they belong to.
+fn normalized(text: &str) -> Cow<'_, str> {
+    let text = match quoted_printable(text) {
+        Some(decoded) => Cow::Owned(decoded),
+        None => Cow::Borrowed(text),
     };
-    std::borrow::Cow::Owned(text.lines().map(strip).collect::<Vec<_>>().join("\n"))
+    if !text.lines().any(|l| l.trim_start().starts_with('>')) && !has_wrapped_lines(&text) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut in_device = false;
+    for line in text.lines().map(unquoted) {
+        let column_zero = !line.is_empty() && !line.starts_with(char::is_whitespace);
+        let header = column_zero && line.split_whitespace().next().is_some_and(is_pci_address);
+        let hex = column_zero && is_hex_line(line);
+        if in_device && column_zero && !header && !hex && !line.starts_with('#') {
+            // lspci indents every line of a device but its header and hex: a mailer wrapped this.
+            out.pop();
+            if !line.starts_with(']') {
+                out.push(' ');
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+            continue;
+        }
+        in_device = header || (in_device && !line.trim().is_empty());
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    Cow::Owned(out)
+}
+
+fn has_wrapped_lines(text: &str) -> bool {
+    let mut in_device = false;
+    for line in text.lines() {
+        let column_zero = !line.is_empty() && !line.starts_with(char::is_whitespace);
+        let header = column_zero && line.split_whitespace().next().is_some_and(is_pci_address);
+        if in_device && column_zero && !header && !is_hex_line(line) && !line.starts_with('#') {
+            return true;
+        }
+        in_device = header || (in_device && !line.trim().is_empty());
+    }
+    false
+}
+
+/// `00: 86 80 ...` or `100: ...`: an lspci hex line.
+fn is_hex_line(line: &str) -> bool {
+    line.split_once(": ")
+        .is_some_and(|(offset, _)| (2..=3).contains(&offset.len()) && offset.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// A line without its e-mail quote marks.
+fn unquoted(line: &str) -> &str {
+    let mut rest = line;
+    loop {
+        let trimmed = rest.trim_start_matches(' ');
+        match trimmed.strip_prefix('>') {
+            Some(r) => rest = r.strip_prefix(' ').unwrap_or(r),
+            None => return rest,
+        }
+    }
+}
+
+/// Decodes a quoted-printable body (RFC 2045: `=XX` bytes, `=` ending a soft-broken line) when
+/// the text says it is one or carries its marks; `None` otherwise.
+fn quoted_printable(text: &str) -> Option<String> {
+    let declared = text.lines().any(|l| l.eq_ignore_ascii_case("content-transfer-encoding: quoted-printable"));
+    let marked = text.contains("=3D") && text.lines().any(|l| l.ends_with('='));
+    if !declared && !marked {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let content = line.trim_end_matches(['\r', '\n']);
+        let (content, soft_break) = match content.strip_suffix('=') {
+            Some(rest) => (rest, true),
+            None => (content, false),
+        };
+        let raw = content.as_bytes();
+        let mut i = 0;
+        while i < raw.len() {
+            let escaped = (raw[i] == b'=')
+                .then(|| raw.get(i + 1..i + 3))
+                .flatten()
+                .and_then(|hex| u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok());
+            match escaped {
+                Some(byte) => {
+                    bytes.push(byte);
+                    i += 3;
+                }
+                None => {
+                    bytes.push(raw[i]);
+                    i += 1;
+                }
+            }
+        }
+        if !soft_break && line.ends_with('\n') {
+            bytes.push(b'\n');
+        }
+    }
+    Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 fn binary(bytes: &[u8]) -> Result<ConfigSpace, String> {
     ConfigSpace::from_bytes(bytes).map_err(|e| format!("not a config-space dump: {e}"))
 }
 
-fn describe_space(label: Option<&str>, space: &ConfigSpace) -> Result<String, String> {
-    let mut out = String::new();
-    let _ = writeln!(out, "{}", label.unwrap_or("device"));
-    let completer = tph_completer(space).map_err(|e| e.to_string())?;
-    if let Some(completer) = completer {
-        let _ = writeln!(out, "\tDevCap2: {}", completer.lspci_flags());
+/// Reads a device's registers: its PCI Express capability, then the extended list up to the TPH
+/// capability or the first break in the list.
+pub fn from_registers(label: Option<&str>, space: &ConfigSpace) -> DeviceReport {
+    let mut report = DeviceReport::new(label.unwrap_or("device"), Source::Registers);
+    match find_pcie(space) {
+        Ok(Some(pcie)) => {
+            report.root_port = Some(pcie.is_root_port());
+            report.completer = Some(pcie.tph_completer());
+        }
+        Ok(None) => report.root_port = Some(false),
+        Err(error) => report.problems.push(format!("PCI Express capability unreadable: {error}")),
     }
     // A 256-byte dump has no extended capabilities to decode; say so rather than fail.
     if space.len() <= 0x100 {
-        let _ = writeln!(out, "\t(no extended configuration space in this dump)");
-        return Ok(out);
+        report.missing = Some("no extended configuration space in this dump (lspci -xxxx, as root, shows it)".into());
+        report.list_complete = false;
+        return report;
     }
-    match decode(space).map_err(|e| e.to_string())? {
-        Some(cap) => out.push_str(&format_lspci_like(&cap, completer)),
-        None => out.push_str("\tno TPH Requester capability\n"),
+    let mut tph_at = None;
+    for header in ext_caps(space) {
+        match header {
+            Ok(header) if header.id == TPH_CAP_ID => {
+                tph_at = Some(header.offset);
+                break;
+            }
+            Ok(_) => {}
+            Err(error @ CapError::Truncated { .. }) => {
+                report.missing = Some(format!("the dump ends inside the extended capability list: {error}"));
+                report.list_complete = false;
+                break;
+            }
+            Err(error) => {
+                report.problems.push(format!("extended capability list broken: {error}; nothing past it is read"));
+                report.list_complete = false;
+                break;
+            }
+        }
     }
-    Ok(out)
+    if let Some(offset) = tph_at {
+        match decode_at(space, offset) {
+            Ok(capability) => report.capability = Some(capability),
+            Err(error) => report.problems.push(format!("TPH Requester capability at {offset:#x} unreadable: {error}")),
+        }
+    }
+    report
 }
 
-fn describe_lspci(device: &LspciTph) -> String {
-    let mut out = format!("{}\n", device.device);
-    if let Some(completer) = device.completer {
-        let _ = writeln!(out, "\tDevCap2: {}", completer.lspci_flags());
+fn from_text(shown: LspciTph) -> DeviceReport {
+    let mut report = DeviceReport::new(&shown.device, Source::LspciText);
+    report.root_port = shown.port_type.as_deref().map(|t| t == "Root Port");
+    report.completer = shown.completer;
+    if shown.access_denied {
+        report.missing = Some("lspci could not read the capabilities (run it as root)".into());
+        report.list_complete = false;
     }
-    match device.cap_offset {
-        Some(offset) => {
-            let version = device.version.map(|v| format!(" v{v}")).unwrap_or_default();
-            let _ = writeln!(out, "\tCapabilities: [{offset:03x}{version}] Transaction Processing Hints");
-            for (shown, text) in [
-                (device.interrupt_vector, "Interrupt vector mode supported"),
-                (device.device_specific, "Device specific mode supported"),
-                (device.extended_requester, "Extended requester support"),
-            ] {
-                if shown {
-                    let _ = writeln!(out, "\t\t{text}");
-                }
-            }
-            if let Some(location) = device.st_table_location {
-                let _ = writeln!(out, "\t\t{}", location.lspci_text());
-            }
-            out.push_str("\t(lspci text does not show the No-ST bit, table size, control or entries)\n");
+    report.shown = Some(shown);
+    report
+}
+
+/// The DevCap2 flags with what they mean for this device.
+fn completer_line(report: &DeviceReport, completer: TphCompleter) -> String {
+    let meaning = match report.root_port {
+        Some(true) => "this root port's completer support: whether hints of the devices below it are honoured",
+        Some(false) => "the device's own completer support; its root port's decides whether its hints are honoured",
+        None => "the device's completer support",
+    };
+    format!("\tDevCap2: {} ({meaning})\n", completer.lspci_flags())
+}
+
+fn describe_device(report: &DeviceReport) -> String {
+    let mut out = format!("{}\n", report.label);
+    if let Some(completer) = report.completer {
+        out.push_str(&completer_line(report, completer));
+    }
+    let root_completer = report.completer.filter(|_| report.root_port == Some(true));
+    if let Some(capability) = &report.capability {
+        out.push_str(&format_lspci_like(capability, root_completer));
+    } else if let Some(shown) = report.shown.as_ref().filter(|s| s.cap_offset.is_some()) {
+        out.push_str(&describe_shown(shown));
+    } else if report.list_complete {
+        out.push_str("\tno TPH Requester capability\n");
+    } else {
+        out.push_str("\tTPH Requester capability: unknown (not in what could be read)\n");
+    }
+    for note in report.problems.iter().chain(&report.missing) {
+        let _ = writeln!(out, "\tnote: {note}");
+    }
+    out
+}
+
+fn describe_shown(device: &LspciTph) -> String {
+    let mut out = String::new();
+    let offset = device.cap_offset.unwrap_or_default();
+    let version = device.version.map(|v| format!(" v{v}")).unwrap_or_default();
+    let _ = writeln!(out, "\tCapabilities: [{offset:03x}{version}] Transaction Processing Hints");
+    for (shown, text) in [
+        (device.interrupt_vector, "Interrupt vector mode supported"),
+        (device.device_specific, "Device specific mode supported"),
+        (device.extended_requester, "Extended requester support"),
+    ] {
+        if shown {
+            let _ = writeln!(out, "\t\t{text}");
         }
-        None => out.push_str("\tno TPH Requester capability\n"),
     }
+    if let Some(location) = device.st_table_location {
+        let _ = writeln!(out, "\t\t{}", location.lspci_text());
+    }
+    out.push_str("\t(lspci text does not show the No-ST bit, table size, control or entries)\n");
     out
 }
 
@@ -160,5 +369,66 @@ mod tests {
         let out = describe(short.as_bytes()).unwrap();
         assert!(!out.contains("Not shown by lspci"), "{out}");
         assert!(out.contains("[260 v1] Transaction Processing Hints"), "{out}");
+    }
+
+    #[test]
+    fn every_device_of_the_text_is_named_with_or_without_tph() {
+        let text = "01:00.0 NIC\n\tCapabilities: [40] Power Management version 3\n\n02:00.0 Disk\n\tCapabilities: <access denied>\n";
+        assert_eq!(
+            describe(text.as_bytes()).unwrap(),
+            "01:00.0 NIC\n\tno TPH Requester capability\n\
+             02:00.0 Disk\n\tTPH Requester capability: unknown (not in what could be read)\n\
+             \tnote: lspci could not read the capabilities (run it as root)\n"
+        );
+    }
+
+    #[test]
+    fn a_root_ports_devcap2_is_labelled_as_the_root_ports() {
+        let text = "00:01.1 PCI bridge: Root\n\tCapabilities: [58] Express (v2) Root Port (Slot+), MSI 00\n\
+                    \t\tDevCap2: Completion Timeout: Range ABCD, TimeoutDis+ TPHComp+ ExtTPHComp-\n";
+        let out = describe(text.as_bytes()).unwrap();
+        assert_eq!(
+            out,
+            "00:01.1 PCI bridge: Root\n\tDevCap2: TPHComp+ ExtTPHComp- (this root port's completer support: whether \
+             hints of the devices below it are honoured)\n\tno TPH Requester capability\n"
+        );
+        let devices = read_devices(text.replace("Root Port (Slot+)", "Endpoint").as_bytes()).unwrap();
+        assert_eq!(devices[0].root_port, Some(false));
+        let devices =
+            read_devices(text.replace("\tCapabilities: [58] Express (v2) Root Port (Slot+), MSI 00\n", "").as_bytes())
+                .unwrap();
+        assert_eq!(devices[0].root_port, None);
+    }
+
+    #[test]
+    fn mail_quoting_encoding_and_wrapping_are_undone() {
+        let mail =
+            "Content-Transfer-Encoding: quoted-printable\n\n> > 41:00.0 Ethernet controller: Broadcom =\nBCM57416\n\
+                    > > NetXtreme-E\n> >\tCapabilities: [260 v1] Transaction Processing Hints\n\
+                    > >\t\tInterrupt vector mode supported\n> >\t\tSteering table in MSI-X tab=\nle\n\
+                    > >\tStatus: DEVSEL=3Dfast\n";
+        let devices = read_devices(mail.as_bytes()).unwrap();
+        assert_eq!(devices.len(), 1);
+        let shown = devices[0].shown.as_ref().unwrap();
+        assert_eq!(shown.device, "41:00.0 Ethernet controller: Broadcom BCM57416 NetXtreme-E");
+        assert_eq!(shown.cap_offset, Some(0x260));
+        assert!(shown.interrupt_vector);
+        assert_eq!(shown.st_table_location, Some(crate::tph::StTableLocation::MsixTable));
+        // Without the header, `=3D` and soft breaks still mark quoted-printable text.
+        let unmarked = mail.replace("Content-Transfer-Encoding: quoted-printable\n", "");
+        assert_eq!(read_devices(unmarked.as_bytes()).unwrap(), devices);
+        // Plain lspci output is left as it is.
+        assert_eq!(normalized("01:00.0 NIC\n\tStatus: DEVSEL=fast\n"), "01:00.0 NIC\n\tStatus: DEVSEL=fast\n");
+        assert!(matches!(normalized("01:00.0 NIC\n\tStatus: x\n"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn quoted_printable_bytes_and_soft_breaks() {
+        assert_eq!(quoted_printable("a=3Db=\nc\nd=E2=80=AFe\n").as_deref(), Some("a=bc\nd\u{202f}e\n"));
+        assert_eq!(quoted_printable("size=3D2=\nM\n=ZZ\n").as_deref(), Some("size=2M\n=ZZ\n"));
+        assert_eq!(quoted_printable("no marks here=\n"), None);
+        assert_eq!(unquoted("> > >\tx"), "\tx");
+        assert_eq!(unquoted(">>x"), "x");
+        assert_eq!(unquoted("\tx > y"), "\tx > y");
     }
 }
