@@ -144,3 +144,22 @@ def test_a_record_spanning_megabytes_is_refused_with_its_line(tmp_path: Path) ->
         steer.ScenarioError, match=r"huge\.din:2: a 4294967295-byte access would replay as 67108864 line"
     ):
         steer.trace(str(trace))
+
+
+def test_a_replay_reports_its_progress_and_stops_when_interrupted(tmp_path):
+    trace = tmp_path / "t.din"
+    trace.write_text("0 7ffd1000 64\n" * 500_000)  # 7 MB: several 2 MiB blocks
+    seen = []
+    report = steer.trace(trace, progress=seen.append)
+    assert report["accesses"] == 500_000
+    assert len(seen) >= 3 and seen == sorted(seen) and 0 < seen[0] and seen[-1] == 1.0
+    calls = []
+
+    def interrupt(fraction):
+        calls.append(fraction)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        steer.trace(trace, progress=interrupt)
+    assert len(calls) == 2, "the replay stops at the interrupt"

@@ -86,15 +86,17 @@ def trace(
     cpu: int = 0,
     overrides: Iterable[str] = (),
     allow_empty: bool = False,
+    progress: Callable[[float], None] | None = None,
 ) -> dict:
     """Replays a memory-access trace (Dinero din text or steer's binary format) through one CPU's
     cache hierarchy of a platform preset; returns hits, misses and writebacks per level.
 
     ``overrides`` are ``KEY=VALUE`` strings relative to the platform (``l2.size_kib=512``). A
     trace with no access to replay (empty, comments or skipped records only, a binary file that
-    is only its magic) raises ScenarioError unless ``allow_empty``.
+    is only its magic) raises ScenarioError unless ``allow_empty``. ``progress(fraction of the
+    file)`` is called now and then; Ctrl-C stops the replay with KeyboardInterrupt.
     """
-    report = json.loads(_core.replay_trace(str(path), platform, cpu, list(overrides)))
+    report = json.loads(_core.replay_trace(str(path), platform, cpu, list(overrides), progress))
     if report["accesses"] == 0 and not allow_empty:
         skipped = f" ({report['skipped']:,} records skipped)" if report["skipped"] else ""
         raise ScenarioError(f"{path}: nothing to replay: no data accesses{skipped}; allow_empty accepts it")

@@ -152,13 +152,35 @@ fn toml_string(text: &str) -> String {
 /// Replays a trace file through one CPU's hierarchy of a preset (after `KEY=VALUE` overrides
 /// relative to the platform); returns the report as JSON.
 #[pyfunction]
-#[pyo3(signature = (path, platform, cpu=0, overrides=Vec::new()))]
-fn replay_trace(py: Python<'_>, path: &str, platform: &str, cpu: u32, overrides: Vec<String>) -> PyResult<String> {
+#[pyo3(signature = (path, platform, cpu=0, overrides=Vec::new(), progress=None))]
+fn replay_trace(
+    py: Python<'_>,
+    path: &str,
+    platform: &str,
+    cpu: u32,
+    overrides: Vec<String>,
+    progress: Option<PyObject>,
+) -> PyResult<String> {
     let spec = resolve_platform(platform, &overrides)?;
-    let report = py
-        .allow_threads(|| steer_sim::trace::replay_path(path, &spec, cpu))
-        .map_err(|e| ScenarioError::new_err(e.to_string()))?;
-    Ok(serde_json::to_string(&report).expect("a report serializes"))
+    let total = std::fs::metadata(path).map(|m| m.len().max(1)).unwrap_or(1);
+    let mut failure: Option<PyErr> = None;
+    let report = py.allow_threads(|| {
+        // Once per block read (tens of KiB): taking the GIL that often costs little.
+        steer_sim::trace::replay_path_with(path, &spec, cpu, &mut |done| {
+            Python::with_gil(|py| {
+                let outcome = py.check_signals().and_then(|_| match &progress {
+                    Some(callback) => callback.call1(py, (done as f64 / total as f64,)).map(|_| ()),
+                    None => Ok(()),
+                });
+                outcome.map_err(|error| failure = Some(error)).is_ok()
+            })
+        })
+    });
+    match (report, failure) {
+        (Ok(report), _) => Ok(serde_json::to_string(&report).expect("a report serializes")),
+        (Err(_), Some(error)) => Err(error),
+        (Err(error), None) => Err(ScenarioError::new_err(error.to_string())),
+    }
 }
 
 #[pymodule]

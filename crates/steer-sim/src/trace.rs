@@ -732,18 +732,26 @@ impl Replayer {
     }
 
     /// Replays every record `reader` reads.
-    fn replay_reader<R: BufRead>(&mut self, mut reader: TraceReader<R>) -> Result<(), TraceError> {
+    /// Replays what `reader` reads; `progress(bytes replayed)` is called after each block read and
+    /// stops the replay when it returns false.
+    fn replay_reader<R: BufRead>(&mut self, mut reader: TraceReader<R>, progress: Progress) -> Result<(), TraceError> {
+        let origin = reader.origin.clone();
+        let mut done = BINARY_MAGIC.len() as u64;
         if reader.format() == TraceFormat::Binary {
             while let Some(records) = reader.binary_records()? {
                 self.replay_all(records);
+                done += 8 * records.len() as u64;
+                continue_or_stop(progress, done, &origin)?;
             }
         } else {
-            let origin = reader.origin.clone();
+            done = 0;
             // Lines before the text being replayed, for errors.
             let mut lines = 0;
             while let Some(text) = reader.din_text()? {
                 let counts = self.replay_din(text).map_err(|bad| din_error(&origin, lines, text, bad))?;
                 lines += counts.lines;
+                done += text.len() as u64;
+                continue_or_stop(progress, done, &origin)?;
             }
         }
         Ok(())
@@ -865,6 +873,20 @@ fn replay_din_part(caches: &mut impl LineSink, text: &[u8], line_bits: u32) -> (
     (parsed, replayed, fetches)
 }
 
+/// Called with the bytes of the trace replayed so far; returning false stops the replay.
+pub type Progress<'a> = &'a mut dyn FnMut(u64) -> bool;
+
+/// The message of the error a replay stopped by its progress callback ends with.
+pub const STOPPED: &str = "replay stopped";
+
+fn continue_or_stop(progress: Progress, done: u64, origin: &str) -> Result<(), TraceError> {
+    if progress(done) {
+        Ok(())
+    } else {
+        Err(TraceError::new(origin, None, STOPPED))
+    }
+}
+
 /// Replays a whole trace on logical CPU `cpu` of `platform`, from empty caches.
 pub fn replay<R: BufRead>(
     reader: TraceReader<R>,
@@ -873,7 +895,7 @@ pub fn replay<R: BufRead>(
 ) -> Result<TraceReport, TraceError> {
     let start = Instant::now();
     let mut replayer = Replayer::new(platform, cpu)?;
-    replayer.replay_reader(reader)?;
+    replayer.replay_reader(reader, &mut |_| true)?;
     Ok(replayer.report(start.elapsed().as_secs_f64()))
 }
 
@@ -883,6 +905,17 @@ pub fn replay<R: BufRead>(
 /// the parts of a batch it takes, at their place in the file: one thread copying the whole file would leave
 /// the others waiting (a 16 MB trace takes some 2 ms to copy, a tenth of its replay).
 pub fn replay_path(path: impl AsRef<Path>, platform: &PlatformSpec, cpu: u32) -> Result<TraceReport, TraceError> {
+    replay_path_with(path, platform, cpu, &mut |_| true)
+}
+
+/// `replay_path` reporting its progress: `progress(bytes of the file replayed)` is called after each
+/// block, and the replay stops with the error [`STOPPED`] when it returns false.
+pub fn replay_path_with(
+    path: impl AsRef<Path>,
+    platform: &PlatformSpec,
+    cpu: u32,
+    progress: Progress,
+) -> Result<TraceReport, TraceError> {
     let start = Instant::now();
     let reader = TraceReader::open(path)?;
     let mut replayer = Replayer::new(platform, cpu)?;
@@ -894,10 +927,11 @@ pub fn replay_path(path: impl AsRef<Path>, platform: &PlatformSpec, cpu: u32) ->
     };
     match (&mut replayer.caches, mapping) {
         (Caches::SingleCore(groups), Some(mapping)) => {
-            let (replayed, records) = replay_binary_file(groups, mapping.bytes(), &reader.origin, replayer.line_bits)?;
+            let (replayed, records) =
+                replay_binary_file(groups, mapping.bytes(), &reader.origin, replayer.line_bits, progress)?;
             replayer.count_replayed(replayed, records);
         }
-        _ => replayer.replay_reader(reader)?,
+        _ => replayer.replay_reader(reader, progress)?,
     }
     Ok(replayer.report(start.elapsed().as_secs_f64()))
 }
@@ -911,6 +945,7 @@ fn replay_binary_file(
     file: &[u8],
     origin: &str,
     line_bits: u32,
+    progress: Progress,
 ) -> Result<(u64, u64), TraceError> {
     let (all, cut_short) = file[BINARY_MAGIC.len().min(file.len())..].as_chunks::<8>();
     let mut replayed = 0;
@@ -928,6 +963,7 @@ fn replay_binary_file(
         for result in results {
             replayed += result?;
         }
+        continue_or_stop(progress, (BINARY_MAGIC.len() + 8 * (first + batch.len())) as u64, origin)?;
     }
     let records = all.len() as u64;
     match cut_short.len() {
