@@ -347,7 +347,12 @@ pub struct ScenarioSource<'a> {
 
 /// Loads, resolves and validates a scenario. The error is one line.
 pub fn load(source: &ScenarioSource, overrides: &[String]) -> Result<Scenario, Error> {
-    load_located(source, overrides).map_err(Error::Input)
+    load_located(source, overrides).map_err(|message| Error::Input(one_line(&message)))
+}
+
+/// The message with control characters a user typed (a newline in a `--set` key) escaped.
+fn one_line(message: &str) -> String {
+    message.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
 fn load_located(source: &ScenarioSource, overrides: &[String]) -> Result<Scenario, String> {
@@ -361,13 +366,13 @@ fn load_located(source: &ScenarioSource, overrides: &[String]) -> Result<Scenari
     let result = resolve(&mut tree, overrides, &mut overridden, source.default_name);
     let scenario = result.and_then(|scenario| scenario.validate().map(|_| scenario));
     scenario.map_err(|error| {
-        let from_override = overridden.iter().find(|key: &&String| {
-            error.path == **key
-                || error.path.starts_with(&format!("{key}."))
-                || key.starts_with(&format!("{}.", error.path))
+        let from_override = overridden.iter().find(|(path, _)| {
+            error.path == *path
+                || error.path.starts_with(&format!("{path}."))
+                || path.starts_with(&format!("{}.", error.path))
         });
         let place = match from_override {
-            Some(key) => format!("--set {key}"),
+            Some((_, key)) => format!("--set {key}"),
             None => match locate(&doc, &error.path) {
                 Some(span) => {
                     let (line, column) = position_of(source.text, span);
@@ -383,7 +388,7 @@ fn load_located(source: &ScenarioSource, overrides: &[String]) -> Result<Scenari
 fn resolve(
     tree: &mut toml::Table,
     overrides: &[String],
-    overridden: &mut Vec<String>,
+    overridden: &mut Vec<(String, String)>,
     default_name: &str,
 ) -> ConfigResult<Scenario> {
     let mut params = match tree.remove("params") {
@@ -396,24 +401,27 @@ fn resolve(
             .split_once('=')
             .ok_or_else(|| ConfigError::new("", format!("--set {assignment}: expected KEY=VALUE")))?;
         let key = key.trim().to_string();
-        let value = parse_value(text.trim());
+        overridden.push((key.clone(), key.clone()));
+        let value = parse_value(&key, text.trim())?;
         if !key.contains('.') && params.contains_key(&key) {
             params.insert(key.clone(), value);
-            overridden.push(format!("params.{key}"));
+            // Errors in the values it is substituted into are the override's.
+            overridden.push((format!("params.{key}"), key.clone()));
+            parameter_uses(&toml::Value::Table(tree.clone()), &key, "", &mut |path| {
+                overridden.push((path, key.clone()))
+            });
         } else if !key.contains('.') && !is_top_level_key(&key) {
             let declared = if params.is_empty() {
                 "this scenario declares none".to_string()
             } else {
                 format!("declared: {}", params.keys().map(String::as_str).collect::<Vec<_>>().join(", "))
             };
-            overridden.push(key.clone());
             return Err(ConfigError::new(
                 &key,
                 format!("not a parameter ({declared}); other keys are set by their path, e.g. sim.measure_us"),
             ));
         } else {
             set_path(tree, &key, value)?;
-            overridden.push(key);
         }
     }
     substitute_table(tree, &params, "")?;
@@ -436,6 +444,19 @@ fn resolve(
     })
 }
 
+/// Calls `found` with the path of every value that uses parameter `name` (`"${name}"`).
+fn parameter_uses(value: &toml::Value, name: &str, path: &str, found: &mut impl FnMut(String)) {
+    let child = |key: &str| crate::params::join_key(path, key);
+    match value {
+        toml::Value::String(text) if text.contains(&format!("${{{name}}}")) => found(path.to_string()),
+        toml::Value::Table(table) => table.iter().for_each(|(k, v)| parameter_uses(v, name, &child(k), found)),
+        toml::Value::Array(items) => {
+            items.iter().enumerate().for_each(|(i, v)| parameter_uses(v, name, &child(&i.to_string()), found))
+        }
+        _ => {}
+    }
+}
+
 /// Whether `key` is a field of a scenario file (`name`, `sim`, ...), read from its declaration.
 fn is_top_level_key(key: &str) -> bool {
     matches!(toml::Value::try_from(ScenarioFile::default()), Ok(toml::Value::Table(t)) if t.contains_key(key))
@@ -456,12 +477,16 @@ fn reject_non_finite(value: &toml::Value, path: &str) -> ConfigResult<()> {
     }
 }
 
-/// Reads a `--set` value as TOML (number, bool, string, array, inline table), else as a bare string.
-fn parse_value(text: &str) -> toml::Value {
-    toml::from_str::<toml::Table>(&format!("value = {text}"))
-        .ok()
-        .and_then(|mut t| t.remove("value"))
-        .unwrap_or_else(|| toml::Value::String(text.to_string()))
+/// Reads a `--set` value as TOML (number, bool, string, array, inline table), else as a bare
+/// string; a number too large for a float (`1e400`) is refused rather than taken for text.
+fn parse_value(key: &str, text: &str) -> ConfigResult<toml::Value> {
+    match toml::from_str::<toml::Table>(&format!("value = {text}")).ok().and_then(|mut t| t.remove("value")) {
+        Some(value) => Ok(value),
+        None if text.parse::<f64>().is_ok_and(f64::is_infinite) => {
+            Err(ConfigError::new(key, format!("{text} is beyond the range of a number")))
+        }
+        None => Ok(toml::Value::String(text.to_string())),
+    }
 }
 
 fn set_path(tree: &mut toml::Table, key: &str, value: toml::Value) -> ConfigResult<()> {

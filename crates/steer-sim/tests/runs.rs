@@ -149,6 +149,20 @@ fn bad_input_names_the_key_and_the_position() {
     let negative_int = load_error(MINIMAL, &["seed=-3"]);
     assert!(negative_int.starts_with("--set seed: seed: invalid value"), "{negative_int}");
 
+    let newline = load_error(MINIMAL, &["a\nb=1"]);
+    assert!(newline.starts_with("--set a\\nb: a\\nb: not a parameter"), "{newline}");
+    let huge = load_error(MINIMAL, &["sim.measure_us=1e400"]);
+    assert_eq!(huge, "--set sim.measure_us: sim.measure_us: 1e400 is beyond the range of a number");
+    // A value written as "${rate}" whose parameter was set on the command line is blamed on --set.
+    let via_param = load_error(
+        &format!(
+            "[params]\nring = 64\n{}",
+            MINIMAL.replace("consumer_cpu = 1", "consumer_cpu = 1\nring_entries = \"${ring}\"")
+        ),
+        &["ring=-5"],
+    );
+    assert!(via_param.starts_with("--set ring: devices.0.queues.0.ring_entries: invalid value"), "{via_param}");
+
     let unconsumed = load_error(MINIMAL, &["devices.0.queues.0.count=2"]);
     assert_eq!(
         unconsumed,
