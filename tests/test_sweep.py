@@ -108,7 +108,10 @@ placement = ["memory"]
         ),
         ('[grid]\n"sim.measure_us" = [100, 200]\n', "sweep.toml: grid.sim.measure_us: also given in [set]"),
         ("[grid]\nwhen = [1979-05-27]\n", "sweep.toml: grid.when[0]: date cannot be a scenario value"),
-        ("[grid]\nbogus = [1, 2]\n", "sweep.toml: grid.bogus: unknown field `bogus`"),
+        (
+            "[grid]\nbogus = [1, 2]\n",
+            "sweep.toml: grid.bogus: not a parameter (declared: offered_gbps, packet_bytes, placement, ring)",
+        ),
         ('[grid]\n"sim.bogus" = [1, 2]\n', "sweep.toml: grid.sim.bogus: unknown field `bogus`"),
         ('[grid]\noffered_gbps = ["fast"]\n', "devices.0.queues.0.offered_gbps: invalid type"),
         ("[grid\n", "sweep.toml: invalid TOML"),
@@ -303,3 +306,31 @@ def test_ray_executor_matches_the_local_one(tmp_path, monkeypatch):
     assert not ray_module.is_initialized()  # the local instance was shut down
     again = steer.run_sweep(path, tmp_path / "ray", executor="ray", workers=2)
     assert again.skipped == 4 and again.ran == []
+
+
+def test_a_script_without_a_main_guard_is_refused_before_anything_runs(tmp_path):
+    script = tmp_path / "noguard.py"
+    results = tmp_path / "results"
+    script.write_text(
+        "import steer\n"
+        f"steer.run_sweep({{'scenario': 'rx-default', 'set': {{'sim.measure_us': 50, 'sim.warmup_us': 20}}, "
+        f"'grid': {{'placement': ['memory', 'l2']}}}}, {str(results)!r}, workers=2, quiet=True)\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert 'call run_sweep under `if __name__ == "__main__":` (or pass workers=1)' in done.stderr
+    assert not results.exists()
+    # One worker never re-runs the script.
+    script.write_text(script.read_text().replace("workers=2", "workers=1"))
+    assert subprocess.run([sys.executable, str(script)], capture_output=True, timeout=120).returncode == 0
+    assert len(steer.load(results)) == 2
+
+
+def test_a_reused_results_directory_loads_the_last_sweep_unless_asked_for_every_one(tmp_path):
+    base = {"scenario": "rx-default", "set": {"sim.measure_us": 50, "sim.warmup_us": 20}}
+    steer.run_sweep({**base, "grid": {"placement": ["memory", "l2"]}}, tmp_path, workers=1, quiet=True)
+    steer.run_sweep({**base, "grid": {"placement": ["l2"], "offered_gbps": [10.0]}}, tmp_path, workers=1, quiet=True)
+    last = steer.load(tmp_path)
+    assert len(last) == 1 and last["param.offered_gbps"].tolist() == [10.0]
+    assert len(steer.load(tmp_path, every_sweep=True)) == 3
+    assert len(Store(tmp_path).records()) == 1

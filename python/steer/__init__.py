@@ -29,6 +29,7 @@ __all__ = [
     "load",
     "load_sweep",
     "platforms",
+    "plot",
     "resolve",
     "run",
     "run_sweep",
@@ -46,6 +47,10 @@ _LAZY = {
 
 
 def __getattr__(name: str):
+    if name == "plot":  # the module (needs matplotlib): steer.plot.dram(...) without importing it first
+        import importlib
+
+        return importlib.import_module("steer.plot")
     if name in _LAZY:
         import importlib
 
@@ -55,4 +60,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | {"plot"})

@@ -119,3 +119,8 @@ def json_target(value: str) -> str:
     if not value.strip():
         raise argparse.ArgumentTypeError("empty file name (give a file, or no value to print to stdout)")
     return value
+
+
+def count(n: int, noun: str) -> str:
+    """``1 run``, ``2 runs``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -178,7 +178,7 @@ def build(results: Any, title: str | None = None) -> str:
     counts = [f"{len(ok)} finished", f'<span class="failed">{len(failed)} failed</span>' if len(failed) else "0 failed"]
     if manifest:
         pending = {p["run_id"] for p in manifest.get("points", [])} - set(df["run_id"])
-        counts.insert(0, f"{len({p['run_id'] for p in manifest.get('points', [])})} runs in the sweep")
+        counts.insert(0, f"{output.count(len({p['run_id'] for p in manifest.get('points', [])}), 'run')} in the sweep")
         if pending:
             counts.append(f"{len(pending)} not run yet")
     parts.append(f"<h2>Summary</h2><p>{', '.join(counts)}.</p>")

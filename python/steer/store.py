@@ -128,16 +128,20 @@ class Store:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def records(self) -> list[dict[str, Any]]:
-        """Every run record, successful ones first when a run has both (a retried failure)."""
+    def records(self, every_sweep: bool = False) -> list[dict[str, Any]]:
+        """The run records of the last sweep into this directory (its manifest's points), or with
+        ``every_sweep`` every record the directory holds (earlier sweeps, other steer versions).
+        A run that failed and later succeeded is its successful record."""
         if not self.root.is_dir():
             raise ScenarioError(f"{self.root}: no such results directory")
+        manifest = None if every_sweep else self.manifest()
+        wanted = {point["run_id"] for point in manifest["points"]} if manifest else None
         records: dict[str, dict[str, Any]] = {}
         for directory in (self.runs, self.failed):
             if not directory.is_dir():
                 continue
             for path in sorted(directory.glob("*.json")):
-                if path.stem in records:
+                if path.stem in records or (wanted is not None and path.stem not in wanted):
                     continue
                 try:
                     record = json.loads(path.read_text(encoding="utf-8"))
@@ -167,7 +171,7 @@ def frame(records: Iterable[Mapping[str, Any]]):
     return pandas.DataFrame(rows, columns=list(columns))
 
 
-def load(results: str | Path, include_failed: bool = True):
+def load(results: str | Path, include_failed: bool = True, every_sweep: bool = False):
     """All runs in a results directory as a pandas DataFrame, one row per run.
 
     Columns: ``run_id``, ``status`` ("ok" or "failed"), ``error``, ``index`` (the point's place
@@ -175,13 +179,16 @@ def load(results: str | Path, include_failed: bool = True):
     (``param.placement``, ``param.sim.measure_us``); then the result flattened to dotted keys
     (``dram.read_gbps``, ``cores.1.fills.l2``, ``devices.nic0.rx_gbps``). Failed runs have empty
     result columns. ``results`` may also be a Parquet file written by :func:`export`.
+
+    A directory reused by several sweeps holds all their runs; only the last sweep's are loaded
+    unless ``every_sweep``.
     """
     path = Path(results)
     if path.suffix == ".parquet" and path.is_file():
         pandas = require("pandas", "reading Parquet")
         require("pyarrow", "reading Parquet")
         return pandas.read_parquet(path)
-    records = Store(path).records()
+    records = Store(path).records(every_sweep)
     if not include_failed:
         records = [r for r in records if r["status"] == "ok"]
     return frame(records)

@@ -325,6 +325,25 @@ def run_serial(tasks: list[Task], on_record: Callable[[dict], None]) -> None:
         on_record(execute(task))
 
 
+def check_main_guard() -> None:
+    """Refuses a script that would start the sweep again in every worker: spawned workers run the
+    main script once more (``multiprocessing``'s spawn), so a script without an
+    ``if __name__ == "__main__":`` guard would have each worker die starting its own pool."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None or getattr(main, "__spec__", None) is not None:
+        return  # an interactive session, a notebook or `python -m`: workers do not re-run it
+    try:
+        source = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return
+    if "__main__" not in source:
+        raise ScenarioError(
+            f"{path}: worker processes run this script again; call run_sweep under "
+            '`if __name__ == "__main__":` (or pass workers=1)'
+        )
+
+
 def run_local(tasks: list[Task], workers: int, on_record: Callable[[dict], None]) -> None:
     """Runs tasks on a pool of ``workers`` processes on this machine.
 
@@ -467,7 +486,7 @@ class SweepProgress:
         self.next_line = 0.1
 
     def label(self) -> str:
-        return f"steer sweep {self.name}: {self.done}/{self.total} runs, {self.failed} failed"
+        return f"steer sweep {self.name}: {self.done}/{output.count(self.total, 'run')}, {self.failed} failed"
 
     def __call__(self, record: Mapping[str, Any]) -> None:
         self.done += 1
@@ -543,6 +562,8 @@ def run_sweep(
         raise ScenarioError(f"--workers: must be at least 1 (got {workers})")
     clock = time.monotonic()
     tasks = plan(sweep, overrides, keep_going)
+    if executor == "local" and (workers or os.cpu_count() or 1) > 1 and len(tasks) > 1:
+        check_main_guard()
     store = Store(results_dir)
     with store.lock():
         store.remove_partial_files()

@@ -11,6 +11,7 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
+from steer import output
 from steer._core import ScenarioError
 
 
@@ -40,7 +41,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     )
     ran_ok = len(summary.ran) - len([r for r in summary.ran if r in summary.failed])
     print(
-        f"{summary.total} runs: {ran_ok} finished now, {summary.skipped} already done, "
+        f"{output.count(summary.total, 'run')}: {ran_ok} finished now, {summary.skipped} already done, "
         f"{len(summary.failed)} failed ({summary.seconds:.1f} s); results in {results}"
     )
     if summary.failed:
@@ -54,7 +55,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def dry_run(sweep, overrides: list[str], results: Path) -> int:
     """Prints every point with its run id and whether it is done; runs nothing."""
-    from steer import api, output
+    from steer import api
     from steer import sweep as sweeps
     from steer.store import Store
 
@@ -69,7 +70,7 @@ def dry_run(sweep, overrides: list[str], results: Path) -> int:
             state = "invalid"
         rows.append([task.index, task.run_id, *(api.toml_literal(task.point[k]) for k in keys), state])
     print(output.table(["point", "run id", *keys, "state"], rows))
-    print(f"{len(tasks)} runs; {sum(r[-1] == 'done' for r in rows)} done in {results}")
+    print(f"{output.count(len(tasks), 'run')}; {sum(r[-1] == 'done' for r in rows)} done in {results}")
     return 0
 
 
