@@ -391,11 +391,18 @@ def cmd_platforms(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    progress = output.Progress(f"steer trace {args.file}", quiet=True)
-    report = api.trace(
-        args.file, platform=args.platform, cpu=args.core, overrides=args.set, allow_empty=args.allow_empty
-    )
-    progress.close()
+    progress = output.Progress(f"steer trace {args.file}", quiet=args.quiet)
+    try:
+        report = api.trace(
+            args.file,
+            platform=args.platform,
+            cpu=args.core,
+            overrides=args.set,
+            allow_empty=args.allow_empty,
+            progress=progress,
+        )
+    finally:
+        progress.close()
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True))
         return 0
@@ -572,6 +579,7 @@ def parser() -> argparse.ArgumentParser:
     with_set(trc, allow_large=False)
     trc.add_argument("--allow-empty", action="store_true", help="a trace with nothing to replay is not an error")
     trc.add_argument("--json", action="store_true", help="machine-readable output")
+    trc.add_argument("--quiet", action="store_true", help="no progress bar")
     trc.set_defaults(handler=cmd_trace)
 
     tph = commands.add_parser(
