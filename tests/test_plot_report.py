@@ -98,9 +98,14 @@ def test_figures_show_what_they_claim(results):
     ax = dram.axes[0]
     assert len(ax.patches) == 2 * 6  # read and write for each successful run
     assert [t.get_text() for t in ax.get_xticklabels()] == ["memory", "l2"] * 3
-    lines = plot.metric(results, y=["dram.read_gbps", "dram.write_gbps"]).axes[0].get_lines()
+    ax = plot.metric(results, y=["dram.read_gbps", "dram.write_gbps"]).axes[0]
+    lines = ax.get_lines()
     assert len(lines) == 2 * 2  # two placements, two metrics
-    memory_write = next(line for line in lines if line.get_label() == "memory · dram.write_gbps")
+    # One legend entry per run's colour and one per metric's line style, not one per line.
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["memory", "l2", "dram.read_gbps", "dram.write_gbps"]
+    memory_write = lines[1]
+    assert (memory_write.get_color(), memory_write.get_linestyle()) == ("C0", "--")
     assert list(memory_write.get_xdata()) == [10.0, 40.0, 70.0]
     assert memory_write.get_ydata()[0] < memory_write.get_ydata()[-1]  # more load, more DRAM traffic
     fills = plot.fill_bars(results).axes[0]
@@ -118,8 +123,10 @@ def test_latency_cdf_from_samples_and_percentiles(with_latency, tmp_path):
     samples = next(line for line in lines if line.get_label() == "placement=memory, offered_gbps=10")
     assert len(samples.get_xdata()) == 200 and samples.get_ydata()[-1] == pytest.approx(1.0)
     summary = next(line for line in lines if line.get_label() == "placement=l2, offered_gbps=10")
-    assert list(summary.get_xdata()) == [50.0, 60.0, 80.0, 120.0]
-    assert list(summary.get_ydata()) == pytest.approx([0.5, 0.9, 0.99, 0.999])
+    # A summary's percentiles as a step CDF from zero.
+    assert list(summary.get_xdata()) == [50.0, 50.0, 60.0, 80.0, 120.0]
+    assert list(summary.get_ydata()) == pytest.approx([0.0, 0.5, 0.9, 0.99, 0.999])
+    assert summary.get_drawstyle() == "steps-post"
     check_png(plot.save(fig, tmp_path / "latency.png"))
     check_svg(plot.save(fig, tmp_path / "latency.svg"))
     one = plot.latency_cdf(with_latency, field="devices.nic0.latency_ns")
@@ -217,3 +224,45 @@ def test_report_includes_latency_when_present(with_latency, tmp_path):
     page = report.build(with_latency)
     assert "Latency CDF" in page
     assert json.loads((with_latency / "runs").glob("*.json").__next__().read_text())["status"] == "ok"
+
+
+def test_zipped_parameters_share_an_axis_and_many_runs_put_the_legend_beside(tmp_path):
+    sweep = tmp_path / "zip.toml"
+    sweep.write_text("""scenario = "rx-default"
+[set]
+"sim.measure_us" = 50
+"sim.warmup_us" = 20
+[grid]
+placement = ["memory", "l2"]
+offered_gbps = [10.0, 20.0, 40.0]
+[zip]
+ring = [128, 256, 512]
+packet_bytes = [1500, 1500, 1024]
+""")
+    steer.run_sweep(sweep, tmp_path / "out", workers=1, quiet=True)
+    df = steer.load(tmp_path / "out")
+    assert plot.tied_to(df, "param.ring") == ["param.packet_bytes"]
+    assert plot.tied_to(df, "param.packet_bytes") == []  # 1500 goes with two rings
+    assert plot.tied_to(df, "param.offered_gbps") == []
+    captions = [caption for caption, _ in report.figures(df)]
+    assert "DRAM read and write bandwidth against ring" in captions
+    assert not any("against packet_bytes" in c for c in captions), captions
+    fig = plot.metric(df, y=["dram.read_gbps", "dram.write_gbps"], x="ring")
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "ring (with packet_bytes)"
+    legend = ax.get_legend()
+    # 6 runs (placement x load) and 2 metrics: beside the axes, not over them.
+    assert len(legend.get_texts()) == 8 and legend._loc == 2 and fig.get_figwidth() > 7.5
+
+
+def test_a_workload_latency_summary_draws_a_cdf(tmp_path):
+    sweep = tmp_path / "efl.toml"
+    sweep.write_text('scenario = "eflatency"\n[set]\n"sim.measure_us" = 300\n[grid]\ntph_mode = ["off", "iv"]\n')
+    steer.run_sweep(sweep, tmp_path / "out", workers=1, quiet=True)
+    df = steer.load(tmp_path / "out")
+    assert plot.latency_fields(df, None) == ["cores.2.workload.half_rtt_ns"]
+    lines = plot.latency_cdf(df).axes[0].get_lines()
+    assert len(lines) == 2
+    # Every round trip takes as long: the CDF is one vertical step from 0 to 1.
+    xs, ys = list(lines[0].get_xdata()), list(lines[0].get_ydata())
+    assert len(set(xs)) == 1 and ys[0] == 0.0 and ys[-1] == 1.0

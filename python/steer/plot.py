@@ -203,6 +203,12 @@ def positions(laid_out: list[tuple[str, str, Any]], per_slot: int = 1) -> tuple[
     return xs, centres
 
 
+def labels_width(centres: list[tuple[str, float]]) -> float:
+    """Inches the group labels need side by side (about 0.08 in per character at 10 pt)."""
+    longest = max((len(line) for group, _ in centres for line in group.split("\n")), default=0)
+    return len(centres) * (0.08 * longest + 0.3)
+
+
 def label_axis(ax, xs: list[float], labels: list[str], centres: list[tuple[str, float]], title: str = "") -> None:
     """Slot labels on the x axis and, below them, one label per group (when there are groups)."""
     rotate = max((len(line) for s in labels for line in s.split("\n")), default=0) > 8
@@ -232,7 +238,7 @@ def dram_bars(runs: Any, by: str | None = None):
     by = placement_column(df, by)
     laid_out, title = slots(df, by)
     xs, centres = positions(laid_out, per_slot=1)
-    fig = new_figure(0.6 * len(xs) + 2.5)
+    fig = new_figure(max(0.6 * len(xs), labels_width(centres)) + 2.5)
     ax = fig.subplots()
     width = 0.38
     reads = [row["dram.read_gbps"] for _, _, row in laid_out]
@@ -301,7 +307,7 @@ def fill_bars(runs: Any, by: str | None = None, counters: str = "fills"):
     sources = list(FILL_SOURCES) + sorted({s for *_, f in laid_out for s in f} - set(FILL_SOURCES))
     sources = [s for s in sources if any(f.get(s, 0.0) > 0 for *_, f in laid_out)] or list(FILL_SOURCES)
     xs, centres = positions([(group, label, None) for group, label, _, _ in laid_out])
-    fig = new_figure(0.6 * len(xs) + 3.5)
+    fig = new_figure(max(0.6 * len(xs), labels_width(centres)) + 3.5)
     ax = fig.subplots()
     bottoms = [0.0] * len(xs)
     for source in sources:
@@ -340,14 +346,15 @@ def percentile_of(key: str) -> float | None:
 
 
 def latency_fields(df, field: str | None) -> list[str]:
-    """Result fields holding latencies: ``field``, or every ``devices.NAME.latency_ns``."""
+    """Result fields holding latencies: ``field``, or every ``devices.NAME.latency_ns`` and every
+    workload latency summary (``cores.CPU.workload.NAME_ns``, as eflatency's ``half_rtt_ns``)."""
     if field:
         if field in df.columns or any(c.startswith(f"{field}.") for c in df.columns):
             return [field]
         raise ScenarioError(f"{field}: no such field in the results")
     found = []
     for c in df.columns:
-        match = re.match(r"(devices\.[^.]+\.latency_ns)(\.|$)", c)
+        match = re.match(r"(devices\.[^.]+\.latency_ns|cores\.[^.]+\.workload\.[a-z_]+_ns)\.p50$", c)
         if match and match.group(1) not in found:
             found.append(match.group(1))
     return found
@@ -378,6 +385,12 @@ def latency_points(row, field: str) -> tuple[list[float], list[float], bool] | N
     return [p[0] for p in points], [p[1] for p in points], False
 
 
+def field_label(name: str) -> str:
+    """``devices.nic0.latency_ns`` -> ``nic0``; ``cores.2.workload.half_rtt_ns`` -> ``cpu 2 half_rtt_ns``."""
+    core = re.fullmatch(r"cores\.([^.]+)\.workload\.(.+)", name)
+    return f"cpu {core.group(1)} {core.group(2)}" if core else name.removesuffix(".latency_ns").removeprefix("devices.")
+
+
 def latency_cdf(runs: Any, field: str | None = None):
     """Latency CDFs, one line per run (and device): from sample lists or percentile summaries.
 
@@ -398,11 +411,13 @@ def latency_cdf(runs: Any, field: str | None = None):
             xs, ys, from_samples = data
             label = run_label(row, params)
             if len(fields) > 1:
-                label = f"{label}: {name.removesuffix('.latency_ns').removeprefix('devices.')}"
+                label = f"{label}: {field_label(name)}"
             if from_samples:
                 ax.step(xs, ys, where="post", label=label)
             else:
-                ax.plot(xs, ys, marker="o", label=label)
+                # Percentiles of a summary: the CDF steps up to each (a constant latency is one
+                # vertical step, not a dot).
+                ax.step([xs[0], *xs], [0.0, *ys], where="post", marker="o", label=label)
             lines += 1
     if not lines:
         raise ScenarioError("no latency data in the results (no devices.NAME.latency_ns; choose a field with --field)")
@@ -433,31 +448,36 @@ def metric(runs: Any, y: str | Sequence[str] = "dram.read_gbps", x: str | None =
         x = numeric[0]
     else:
         x = column(df, x)
-    others = [c for c in varying_params(df) if c not in (x, by)]
+    tied = tied_to(df, x)
+    others = [c for c in varying_params(df) if c not in (x, by, *tied)]
     keys = [c for c in (by, *others) if c]
     numeric_x = df[x].map(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)).all()
     categories = {v: i for i, v in enumerate(dict.fromkeys(df[x].map(fmt)))}
     fig = new_figure(7.5)
     ax = fig.subplots()
     lines = df.groupby([df[k].map(fmt) for k in keys], sort=False) if keys else [((), df)]
+    # One legend entry per line colour (the runs) and one per line style (the metrics).
+    from matplotlib.lines import Line2D
+
+    handles = []
     for index, (key, rows) in enumerate(lines):
         key = key if isinstance(key, tuple) else (key,)
         name = ", ".join(f"{short(k)}={v}" if k != by else str(v) for k, v in zip(keys, key))
         rows = rows.sort_values(x) if numeric_x else rows
         xs = rows[x] if numeric_x else rows[x].map(fmt).map(categories)
         for number, column_name in enumerate(ys):
-            label = f"{name} · {short(column_name)}" if len(ys) > 1 else name
-            ax.plot(
-                xs,
-                rows[column_name],
-                LINE_STYLES[number % 4],
-                marker=MARKERS[number % 4],
-                color=f"C{index % 10}",
-                label=label or None,
-            )
+            ax.plot(xs, rows[column_name], LINE_STYLES[number % 4], marker=MARKERS[number % 4], color=f"C{index % 10}")
+        if name:
+            handles.append(Line2D([], [], color=f"C{index % 10}", marker="o", label=name))
+    if len(ys) > 1:
+        handles += [
+            Line2D([], [], color="black", linestyle=LINE_STYLES[n % 4], marker=MARKERS[n % 4], label=short(c))
+            for n, c in enumerate(ys)
+        ]
     if not numeric_x:
         ax.set_xticks(list(categories.values()), list(categories))
-    ax.set_xlabel(labelled(x))
+    with_tied = f" (with {', '.join(short(c) for c in tied)})" if tied else ""
+    ax.set_xlabel(labelled(x) + with_tied)
     ax.set_ylabel(
         labelled(ys[0])
         if len(ys) == 1
@@ -466,9 +486,26 @@ def metric(runs: Any, y: str | Sequence[str] = "dram.read_gbps", x: str | None =
     )
     ax.set_title(f"{', '.join(short(c) for c in ys)} against {short(x)}")
     ax.grid(alpha=0.3)
-    if keys or len(ys) > 1:
-        ax.legend(fontsize="small")
+    if len(handles) > 5:
+        # Beside the axes, in columns, so that the plot keeps its size.
+        ax.legend(
+            handles=handles,
+            fontsize="small",
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            ncol=-(-len(handles) // 16),
+        )
+        fig.set_figwidth(7.5 + 3.2 * -(-len(handles) // 16))
+    elif handles:
+        ax.legend(handles=handles, fontsize="small")
     return fig
+
+
+def tied_to(df, x: str) -> list[str]:
+    """Swept parameters that move with ``x`` (a sweep's ``[zip]``): each value of ``x`` goes with
+    one value of theirs, so they share ``x``'s axis instead of splitting its lines."""
+    key = df[x].map(fmt)
+    return [c for c in varying_params(df) if c != x and df[c].map(fmt).groupby(key).nunique().max() == 1]
 
 
 # ----------------------------------------------------------------------------- files

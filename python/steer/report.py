@@ -30,6 +30,7 @@ from steer.plot import (
     run_label,
     short,
     successful,
+    tied_to,
     varying_params,
 )
 from steer.result import FILL_SOURCES
@@ -80,8 +81,13 @@ def figures(df) -> list[tuple[str, Any]]:
         for c in varying_params(ok)
         if c != by and ok[c].map(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)).all()
     ]
+    # Parameters zipped together share one axis: the first of them.
+    axes = []
+    for c in numeric:
+        if not any(c in tied_to(ok, x) for x in axes):
+            axes.append(c)
     devices = [c for c in ok.columns if re.fullmatch(r"devices\.[^.]+\.rx_gbps", c)]
-    for x in numeric[:3]:
+    for x in axes[:3]:
         found.append(
             (
                 f"DRAM read and write bandwidth against {short(x)}",

@@ -139,8 +139,14 @@ impl Report {
     }
 }
 
+stat!(MIN, "min", "ns", "smallest sample");
+stat!(P10, "p10", "ns", "10th percentile (nearest rank)");
+stat!(P25, "p25", "ns", "25th percentile (nearest rank)");
 stat!(P50, "p50", "ns", "median (nearest rank)");
+stat!(P75, "p75", "ns", "75th percentile (nearest rank)");
+stat!(P90, "p90", "ns", "90th percentile (nearest rank)");
 stat!(P99, "p99", "ns", "99th percentile (nearest rank)");
+stat!(MAX, "max", "ns", "largest sample");
 stat!(MEAN, "mean", "ns", "mean");
 stat!(COUNT, "count", "samples", "number of samples");
 
@@ -150,11 +156,17 @@ pub struct Distribution {
     samples: Vec<f64>,
 }
 
-/// A distribution's summary.
+/// A distribution's summary: enough percentiles to draw its CDF, the mean and the count.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Summary {
+    pub min: f64,
+    pub p10: f64,
+    pub p25: f64,
     pub p50: f64,
+    pub p75: f64,
+    pub p90: f64,
     pub p99: f64,
+    pub max: f64,
     pub mean: f64,
     pub count: usize,
 }
@@ -188,16 +200,23 @@ impl Distribution {
         sorted[rank.clamp(1, sorted.len()) - 1]
     }
 
-    /// p50, p99, mean and count; `None` without samples.
+    /// Percentiles, mean and count; `None` without samples.
     pub fn summary(&self) -> Option<Summary> {
         if self.samples.is_empty() {
             return None;
         }
         let mut sorted = self.samples.clone();
         sorted.sort_by(|a, b| a.total_cmp(b));
+        let at = |p| Self::nearest_rank(&sorted, p);
         Some(Summary {
-            p50: Self::nearest_rank(&sorted, 0.50),
-            p99: Self::nearest_rank(&sorted, 0.99),
+            min: sorted[0],
+            p10: at(0.10),
+            p25: at(0.25),
+            p50: at(0.50),
+            p75: at(0.75),
+            p90: at(0.90),
+            p99: at(0.99),
+            max: sorted[sorted.len() - 1],
             mean: sorted.iter().sum::<f64>() / sorted.len() as f64,
             count: sorted.len(),
         })
@@ -208,8 +227,14 @@ impl Distribution {
         match self.summary() {
             None => out.put(declared, Value::Null),
             Some(summary) => out.section(declared.key, |r| {
+                r.put(&MIN, summary.min);
+                r.put(&P10, summary.p10);
+                r.put(&P25, summary.p25);
                 r.put(&P50, summary.p50);
+                r.put(&P75, summary.p75);
+                r.put(&P90, summary.p90);
                 r.put(&P99, summary.p99);
+                r.put(&MAX, summary.max);
                 r.put(&MEAN, summary.mean);
                 r.put(&COUNT, summary.count);
             }),
@@ -238,12 +263,29 @@ mod tests {
         for v in [5.0, 1.0, 4.0, 2.0, 3.0] {
             d.add(v);
         }
-        // Sorted 1..5: p50 is rank ceil(2.5) = 3 -> 3; p99 is rank 5 -> 5; mean 3.
-        assert_eq!(d.summary(), Some(Summary { p50: 3.0, p99: 5.0, mean: 3.0, count: 5 }));
+        // Sorted 1..5: rank ceil(p * 5): p10 -> 1, p25 -> 2, p50 -> 3, p75 -> 4, p90 and p99 -> 5.
+        assert_eq!(
+            d.summary(),
+            Some(Summary {
+                min: 1.0,
+                p10: 1.0,
+                p25: 2.0,
+                p50: 3.0,
+                p75: 4.0,
+                p90: 5.0,
+                p99: 5.0,
+                max: 5.0,
+                mean: 3.0,
+                count: 5
+            })
+        );
         let mut hundred = Distribution::default();
-        (1..=100).for_each(|v| hundred.add(v as f64));
+        (1..=100).rev().for_each(|v| hundred.add(v as f64));
         let s = hundred.summary().unwrap();
-        assert_eq!((s.p50, s.p99), (50.0, 99.0));
+        assert_eq!(
+            (s.min, s.p10, s.p25, s.p50, s.p75, s.p90, s.p99, s.max),
+            (1.0, 10.0, 25.0, 50.0, 75.0, 90.0, 99.0, 100.0)
+        );
     }
 
     #[test]
