@@ -86,6 +86,14 @@ def test_sysfs_l3_size_stays_when_the_chase_agrees_with_it():
     assert calibrate.l3_knee(made_up(), 90.0, 100.5) is None, "DRAM not clearly slower: no knee"
 
 
+def test_the_l3_knee_is_a_power_of_two_sets_of_the_caches_ways():
+    # The chase stays near the L3's latency up to 8 MiB: 8192 sets of 16 ways, or, with 20 ways,
+    # 6553 sets rounded down to 4096: 5 MiB.
+    assert calibrate.l3_knee(made_up(), 20.5, 100.5) == 8 * MIB
+    assert calibrate.l3_knee(made_up(), 20.5, 100.5, ways=20) == 5 * MIB
+    assert calibrate.l3_knee(made_up(), 20.5, 100.5, ways=12, line=128) == 6 * MIB
+
+
 def test_without_a_clock_reading_the_presets_clock_converts():
     values = fitted(made_up(clock_ghz=None))
     assert "core.freq_ghz" not in values
@@ -104,12 +112,15 @@ def test_every_value_says_where_it_came_from():
 
 
 def test_the_host_preset_reads_the_calibration(tmp_path, monkeypatch):
+    # The calibration is laid over this machine's sysfs geometry: fitted with its L3 ways.
+    with calibrate.sysfs_only():
+        ways = calibrate.platform_values("host")["l3.ways"]
     path = tmp_path / "host.toml"
-    path.write_text(calibrate.calibration_toml(made_up(), calibrate.fit(made_up(), GEOMETRY)))
+    path.write_text(calibrate.calibration_toml(made_up(), calibrate.fit(made_up(), {**GEOMETRY, "l3.ways": ways})))
     monkeypatch.setenv("STEER_HOST_CALIBRATION", str(path))
     values = calibrate.platform_values("host")
     assert values["l2.latency_cycles"] == 14.0
-    assert values["l3.size_kib"] == 8192
+    assert values["l3.size_kib"] == calibrate.l3_knee(made_up(), 20.5, 100.5, ways=ways) // KIB
     assert values["description"].startswith("this machine (box)")
     with calibrate.sysfs_only():
         assert calibrate.platform_values("host")["description"].startswith("this machine: geometry from sysfs")

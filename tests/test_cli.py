@@ -323,7 +323,11 @@ def test_outputs_go_through_symlinks_and_devices_and_bad_places_are_one_line_err
     assert not Path("/dev/null.resolved.toml").exists()
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    for bad, why in [(tmp_path, "a directory"), (fifo, "not a regular file"), (real / "x.json", "cannot write there")]:
+    for bad, why in [
+        (tmp_path, "a directory"),
+        (fifo, "not a regular file"),
+        (real / "x.json", f"cannot write there: {real} is not a directory"),
+    ]:
         done = steer_cli("run", "rx-default", *short, "--json", str(bad))
         assert done.returncode == 2 and why in done.stderr and done.stderr.count("\n") == 1, done.stderr
     assert fifo.exists() and not (tmp_path / "x.resolved.toml").exists()

@@ -110,9 +110,9 @@ placement = ["memory"]
         ("[grid]\nwhen = [1979-05-27]\n", "sweep.toml: grid.when[0]: date cannot be a scenario value"),
         (
             "[grid]\nbogus = [1, 2]\n",
-            "sweep.toml: grid.bogus: not a parameter (declared: offered_gbps, packet_bytes, placement, ring)",
+            "sweep.toml: grid.bogus = 1: not a parameter (declared: offered_gbps, packet_bytes, placement, ring)",
         ),
-        ('[grid]\n"sim.bogus" = [1, 2]\n', "sweep.toml: grid.sim.bogus: unknown field `bogus`"),
+        ('[grid]\n"sim.bogus" = [1, 2]\n', "sweep.toml: grid.sim.bogus = 1: unknown field `bogus`"),
         ('[grid]\noffered_gbps = ["fast"]\n', "devices.0.queues.0.offered_gbps: invalid type"),
         ("[grid\n", "sweep.toml: invalid TOML"),
     ],
@@ -167,7 +167,10 @@ ring = [256, 0, 128]
     # Every point is validated first: an invalid one stops the sweep before anything runs.
     refused = subprocess.run([*STEER, "sweep", str(path), "-o", str(out), "--quiet"], capture_output=True, text=True)
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
-    assert "ring=0" in refused.stderr and "(2 of 6 points are invalid; --keep-going runs the others)" in refused.stderr
+    assert (
+        "grid.ring = 0: devices.0.queues.0.ring_entries: must be at least 1" in refused.stderr
+        and "(2 of 6 points are invalid; --keep-going runs the others)" in refused.stderr
+    )
     assert not out.exists()
     assert steer_main(["sweep", str(path), "-o", str(out), "--workers", "2", "--quiet", "--keep-going"]) == 1
     printed = capsys.readouterr().out

@@ -259,7 +259,9 @@ def fit(m: Measurements, geometry: dict[str, object]) -> list[Value]:
         how = f"{measured}: pointer chase over {fmt_bytes(ws)}, {chase.median:.2f} ns ({chase.spread()})"
         values.append(Value(f"{level}.latency_cycles", round(cycles, 1), how))
     largest_ws, largest = latency_at(m, m.dram_bytes)
-    knee = l3_knee(m, level_ns["l3"], largest.median)
+    knee = l3_knee(
+        m, level_ns["l3"], largest.median, int(geometry.get("l3.ways", 16)), int(geometry.get("l3.line_bytes", 64))
+    )
     if knee and not l3 / 2 <= knee <= 2 * l3:
         how = f"{measured}: the chase leaves the L3 above {fmt_bytes(knee)} (sysfs says {fmt_bytes(l3)})"
         values.append(Value("l3.size_kib", knee // KIB, how))
@@ -287,14 +289,16 @@ def fit(m: Measurements, geometry: dict[str, object]) -> list[Value]:
     return values
 
 
-def l3_knee(m: Measurements, l3_ns: float, dram_ns: float) -> int | None:
+def l3_knee(m: Measurements, l3_ns: float, dram_ns: float, ways: int = 16, line: int = 64) -> int | None:
     """The largest working set whose chase is still nearer the L3's latency than DRAM's
-    (geometric midpoint), rounded down to a power of two (a cache's sets are)."""
+    (geometric midpoint), as a cache of ``ways`` ways of ``line``-byte lines holds it: rounded
+    down to a power-of-two number of sets (a cache's sets are; its ways need not be)."""
     midpoint = math.sqrt(l3_ns * dram_ns)
     inside = [ws for ws, figure in m.latency_ns.items() if figure.median <= midpoint]
     if not inside or dram_ns < 1.5 * l3_ns:
         return None
-    return 1 << (max(inside).bit_length() - 1)
+    sets = max(inside) // (ways * line)
+    return (1 << (sets.bit_length() - 1)) * ways * line if sets else None
 
 
 def calibration_toml(m: Measurements, values: list[Value]) -> str:

@@ -44,6 +44,9 @@ def write_atomically(files: dict[Path, str | bytes]) -> None:
                     raise ScenarioError(f"{path}: cannot write there: {kind}")
                 devices.append((target, data))
                 continue
+            blocking = next((a for a in reversed(target.parents) if a.exists() and not a.is_dir()), None)
+            if blocking is not None:
+                raise ScenarioError(f"{path}: cannot write there: {blocking} is not a directory")
             target.parent.mkdir(parents=True, exist_ok=True)
             handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
             staged.append((temporary, target))

@@ -193,12 +193,13 @@ class Task:
     error: str | None = None
 
 
-def override_error(message: str, sections: Mapping[str, str], origin: str) -> str:
-    """Rewrites the core's ``--set KEY: KEY: reason`` as ``SWEEP: grid.KEY: reason``."""
+def override_error(message: str, sections: Mapping[str, str], origin: str, values: Mapping[str, Any]) -> str:
+    """Rewrites the core's ``--set KEY: KEY: reason`` as ``SWEEP: grid.KEY = VALUE: reason``."""
     if message.startswith("--set "):
         key, _, rest = message[len("--set ") :].partition(": ")
         if key in sections:
-            return f"{origin}: {sections[key]}.{key}: {rest.removeprefix(f'{key}: ')}"
+            value = f" = {api.toml_literal(values[key])}" if key in values else ""
+            return f"{origin}: {sections[key]}.{key}{value}: {rest.removeprefix(f'{key}: ')}"
     return message
 
 
@@ -230,7 +231,7 @@ def plan(sweep: Sweep, overrides: Iterable[str] = (), keep_going: bool = False) 
         try:
             resolved = _core.resolve_scenario(text, origin, name, point_overrides)
         except ScenarioError as error:
-            message = override_error(str(error), sections, sweep.origin)
+            message = override_error(str(error), sections, sweep.origin, {**sweep.sets, **point})
             if first_error is None:
                 where = ", ".join(f"{k}={api.toml_literal(v)}" for k, v in point.items()) or "the scenario"
                 first_error = message if message.startswith(origin_prefix) else f"{origin_prefix}{where}: {message}"
