@@ -115,6 +115,14 @@ placement = ["memory"]
         ('[grid]\n"sim.bogus" = [1, 2]\n', "sweep.toml: grid.sim.bogus = 1: unknown field `bogus`"),
         ('[grid]\noffered_gbps = ["fast"]\n', "devices.0.queues.0.offered_gbps: invalid type"),
         ("[grid\n", "sweep.toml: invalid TOML"),
+        (
+            "[grid]\nring = "
+            + str(list(range(1, 102)))
+            + "\noffered_gbps = "
+            + str([float(g) for g in range(1, 101)])
+            + "\n",
+            "sweep.toml: the grid and zips make 10,100 points, more than 10,000",
+        ),
     ],
 )
 def test_bad_sweep_files_are_one_line_with_exit_code_2(tmp_path, capsys, body, expected):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import signal
 import socket
@@ -72,6 +73,11 @@ class Sweep:
             length = len(next(iter(group.values())))
             axes.append([{key: values[i] for key, values in group.items()} for i in range(length)])
         return [{k: v for part in combo for k, v in part.items()} for combo in itertools.product(*axes)]
+
+
+# Points one sweep may have: every one is resolved and validated (about a millisecond each) before
+# any runs, and each leaves a record in the results directory.
+MAX_POINTS = 10_000
 
 
 def type_name(value: object) -> str:
@@ -158,6 +164,14 @@ def sweep_from_dict(data: Mapping[str, Any], origin: str = "sweep", base: Path |
         if len(set(lengths.values())) > 1:
             listed = ", ".join(f"{key} has {n}" for key, n in lengths.items())
             raise ScenarioError(f"{origin}: zip: lists must have the same length ({listed})")
+    points = math.prod(len(values) for values in grid.values()) * math.prod(
+        len(next(iter(group.values()))) for group in zips if group
+    )
+    if points > MAX_POINTS:
+        raise ScenarioError(
+            f"{origin}: the grid and zips make {points:,} points, more than {MAX_POINTS:,} (each is validated "
+            "before any runs): split the sweep"
+        )
     return Sweep(scenario, sets, grid, [g for g in zips if g], description, origin, text)
 
 
