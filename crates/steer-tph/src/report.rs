@@ -60,11 +60,6 @@ impl DeviceReport {
             missing: None,
         }
     }
-
-    /// Whether the device has a TPH Requester capability, as far as the input shows.
-    pub fn has_requester(&self) -> bool {
-        self.capability.is_some() || self.shown.as_ref().is_some_and(|s| s.cap_offset.is_some())
-    }
 }
 
 /// Every device in `bytes`; the error is one line.
@@ -113,9 +108,6 @@ fn normalized(text: &str) -> Cow<'_, str> {
         Some(decoded) => Cow::Owned(decoded),
         None => Cow::Borrowed(text),
     };
-    if !text.lines().any(|l| l.trim_start().starts_with('>')) && !has_wrapped_lines(&text) {
-        return text;
-    }
     let mut out = String::with_capacity(text.len());
     let mut in_device = false;
     for line in text.lines().map(unquoted) {
@@ -136,20 +128,11 @@ fn normalized(text: &str) -> Cow<'_, str> {
         out.push_str(line.trim_end());
         out.push('\n');
     }
-    Cow::Owned(out)
-}
-
-fn has_wrapped_lines(text: &str) -> bool {
-    let mut in_device = false;
-    for line in text.lines() {
-        let column_zero = !line.is_empty() && !line.starts_with(char::is_whitespace);
-        let header = column_zero && line.split_whitespace().next().is_some_and(is_pci_address);
-        if in_device && column_zero && !header && !is_hex_line(line) && !line.starts_with('#') {
-            return true;
-        }
-        in_device = header || (in_device && !line.trim().is_empty());
+    if out == text {
+        text
+    } else {
+        Cow::Owned(out)
     }
-    false
 }
 
 /// `00: 86 80 ...` or `100: ...`: an lspci hex line.
@@ -334,6 +317,14 @@ mod tests {
         let hex = include_str!("../tests/data/lspci-xxxx-tph.txt");
         let from_hex = describe(hex.as_bytes()).unwrap();
         assert!(from_hex.contains("Transaction Processing Hints"), "{from_hex}");
+        // The 256-byte root port: its completer bits labelled as a root port's, no extended space.
+        let root_port = from_hex.split_inclusive('\n').skip_while(|l| !l.starts_with("40:01.1")).collect::<String>();
+        assert!(
+            root_port.contains("\tDevCap2: TPHComp+ ExtTPHComp- (this root port's completer support"),
+            "{root_port}"
+        );
+        assert!(root_port.contains("\tTPH Requester capability: unknown (not in what could be read)\n"), "{root_port}");
+        assert!(root_port.contains("\tnote: no extended configuration space in this dump"), "{root_port}");
         let vv = include_str!("../tests/data/lspci-vv-tph.txt");
         let from_text = describe(vv.as_bytes()).unwrap();
         assert!(from_text.contains("[260 v1] Transaction Processing Hints"), "{from_text}");
@@ -430,5 +421,41 @@ mod tests {
         assert_eq!(unquoted("> > >\tx"), "\tx");
         assert_eq!(unquoted(">>x"), "x");
         assert_eq!(unquoted("\tx > y"), "\tx > y");
+    }
+
+    #[test]
+    fn quoting_alone_and_wrapping_alone_are_each_undone() {
+        let quoted = "> 01:00.0 NIC\n>\tCapabilities: [100 v1] Transaction Processing Hints\n";
+        assert_eq!(normalized(quoted), "01:00.0 NIC\n\tCapabilities: [100 v1] Transaction Processing Hints\n");
+        let wrapped = "01:00.0 Ethernet controller: Example\nNIC (rev 01)\n\tStatus: x\nDEVSEL=fast\n\n# note\n";
+        assert_eq!(
+            normalized(wrapped),
+            "01:00.0 Ethernet controller: Example NIC (rev 01)\n\tStatus: x DEVSEL=fast\n\n# note\n"
+        );
+        // Hex lines and comments at column 0 are lspci's own, not wrapped text.
+        let hex = "01:00.0 NIC\n00: 86 80 33 15\n# cut here\n";
+        assert!(matches!(normalized(hex), Cow::Borrowed(_)));
+        // A blank line ends the device: prose after it is left alone.
+        let prose = "01:00.0 NIC\n\tStatus: x\n\nHi Jeff,\nthanks\n";
+        assert!(matches!(normalized(prose), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn hex_lines_are_two_or_three_hex_digits_and_a_colon() {
+        for line in ["00: 86 80", "1f0: 00 00", "fff: 00"] {
+            assert!(is_hex_line(line), "{line}");
+        }
+        for line in ["Max: 5", "0: 00", "abcd: 00", "0g: 00", "00:86"] {
+            assert!(!is_hex_line(line), "{line}");
+        }
+    }
+
+    #[test]
+    fn a_binary_config_space_that_happens_to_be_utf8_is_read_as_registers() {
+        // Vendor 0x1234, device 0x5678 and zeros: valid UTF-8, but with control characters.
+        let mut space = vec![0u8; 256];
+        space[..4].copy_from_slice(&[0x34, 0x12, 0x78, 0x56]);
+        let devices = read_devices(&space).unwrap();
+        assert_eq!((devices.len(), devices[0].source), (1, Source::Registers));
     }
 }

@@ -62,6 +62,9 @@ fn intel_dsa_registers() {
     assert_eq!((cap.mode, cap.requester_enable), (StMode::DeviceSpecific, RequesterEnable::TphOnly));
     assert_eq!(cap.st_table, vec![0x0000, 0x000a]);
     assert!(dsa.problems.is_empty() && dsa.missing.is_none());
+    // An endpoint's own completer bits are not printed as its root port's.
+    let out = describe(real("pciutils-pri-pasid.txt").as_bytes()).unwrap();
+    assert!(out.contains(ENDPOINT_DEVCAP2) && !out.contains("Root port completer"), "{out}");
 }
 
 #[test]
