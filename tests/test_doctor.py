@@ -11,15 +11,16 @@ import pytest
 
 from steer import doctor
 
-DUMPS = Path(__file__).resolve().parents[1] / "crates/steer-tph/tests/data/lspci-xxxx-tph.txt"
+TPH_DATA = Path(__file__).resolve().parents[1] / "crates/steer-tph/tests/data"
+DUMPS = TPH_DATA / "lspci-xxxx-tph.txt"
 
 
-def config_spaces() -> dict[str, bytes]:
-    """The binary config spaces of the `lspci -xxxx` fixture (synthesized to the PCIe layouts;
-    see its header), by bus address."""
+def config_spaces(dumps: Path = DUMPS) -> dict[str, bytes]:
+    """The binary config spaces of an `lspci -xxxx` file (by default the fixture synthesized to
+    the PCIe layouts; see its header), by bus address."""
     spaces: dict[str, bytearray] = {}
     current = None
-    for line in DUMPS.read_text().splitlines():
+    for line in dumps.read_text().splitlines():
         if line and not line.startswith("#") and not line[0].isspace() and " " in line and line[2] == ":":
             head, rest = line.split(" ", 1)
             if len(head) == 7 and ":" in head and "." in head:
@@ -141,6 +142,30 @@ def test_an_empty_tree_gives_unknowns_not_errors(tmp_path):
     checks, _ = doctor.diagnose(tmp_path)
     assert checks and all(c.verdict in {"ok", "not usable", "misconfigured", "unknown"} for c in checks)
     assert verdicts(checks)["cpu/vendor"][0] == "unknown"
+
+
+def test_real_config_spaces_of_a_sapphire_rapids_host(tmp_path):
+    # Captured on real machines (crates/steer-tph/tests/data/real/PROVENANCE.md): an Intel DSA
+    # whose driver enabled TPH, a CXL device with TPH disabled, a host bridge whose extended space
+    # mirrors the standard one.
+    real = TPH_DATA / "real"
+    spaces = {
+        **config_spaces(real / "pciutils-pri-pasid.txt"),
+        **config_spaces(real / "pciutils-cap-dvsec-cxl.txt"),
+        **config_spaces(real / "pciutils-broken-ecaps.txt"),
+    }
+    assert set(spaces) == {"0000:6a:01.0", "0000:6b:00.0", "0000:7f:00.0", "0000:00:00.0"}
+    for bdf, space in spaces.items():
+        write(tmp_path, f"sys/bus/pci/devices/{bdf}/config", space)
+    got = verdicts(doctor.diagnose(tmp_path)[0])
+    assert got["pci/0000:6a:01.0 TPH requester"] == (
+        "ok",
+        "8086:0b25 TPH requester: DS, ST table Steering table in TPH capability structure (2), mode Device specific, "
+        "TPH only",
+    )
+    assert got["pci/0000:6b:00.0 TPH requester"][0] == "not usable"
+    assert got["pci/0000:00:00.0"][0] == "unknown" and "extended capability list broken" in got["pci/0000:00:00.0"][1]
+    assert "pci/0000:7f:00.0 TPH requester" not in got
 
 
 def test_unprivileged_and_malformed_config_spaces_are_said_so(tmp_path):
