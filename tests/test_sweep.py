@@ -148,7 +148,10 @@ def test_missing_files_and_bad_options(tmp_path, capsys):
             ["sweep", str(write(tmp_path, "[grid]\nring = [128]\n", "s4.toml")), "--set", "ring=64"],
             "--set ring: ring is swept in",
         ),
-        (["sweep", str(write(tmp_path, "", "s5.toml")), "--workers", "0"], "--workers: must be at least 1"),
+        (
+            ["sweep", str(write(tmp_path, "", "s5.toml")), "--workers", "0"],
+            "--workers: must be a whole number, at least 1",
+        ),
         (["sweep", str(write(tmp_path, "", "s6.toml")), "--address", "auto"], "--address: only for --executor ray"),
     ]
     (tmp_path / "other.toml").write_text('scenario = "missing-scenario.toml"\n')
@@ -157,6 +160,10 @@ def test_missing_files_and_bad_options(tmp_path, capsys):
         assert steer_main(argv + ["-o", str(tmp_path / "out")]) == 2, argv
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and expected in err, err
+    # The same from Python, with numbers that are not whole.
+    for workers in (float("nan"), 2.5, True):
+        with pytest.raises(steer.ScenarioError, match=r"--workers: must be a whole number, at least 1 \(got "):
+            steer.run_sweep(write(tmp_path, "", "s7.toml"), tmp_path / "out", workers=workers)
     # Through a real process: no traceback, one line.
     done = subprocess.run([*STEER, "sweep", str(tmp_path / "nope.toml")], capture_output=True, text=True)
     assert done.returncode == 2 and "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1

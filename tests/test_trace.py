@@ -163,3 +163,17 @@ def test_a_replay_reports_its_progress_and_stops_when_interrupted(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         steer.trace(trace, progress=interrupt)
     assert len(calls) == 2, "the replay stops at the interrupt"
+
+
+def test_a_cpu_that_is_not_a_cpu_number_is_one_line(tmp_path, steer_cli):
+    trace = tmp_path / "t.din"
+    trace.write_text("0 1000\n")
+    for cpu in (-1, 2**32, 1.5, True):
+        with pytest.raises(steer.ScenarioError, match=r"cpu: expected a logical CPU number"):
+            steer.trace(trace, cpu=cpu)
+    done = steer_cli("trace", str(trace), "--core", "-1")
+    assert (
+        done.returncode == 2
+        and done.stderr.startswith("steer: error: cpu: expected")
+        and "Traceback" not in done.stderr
+    )

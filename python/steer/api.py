@@ -96,6 +96,8 @@ def trace(
     is only its magic) raises ScenarioError unless ``allow_empty``. ``progress(fraction of the
     file)`` is called now and then; Ctrl-C stops the replay with KeyboardInterrupt.
     """
+    if isinstance(cpu, bool) or not isinstance(cpu, int) or not 0 <= cpu < 2**32:
+        raise ScenarioError(f"cpu: expected a logical CPU number (got {cpu!r})")
     report = json.loads(_core.replay_trace(str(path), platform, cpu, list(overrides), progress))
     if report["accesses"] == 0 and not allow_empty:
         skipped = f" ({report['skipped']:,} records skipped)" if report["skipped"] else ""

@@ -573,8 +573,8 @@ def run_sweep(
         raise ScenarioError(f"unknown executor `{executor}` (expected local or ray)")
     if address is not None and executor != "ray":
         raise ScenarioError("--address: only for --executor ray")
-    if workers is not None and workers < 1:
-        raise ScenarioError(f"--workers: must be at least 1 (got {workers})")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ScenarioError(f"--workers: must be a whole number, at least 1 (got {workers!r})")
     clock = time.monotonic()
     tasks = plan(sweep, overrides, keep_going)
     if executor == "local" and (workers or os.cpu_count() or 1) > 1 and len(tasks) > 1:
