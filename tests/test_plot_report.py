@@ -266,3 +266,7 @@ def test_a_workload_latency_summary_draws_a_cdf(tmp_path):
     # Every round trip takes as long: the CDF is one vertical step from 0 to 1.
     xs, ys = list(lines[0].get_xdata()), list(lines[0].get_ydata())
     assert len(set(xs)) == 1 and ys[0] == 0.0 and ys[-1] == 1.0
+    # The report's table of runs gives each run's median.
+    table = report.runs_table(df)
+    assert "<th>cores.2.workload.half_rtt_ns.p50</th>" in table
+    assert f'<td class="num">{df["cores.2.workload.half_rtt_ns.p50"].iloc[0]:.4g}</td>' in table

@@ -119,12 +119,13 @@ def image_tag(fig, caption: str) -> str:
 
 
 def runs_table(df) -> str:
-    """One row per run: swept values, status, DRAM and device throughput."""
+    """One row per run: swept values, status, DRAM and device throughput, latency medians."""
     params = [c for c in df.columns if c.startswith("param.")]
     devices = sorted({m.group(1) for c in df.columns if (m := re.fullmatch(r"devices\.([^.]+)\.rx_gbps", c))})
     metrics = [c for c in ("dram.read_gbps", "dram.write_gbps", "dram.total_gbps") if c in df.columns]
     for name in devices:
         metrics += [c for c in (f"devices.{name}.rx_gbps", f"devices.{name}.drops") if c in df.columns]
+    metrics += [f"{field}.p50" for field in latency_fields(df, None)]
     headers = ["run", *(short(c) for c in params), "status", *metrics, "host s"]
     rows = []
     for _, row in df.iterrows():
