@@ -5,8 +5,8 @@
 //! A workload kind is this one file plus one line in `WORKLOADS` (`workloads/mod.rs`):
 //! 1. its parameters, declared with `params!` (each with its meaning and default);
 //! 2. a `KIND` constant: the name scenarios use (`kind = "example"`) and a one-line description;
-//! 3. `WorkloadSpec`: validation (errors name the key), the CPUs it runs on, and `build`, which
-//!    allocates its memory and puts its program on a CPU;
+//! 3. `WorkloadSpec`: validation (errors name the key), the CPUs it runs on, the RX queues it
+//!    consumes, and `build`, which allocates its memory and puts its program on a CPU;
 //! 4. `Program`: `next` decides, at the CPU's current time, what to do next and queues it as
 //!    operations (loads, stores, compute, calls back); `on_call` acts at a point of the unit
 //!    (here: release the buffer once the packet has been read);
