@@ -151,6 +151,21 @@ fn bad_input_names_the_key_and_the_position() {
 
     let newline = load_error(MINIMAL, &["a\nb=1"]);
     assert!(newline.starts_with("--set a\\nb: a\\nb: not a parameter"), "{newline}");
+    // A bare word is a string (TOML would need quotes); only a number too large is refused.
+    let bare = load(
+        &ScenarioSource { text: MINIMAL, origin: "s.toml", default_name: "s" },
+        &["platform.preset=turin-9655".into()],
+    );
+    assert!(bare.is_ok(), "{bare:?}");
+    // An error in a value the overridden parameter does not reach stays the file's.
+    let elsewhere = load_error(
+        &format!(
+            "[params]\nring = 64\n{}",
+            MINIMAL.replace("name = \"nic0\"", "name = \"nic0\"\nplacement = { policy = \"nonsense\" }")
+        ),
+        &["ring=32"],
+    );
+    assert!(elsewhere.starts_with("s.toml:"), "{elsewhere}");
     let huge = load_error(MINIMAL, &["sim.measure_us=1e400"]);
     assert_eq!(huge, "--set sim.measure_us: sim.measure_us: 1e400 is beyond the range of a number");
     // A value written as "${rate}" whose parameter was set on the command line is blamed on --set.
