@@ -1412,6 +1412,57 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
     }
 
+    /// Progress is the bytes of the file replayed, after each block (a batch of a mapped binary
+    /// file, a block read otherwise), ending at the file's length; returning false stops it.
+    #[test]
+    fn progress_counts_the_bytes_replayed_and_stops_the_replay() {
+        let single = tiny((1, 2), (2, 2), (4, 4));
+        let mut general = single.clone();
+        general.l1d.prefetcher.kind = crate::params::Name::new("next_line");
+        let batch = SetGroups::new(&single).batch();
+        let records = batch * 3 / 2 + 5;
+        let mut bytes = Vec::new();
+        write_binary(&mut bytes, (0..records as u64).map(|i| record(AccessKind::Read, i * 8 % 65_536, 1))).unwrap();
+        let file = |name: &str, bytes: &[u8]| {
+            let path = std::env::temp_dir().join(format!("steer-progress-{}-{name}", std::process::id()));
+            std::fs::write(&path, bytes).unwrap();
+            path
+        };
+        let binary = file("t.bin", &bytes);
+        let din_text: String = (0..320_000).map(|i| format!("0 {:x}\n", i * 64 % 65_536)).collect();
+        let din = file("t.din", din_text.as_bytes());
+        assert!(din_text.len() > READ_BLOCK);
+        for (path, platform, len) in
+            [(&binary, &single, bytes.len()), (&binary, &general, bytes.len()), (&din, &single, din_text.len())]
+        {
+            let mut seen = Vec::new();
+            replay_path_with(path, platform, 0, &mut |done| {
+                seen.push(done);
+                true
+            })
+            .unwrap();
+            assert!(seen.len() >= 2 && seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+            assert_eq!(*seen.last().unwrap(), len as u64);
+            let mut calls = 0;
+            let stopped = replay_path_with(path, platform, 0, &mut |_| {
+                calls += 1;
+                false
+            })
+            .unwrap_err();
+            assert_eq!((calls, stopped.message.as_str()), (1, STOPPED));
+        }
+        // A mapped file reports each batch of records.
+        let mut seen = Vec::new();
+        replay_path_with(&binary, &single, 0, &mut |done| {
+            seen.push(done);
+            true
+        })
+        .unwrap();
+        assert_eq!(seen, vec![8 + 8 * batch as u64, 8 + 8 * records as u64]);
+        std::fs::remove_file(&binary).unwrap();
+        std::fs::remove_file(&din).unwrap();
+    }
+
     #[test]
     fn replay_reports_bad_files_cpus_and_platforms_in_one_line() {
         let platform = crate::platform::preset("turin-9655").unwrap();

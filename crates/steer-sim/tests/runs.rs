@@ -111,6 +111,14 @@ cpu = 1
 "#;
 
 #[test]
+fn the_example_workload_consumes_the_queue_it_names() {
+    let example = MINIMAL.replace("kind = \"rx_loop\"", "kind = \"example\"");
+    assert!(load(&ScenarioSource { text: &example, origin: "s.toml", default_name: "s" }, &[]).is_ok());
+    let two = load_error(&example, &["devices.0.queues.0.count=2"]);
+    assert!(two.contains("queue 1 of `nic0` has no workload consuming it"), "{two}");
+}
+
+#[test]
 fn a_minimal_scenario_loads() {
     let scenario = load(&ScenarioSource { text: MINIMAL, origin: "s.toml", default_name: "s" }, &[]).unwrap();
     assert_eq!(scenario.name, "s");
