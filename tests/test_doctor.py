@@ -237,3 +237,16 @@ def test_this_machine_gets_a_verdict_for_every_check(steer_cli):
 def test_bad_input_is_one_line_with_exit_code_2(steer_cli, args, words):
     done = steer_cli("doctor", *args)
     assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr
+
+
+def test_on_a_terminal_the_table_wraps_to_its_width_and_colours_verdicts(tmp_path):
+    from rich.console import Console
+
+    checks, _ = doctor.diagnose(turin_tree(tmp_path))
+    console = Console(record=True, width=100, color_system="standard", force_terminal=True)
+    doctor.rich_table(checks, console)
+    text = console.export_text(clear=False)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert sum(line.startswith("│ ") for line in text.splitlines()) >= len(checks)
+    styled = console.export_text(styles=True)
+    assert "\x1b[32mok" in styled and "\x1b[33mnot usable" in styled

@@ -467,8 +467,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.json == "-":
         sys.stdout.write(doctor.as_json(checks, root))
         return 0
-    rows = [[c.area, c.name, c.verdict, c.evidence, c.fix] for c in checks]
-    print(output.table(["area", "check", "verdict", "evidence", "fix"], rows))
+    try:
+        from rich.console import Console
+    except ImportError:  # the plain table (pip install 'steer[rich]' for the wrapped, coloured one)
+        Console = None
+    if Console is not None and sys.stdout.isatty():
+        doctor.rich_table(checks, Console())
+    else:
+        rows = [[c.area, c.name, c.verdict, c.evidence, c.fix] for c in checks]
+        print(output.table(["area", "check", "verdict", "evidence", "fix"], rows))
     for path in files:
         print(f"wrote {path}")
     return 0

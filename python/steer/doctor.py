@@ -507,3 +507,20 @@ def diagnose(root: str | Path = "/", pid: int | None = None, cpus: str | None = 
 
 def as_json(checks: list[Check], root: str | Path) -> str:
     return json.dumps({"root": str(root), "checks": [asdict(c) for c in checks]}, indent=2) + "\n"
+
+
+VERDICT_STYLES = {"ok": "green", "not usable": "yellow", "misconfigured": "bold red", "unknown": "dim"}
+
+
+def rich_table(checks: list[Check], console) -> None:
+    """The checks as a rich table on ``console``: verdicts coloured, long evidence and fixes
+    wrapped to the console's width instead of the plain table's one long line each."""
+    from rich.table import Table
+
+    table = Table(show_lines=False, expand=False)
+    for header, ratio in (("area", None), ("check", None), ("verdict", None), ("evidence", 3), ("fix", 2)):
+        table.add_column(header, ratio=ratio, overflow="fold")
+    for check in checks:
+        style = VERDICT_STYLES.get(check.verdict, "")
+        table.add_row(check.area, check.name, f"[{style}]{check.verdict}[/]", check.evidence, check.fix)
+    console.print(table)
