@@ -94,6 +94,15 @@ def test_the_l3_knee_is_a_power_of_two_sets_of_the_caches_ways():
     assert calibrate.l3_knee(made_up(), 20.5, 100.5, ways=12, line=128) == 6 * MIB
 
 
+def test_the_core_to_core_transfer_is_the_peer_read_less_the_issue():
+    # 30.5 ns a read of a line the other core wrote, less the 1 ns issue (2 cycles at 2 GHz).
+    values = fitted(made_up(peer_read_ns=exact(30.5)))
+    assert values["fabric.peer_l2_latency_ns"] == 29.5 and "fabric.remote_cache_latency_ns" not in values
+    apart = fitted(made_up(peer_read_ns=exact(120.5), peers_share_l3=False))
+    assert apart["fabric.remote_cache_latency_ns"] == 119.5 and "fabric.peer_l2_latency_ns" not in apart
+    assert "fabric.peer_l2_latency_ns" not in fitted(made_up()), "one CPU: nothing to fit"
+
+
 def test_without_a_clock_reading_the_presets_clock_converts():
     values = fitted(made_up(clock_ghz=None))
     assert "core.freq_ghz" not in values

@@ -82,6 +82,10 @@ class Measurements:
     bandwidth_gbs: dict[str, dict[int, Figure]]
     all_cores_gbs: dict[str, Figure]
     dram_bytes: int
+    # ns per read, by the first CPU, of lines the second just wrote; None with one CPU.
+    peer_read_ns: Figure | None = None
+    # Whether those two CPUs share an L3 (a CCX): the transfer is then a peer L2's.
+    peers_share_l3: bool = True
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -188,6 +192,8 @@ def measure(plan: Plan, geometry: dict[str, object], progress: Callable[[float],
         ("all", access, lambda a=access: _core.probe_bandwidth_gbs(a, share, list(plan.cpus), min_ns))
         for access in ACCESSES
     ]
+    if len(plan.cpus) > 1:
+        jobs.append(("peer", None, lambda: _core.probe_peer_read_ns(cpu, plan.cpus[1], min_ns)))
     found: dict[tuple[str, object], list[float]] = {}
     total = len(jobs) * plan.repeats
     for done, (kind, key, job) in enumerate((j for _ in range(plan.repeats) for j in jobs), start=1):
@@ -208,7 +214,20 @@ def measure(plan: Plan, geometry: dict[str, object], progress: Callable[[float],
         bandwidth_gbs={a: {ws: Figure.of(found[("bandwidth", (a, ws))]) for ws in per_level} for a in ACCESSES},
         all_cores_gbs={a: Figure.of(found[("all", a)]) for a in ACCESSES},
         dram_bytes=plan.max_bytes,
+        peer_read_ns=Figure.of(found[("peer", None)]) if ("peer", None) in found else None,
+        peers_share_l3=len(plan.cpus) < 2 or share_l3(plan.cpus[0], plan.cpus[1]),
     )
+
+
+def share_l3(a: int, b: int) -> bool:
+    """Whether CPUs ``a`` and ``b`` share the last-level cache, as sysfs says (yes if it does not)."""
+    from steer.doctor import cpu_lists
+
+    path = Path(f"/sys/devices/system/cpu/cpu{a}/cache/index3/shared_cpu_list")
+    try:
+        return b in cpu_lists(path.read_text())
+    except (OSError, ValueError):
+        return True
 
 
 @dataclass
@@ -233,7 +252,8 @@ def fit(m: Measurements, geometry: dict[str, object]) -> list[Value]:
     model's chase costs an issue plus the latency, so the issue is taken off); the L3's
     capacity where the chase leaves it (only when sysfs is off by more than 2x); miss parallelism
     from many independent chases through DRAM (Little's law: no prefetcher helps them, unlike a
-    sequential read); channel bandwidth from all cores' DRAM reads."""
+    sequential read); channel bandwidth from all cores' DRAM reads; the core-to-core transfer from
+    reads of lines another core just wrote."""
     measured = f"measured on {m.host} at {m.date}"
     ghz = m.clock_ghz.median if m.clock_ghz else float(geometry["core.freq_ghz"])
     values = []
@@ -286,6 +306,15 @@ def fit(m: Measurements, geometry: dict[str, object]) -> list[Value]:
         f"channels assumed ({everyone.spread()})"
     )
     values.append(Value("memory.channel_gbs", round(everyone.median / channels, 2), how))
+    if m.peer_read_ns:
+        # The model's read of a line another core holds costs an issue plus the transfer.
+        key = "fabric.peer_l2_latency_ns" if m.peers_share_l3 else "fabric.remote_cache_latency_ns"
+        where = "in the same L3" if m.peers_share_l3 else "in another L3"
+        how = (
+            f"{measured}: cpu {m.cpus[0]} reading lines cpu {m.cpus[1]} ({where}) had just written, "
+            f"{m.peer_read_ns.median:.1f} ns each ({m.peer_read_ns.spread()})"
+        )
+        values.append(Value(key, round(max(0.0, m.peer_read_ns.median - issue / ghz), 1), how))
     return values
 
 

@@ -511,6 +511,86 @@ pub fn handoff_ns(cpu_a: u32, cpu_b: u32, min_ns: u64) -> io::Result<f64> {
     })
 }
 
+/// Lines the writer dirties each round of `peer_read_ns`: few enough to stay in its L1.
+pub const PEER_LINES: usize = 64;
+
+/// A thread on `writer_cpu` writes `PEER_LINES` lines (128 bytes apart, so no two share an
+/// adjacent-line prefetch), then a thread on `reader_cpu` follows them as one dependent chain in a
+/// random order; rounds repeat until the reads took `min_ns`. ns per read of a line another core
+/// holds modified: the core-to-core transfer a consumer pays, timed on the reader only.
+pub fn peer_read_ns(reader_cpu: u32, writer_cpu: u32, min_ns: u64) -> io::Result<f64> {
+    check_min_ns(min_ns)?;
+    if reader_cpu == writer_cpu {
+        return Err(invalid("writer_cpu", format!("must differ from reader_cpu ({reader_cpu})")));
+    }
+    let next = random_cycle(PEER_LINES, &mut XorShift64::new(RANDOM_SEED));
+    let lines: Vec<Shared> = (0..PEER_LINES).map(|_| Shared(AtomicU64::new(0))).collect();
+    // Even: the writer's turn to dirty the lines (round = turn / 2); odd: the reader's to read them.
+    let turn = Shared(AtomicU64::new(0));
+    let both_pinned = Barrier::new(2);
+    let failed = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            let pinned = pin_current_thread(writer_cpu);
+            if pinned.is_err() {
+                failed.store(true, Ordering::SeqCst);
+            }
+            both_pinned.wait();
+            pinned?;
+            let mut round = 0u64;
+            loop {
+                match turn.0.load(Ordering::Acquire) {
+                    STOP => return Ok(()),
+                    t if t == 2 * round => {
+                        // The next index, tagged with the round so every store changes the line.
+                        for (line, &following) in lines.iter().zip(&next) {
+                            line.0.store(u64::from(following) | (round << 32), Ordering::Relaxed);
+                        }
+                        // The reader may have finished (STOP) meanwhile: then this store must not undo it.
+                        if turn.0.compare_exchange(t, t + 1, Ordering::AcqRel, Ordering::Acquire).is_err() {
+                            return Ok(());
+                        }
+                        round += 1;
+                    }
+                    _ => std::hint::spin_loop(),
+                }
+            }
+        });
+        let pinned = pin_current_thread(reader_cpu);
+        if pinned.is_err() {
+            failed.store(true, Ordering::SeqCst);
+        }
+        both_pinned.wait();
+        let measured = pinned.and_then(|_| {
+            if failed.load(Ordering::SeqCst) {
+                return Err(io::Error::other(format!("cpu {writer_cpu}: the writing thread could not be pinned")));
+            }
+            let (mut reads, mut spent) = (0u64, 0u64);
+            let mut t = 1;
+            while spent < min_ns || reads < 64 * PEER_LINES as u64 {
+                while turn.0.load(Ordering::Acquire) != t {
+                    std::hint::spin_loop();
+                }
+                let start = Instant::now();
+                let mut at = 0usize;
+                for _ in 0..PEER_LINES {
+                    at = (lines[at].0.load(Ordering::Relaxed) & 0xffff_ffff) as usize;
+                }
+                spent += start.elapsed().as_nanos() as u64;
+                black_box(at);
+                reads += PEER_LINES as u64;
+                turn.0.store(t + 1, Ordering::Release);
+                t += 2;
+            }
+            Ok(spent as f64 / reads as f64)
+        });
+        turn.0.store(STOP, Ordering::Release);
+        let written = writer.join().unwrap_or_else(|_| Err(io::Error::other("the writing thread panicked")));
+        let ns = measured?;
+        written.map(|_| ns)
+    })
+}
+
 /// Working sets from `from` to `to` bytes, `per_octave` a doubling, rounded to whole lines.
 pub fn sizes(from: u64, to: u64, per_octave: u32) -> Vec<u64> {
     if from == 0 || to < from || per_octave == 0 {
@@ -605,10 +685,16 @@ mod tests {
         }
         let ns = handoff_ns(cpus[0], cpus[1], MS).unwrap();
         assert!(ns.is_finite() && ns > 0.0);
+        // A read of a line the other core wrote costs more than one the reader holds itself.
+        let peer = peer_read_ns(cpus[0], cpus[1], MS).unwrap();
+        let own = chase_ns(cpus[0], (PEER_LINES * 64) as u64, 1, MS).unwrap();
+        assert!(peer.is_finite() && peer > own, "{peer} vs {own}");
         #[cfg(target_os = "linux")]
         {
             let error = handoff_ns(cpus[0], 1 << 20, MS).unwrap_err();
             assert!(error.to_string().contains("cpu 1048576"), "{error}");
+            let error = peer_read_ns(cpus[0], 1 << 20, MS).unwrap_err();
+            assert!(error.to_string().contains("cpu 1048576: the writing thread could not be pinned"), "{error}");
         }
     }
 
@@ -628,6 +714,8 @@ mod tests {
         assert!(said(ring_copy_ns(0, 0, 2048, MS)).starts_with("buffers: must be at least 1"));
         assert!(said(bandwidth_gbs(Access::Read, 4096, &[], MS)).starts_with("cpus: must name"));
         assert!(said(handoff_ns(1, 1, MS)).starts_with("cpu_b: must differ"));
+        assert!(said(peer_read_ns(1, 1, MS)).starts_with("writer_cpu: must differ from reader_cpu (1)"));
+        assert!(said(peer_read_ns(0, 1, 61_000_000_000)).starts_with("min_ns"));
         assert_eq!("fill".parse::<Access>().unwrap_err().to_string(), "access: `fill` is not read, write or copy");
     }
 }
