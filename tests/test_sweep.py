@@ -352,3 +352,15 @@ def test_a_reused_results_directory_loads_the_last_sweep_unless_asked_for_every_
     assert len(last) == 1 and last["param.offered_gbps"].tolist() == [10.0]
     assert len(steer.load(tmp_path, every_sweep=True)) == 3
     assert len(Store(tmp_path).records()) == 1
+
+
+def test_one_point_is_one_run_and_steer_plot_needs_no_import(tmp_path, capsys):
+    path = write(tmp_path, "")
+    assert steer_main(["sweep", str(path), "-o", str(tmp_path / "out"), "--quiet"]) == 0
+    assert capsys.readouterr().out.startswith("1 run: 1 finished now, 0 already done, 0 failed")
+    done = subprocess.run(
+        [sys.executable, "-c", "import steer; print(steer.plot.__name__, 'plot' in dir(steer))"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.stdout.split() == ["steer.plot", "True"], done.stderr
