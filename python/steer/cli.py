@@ -184,13 +184,20 @@ def cmd_run(args: argparse.Namespace) -> int:
 WINDOW_TOTALS = ("busy", "cycles", "exec_ns")
 
 
+def shown_stats(core: dict) -> list[tuple[str, object]]:
+    """A core's workload statistics worth showing: counts, per-unit cycles, the workload's own
+    figures (goodput, latency summaries), leaving out the window's totals."""
+    return [
+        (key, value)
+        for key, value in core.get("workload", {}).items()
+        if key not in WINDOW_TOTALS and not key.startswith("exec_ns_per_")
+    ]
+
+
 def workload_stats(core: dict) -> list[tuple[str, str]]:
-    """A core's workload statistics as (key, text): counts, per-unit cycles, the workload's own
-    figures (goodput, latency percentiles), leaving out the window's totals."""
+    """:func:`shown_stats` as (key, text), latency summaries by their p50 and p99."""
     shown = []
-    for key, value in core.get("workload", {}).items():
-        if key in WINDOW_TOTALS or key.startswith("exec_ns_per_"):
-            continue
+    for key, value in shown_stats(core):
         if isinstance(value, dict):
             if value.get("count"):
                 shown.append((key, f"p50 {value['p50']:.4g} p99 {value['p99']:.4g}"))
@@ -238,9 +245,7 @@ def compare_rows(results: dict[str, dict | None]) -> list[list[str]]:
         rows.append(
             [f"cpu {cpu} ({core['role']}) fills from DRAM", lambda r, c=cpu: r["cores"][c]["fills"]["dram"], ".1%"]
         )
-        for key, value in core.get("workload", {}).items():
-            if key in WINDOW_TOTALS or key.startswith("exec_ns_per_"):
-                continue
+        for key, value in shown_stats(core):
             stat = lambda r, c=cpu, k=key: r["cores"][c]["workload"][k]  # noqa: E731
             if isinstance(value, dict):
                 rows += [
@@ -510,14 +515,9 @@ def parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a scenario file or built-in scenario")
     run.add_argument("scenario", help="scenario file (.toml) or built-in name (see `steer scenarios`)")
     with_set(run)
-    run.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        type=output.json_target,
-        metavar="FILE",
-        help="write the result as JSON to FILE (and the resolved scenario beside it); "
-        "without FILE, print JSON to stdout",
+    output.add_json_option(
+        run,
+        "write the result as JSON to FILE (and the resolved scenario beside it); without FILE, print JSON to stdout",
     )
     run.add_argument(
         "--format",
@@ -530,13 +530,9 @@ def parser() -> argparse.ArgumentParser:
 
     repro = commands.add_parser("reproduce", help="run the seeds' published experiments: published vs simulated")
     repro.add_argument("--only", metavar="PATTERN", help="rows whose id matches (glob or substring, e.g. leon)")
-    repro.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        type=output.json_target,
-        metavar="FILE",
-        help="rows {id, role, source, metric, unit, published, simulated, relation} as JSON (to FILE or stdout)",
+    output.add_json_option(
+        repro,
+        "rows {id, role, source, metric, unit, published, simulated, relation} as JSON (to FILE or stdout)",
     )
     with_set(repro)
     repro.add_argument(
@@ -593,13 +589,9 @@ def parser() -> argparse.ArgumentParser:
         "tph", help="decode PCIe TPH from a config-space dump (binary, lspci -xxx/-xxxx) or lspci -vv text"
     )
     tph.add_argument("file", help="the dump or lspci output; - reads stdin")
-    tph.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        type=output.json_target,
-        metavar="FILE",
-        help="every device {device, source, root_port, completer, requester, list_complete, problems, missing} "
+    output.add_json_option(
+        tph,
+        "every device {device, source, root_port, completer, requester, list_complete, problems, missing} "
         "as JSON (to FILE or stdout)",
     )
     tph.set_defaults(handler=cmd_tph)
@@ -608,13 +600,9 @@ def parser() -> argparse.ArgumentParser:
     doc.add_argument("--root", default="/", metavar="DIR", help="check a captured tree instead of this host")
     doc.add_argument("--pid", type=int, help="the consuming application: is injection landing on its CPUs?")
     doc.add_argument("--cpus", metavar="LIST", help="the consumer's CPUs (e.g. 0-3,8), instead of --pid")
-    doc.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        type=output.json_target,
-        metavar="FILE",
-        help="checks {area, name, verdict, evidence, fix} as JSON",
+    output.add_json_option(
+        doc,
+        "checks {area, name, verdict, evidence, fix} as JSON",
     )
     doc.add_argument("--capture", metavar="FILE.tar.gz", help="save exactly the files the checks read")
     doc.set_defaults(handler=cmd_doctor)

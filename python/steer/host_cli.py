@@ -98,13 +98,9 @@ def add_measuring_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-bytes", metavar="SIZE", help="largest working set (e.g. 256MiB; default from the LLC size)")
     p.add_argument("--min-ms", type=float, metavar="MS", help="least time each timing lasts")
     p.add_argument("--plot", metavar="FILE.png", help="draw the figures into FILE.png")
-    p.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        type=output.json_target,
-        metavar="FILE",
-        help="machine-readable output (to FILE or stdout)",
+    output.add_json_option(
+        p,
+        "machine-readable output (to FILE or stdout)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 

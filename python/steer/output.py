@@ -124,6 +124,11 @@ def json_target(value: str) -> str:
     return value
 
 
+def add_json_option(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--json [FILE]``: JSON to FILE, or to stdout without one (``args.json == "-"``)."""
+    parser.add_argument("--json", nargs="?", const="-", type=json_target, metavar="FILE", help=help)
+
+
 def count(n: int, noun: str) -> str:
     """``1 run``, ``2 runs``."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -444,12 +444,53 @@ fn prefetch(word: &u64) {
     let _ = word;
 }
 
-/// The value that tells the answering thread of `handoff_ns` to stop.
+/// The value that tells a partner thread (`with_partner`) to stop.
 const STOP: u64 = u64::MAX;
 
 /// A cache line of its own for the value the two threads pass.
 #[repr(align(128))]
 struct Shared(AtomicU64);
+
+/// Runs `partner` on a thread pinned to `partner_cpu` and `main` on this thread pinned to `cpu`,
+/// both starting once both are pinned. When `main` ends, `stop` is set to `STOP`, which `partner`
+/// watches for. `role` names the partner thread in errors.
+fn with_partner<T>(
+    cpu: u32,
+    partner_cpu: u32,
+    role: &str,
+    stop: &AtomicU64,
+    partner: impl FnOnce() -> io::Result<()> + Send,
+    main: impl FnOnce() -> io::Result<T>,
+) -> io::Result<T> {
+    let both_pinned = Barrier::new(2);
+    let failed = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let helper = scope.spawn(|| {
+            let pinned = pin_current_thread(partner_cpu);
+            if pinned.is_err() {
+                failed.store(true, Ordering::SeqCst);
+            }
+            both_pinned.wait();
+            pinned?;
+            partner()
+        });
+        let pinned = pin_current_thread(cpu);
+        if pinned.is_err() {
+            failed.store(true, Ordering::SeqCst);
+        }
+        both_pinned.wait();
+        let measured = pinned.and_then(|_| {
+            if failed.load(Ordering::SeqCst) {
+                return Err(io::Error::other(format!("cpu {partner_cpu}: the {role} thread could not be pinned")));
+            }
+            main()
+        });
+        stop.store(STOP, Ordering::Release);
+        let helped = helper.join().unwrap_or_else(|_| Err(io::Error::other(format!("the {role} thread panicked"))));
+        let value = measured?;
+        helped.map(|_| value)
+    })
+}
 
 /// Two threads pinned to `cpu_a` and `cpu_b` pass one cache line back and forth: A writes an odd
 /// value and waits for the next even one, B waits for the odd one and writes the next; ns per
@@ -460,55 +501,34 @@ pub fn handoff_ns(cpu_a: u32, cpu_b: u32, min_ns: u64) -> io::Result<f64> {
         return Err(invalid("cpu_b", format!("must differ from cpu_a ({cpu_a})")));
     }
     let line = Shared(AtomicU64::new(0));
-    let both_pinned = Barrier::new(2);
-    let failed = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        let answerer = scope.spawn(|| {
-            let pinned = pin_current_thread(cpu_b);
-            if pinned.is_err() {
-                failed.store(true, Ordering::SeqCst);
-            }
-            both_pinned.wait();
-            pinned?;
-            let mut expect = 1;
-            loop {
-                match line.0.load(Ordering::Acquire) {
-                    STOP => return Ok(()),
-                    value if value == expect => {
-                        line.0.store(value + 1, Ordering::Release);
-                        expect += 2;
-                    }
-                    _ => std::hint::spin_loop(),
-                }
-            }
-        });
-        let pinned = pin_current_thread(cpu_a);
-        if pinned.is_err() {
-            failed.store(true, Ordering::SeqCst);
-        }
-        both_pinned.wait();
-        let measured = pinned.and_then(|_| {
-            if failed.load(Ordering::SeqCst) {
-                return Err(io::Error::other(format!("cpu {cpu_b}: the answering thread could not be pinned")));
-            }
-            let mut value = 0u64;
-            let mut trips = |count: u64| {
-                for _ in 0..count {
+    let answer = || {
+        let mut expect = 1;
+        loop {
+            match line.0.load(Ordering::Acquire) {
+                STOP => return Ok(()),
+                value if value == expect => {
                     line.0.store(value + 1, Ordering::Release);
-                    while line.0.load(Ordering::Acquire) != value + 2 {
-                        std::hint::spin_loop();
-                    }
-                    value += 2;
+                    expect += 2;
                 }
-            };
-            trips(1000);
-            Ok(per_element(min_ns, trips))
-        });
-        line.0.store(STOP, Ordering::Release);
-        let answered = answerer.join().unwrap_or_else(|_| Err(io::Error::other("the answering thread panicked")));
-        let ns = measured?;
-        answered.map(|_| ns)
-    })
+                _ => std::hint::spin_loop(),
+            }
+        }
+    };
+    let measure = || {
+        let mut value = 0u64;
+        let mut trips = |count: u64| {
+            for _ in 0..count {
+                line.0.store(value + 1, Ordering::Release);
+                while line.0.load(Ordering::Acquire) != value + 2 {
+                    std::hint::spin_loop();
+                }
+                value += 2;
+            }
+        };
+        trips(1000);
+        Ok(per_element(min_ns, trips))
+    };
+    with_partner(cpu_a, cpu_b, "answering", &line.0, answer, measure)
 }
 
 /// Lines the writer dirties each round of `peer_read_ns`: few enough to stay in its L1.
@@ -527,68 +547,47 @@ pub fn peer_read_ns(reader_cpu: u32, writer_cpu: u32, min_ns: u64) -> io::Result
     let lines: Vec<Shared> = (0..PEER_LINES).map(|_| Shared(AtomicU64::new(0))).collect();
     // Even: the writer's turn to dirty the lines (round = turn / 2); odd: the reader's to read them.
     let turn = Shared(AtomicU64::new(0));
-    let both_pinned = Barrier::new(2);
-    let failed = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        let writer = scope.spawn(|| {
-            let pinned = pin_current_thread(writer_cpu);
-            if pinned.is_err() {
-                failed.store(true, Ordering::SeqCst);
-            }
-            both_pinned.wait();
-            pinned?;
-            let mut round = 0u64;
-            loop {
-                match turn.0.load(Ordering::Acquire) {
-                    STOP => return Ok(()),
-                    t if t == 2 * round => {
-                        // The next index, tagged with the round so every store changes the line.
-                        for (line, &following) in lines.iter().zip(&next) {
-                            line.0.store(u64::from(following) | (round << 32), Ordering::Relaxed);
-                        }
-                        // The reader may have finished (STOP) meanwhile: then this store must not undo it.
-                        if turn.0.compare_exchange(t, t + 1, Ordering::AcqRel, Ordering::Acquire).is_err() {
-                            return Ok(());
-                        }
-                        round += 1;
+    let write = || {
+        let mut round = 0u64;
+        loop {
+            match turn.0.load(Ordering::Acquire) {
+                STOP => return Ok(()),
+                t if t == 2 * round => {
+                    // The next index, tagged with the round so every store changes the line.
+                    for (line, &following) in lines.iter().zip(&next) {
+                        line.0.store(u64::from(following) | (round << 32), Ordering::Relaxed);
                     }
-                    _ => std::hint::spin_loop(),
+                    // The reader may have finished (STOP) meanwhile: then this store must not undo it.
+                    if turn.0.compare_exchange(t, t + 1, Ordering::AcqRel, Ordering::Acquire).is_err() {
+                        return Ok(());
+                    }
+                    round += 1;
                 }
+                _ => std::hint::spin_loop(),
             }
-        });
-        let pinned = pin_current_thread(reader_cpu);
-        if pinned.is_err() {
-            failed.store(true, Ordering::SeqCst);
         }
-        both_pinned.wait();
-        let measured = pinned.and_then(|_| {
-            if failed.load(Ordering::SeqCst) {
-                return Err(io::Error::other(format!("cpu {writer_cpu}: the writing thread could not be pinned")));
+    };
+    let read = || {
+        let (mut reads, mut spent) = (0u64, 0u64);
+        let mut t = 1;
+        while spent < min_ns || reads < 64 * PEER_LINES as u64 {
+            while turn.0.load(Ordering::Acquire) != t {
+                std::hint::spin_loop();
             }
-            let (mut reads, mut spent) = (0u64, 0u64);
-            let mut t = 1;
-            while spent < min_ns || reads < 64 * PEER_LINES as u64 {
-                while turn.0.load(Ordering::Acquire) != t {
-                    std::hint::spin_loop();
-                }
-                let start = Instant::now();
-                let mut at = 0usize;
-                for _ in 0..PEER_LINES {
-                    at = (lines[at].0.load(Ordering::Relaxed) & 0xffff_ffff) as usize;
-                }
-                spent += start.elapsed().as_nanos() as u64;
-                black_box(at);
-                reads += PEER_LINES as u64;
-                turn.0.store(t + 1, Ordering::Release);
-                t += 2;
+            let start = Instant::now();
+            let mut at = 0usize;
+            for _ in 0..PEER_LINES {
+                at = (lines[at].0.load(Ordering::Relaxed) & 0xffff_ffff) as usize;
             }
-            Ok(spent as f64 / reads as f64)
-        });
-        turn.0.store(STOP, Ordering::Release);
-        let written = writer.join().unwrap_or_else(|_| Err(io::Error::other("the writing thread panicked")));
-        let ns = measured?;
-        written.map(|_| ns)
-    })
+            spent += start.elapsed().as_nanos() as u64;
+            black_box(at);
+            reads += PEER_LINES as u64;
+            turn.0.store(t + 1, Ordering::Release);
+            t += 2;
+        }
+        Ok(spent as f64 / reads as f64)
+    };
+    with_partner(reader_cpu, writer_cpu, "writing", &turn.0, write, read)
 }
 
 /// Working sets from `from` to `to` bytes, `per_octave` a doubling, rounded to whole lines.

@@ -407,9 +407,9 @@ fn resolve(
             params.insert(key.clone(), value);
             // Errors in the values it is substituted into are the override's.
             overridden.push((format!("params.{key}"), key.clone()));
-            parameter_uses(&toml::Value::Table(tree.clone()), &key, "", &mut |path| {
-                overridden.push((path, key.clone()))
-            });
+            for (top, value) in tree.iter() {
+                parameter_uses(value, &key, top, &mut |path| overridden.push((path, key.clone())));
+            }
         } else if !key.contains('.') && !is_top_level_key(&key) {
             let declared = if params.is_empty() {
                 "this scenario declares none".to_string()
