@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use steer_sim::platform::PlatformSpec;
-use steer_sim::trace::{replay, TraceReader};
+use steer_trace::{replay, TraceReader};
 
 /// Turin's hierarchy with small L2 and L3 (the same rules, far less to allocate per input).
 fn small_platform() -> PlatformSpec {

@@ -166,7 +166,7 @@ fn replay_trace(
     let mut failure: Option<PyErr> = None;
     let report = py.allow_threads(|| {
         // Once per block read (tens of KiB): taking the GIL that often costs little.
-        steer_sim::trace::replay_path_with(path, &spec, cpu, &mut |done| {
+        steer_trace::replay_path_with(path, &spec, cpu, &mut |done| {
             Python::with_gil(|py| {
                 let outcome = py.check_signals().and_then(|_| match &progress {
                     Some(callback) => callback.call1(py, (done as f64 / total as f64,)).map(|_| ()),

@@ -5,8 +5,8 @@
 //! (DRAM channels); bulk copies (a copy engine's descriptors) move as `flows` over memory nodes,
 //! meshes and socket links. Workload programs (`workloads`) run on CPUs (`cpu`, with the core timing
 //! model); `engine` runs every agent in time order; `system` assembles a scenario into agents;
-//! `scenario` loads what users write; `stats` and `results` declare and shape what they read;
-//! `trace` replays traces.
+//! `scenario` loads what users write; `stats` and `results` declare and shape what they read.
+//! Traces are replayed through these caches by the `steer-trace` crate.
 
 pub mod cache;
 pub mod cpu;
@@ -27,7 +27,6 @@ pub mod stats;
 pub mod system;
 #[cfg(test)]
 mod testing;
-pub mod trace;
 pub mod units;
 pub mod workloads;
 

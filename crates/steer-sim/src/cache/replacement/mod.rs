@@ -30,8 +30,9 @@ pub trait ReplacementPolicy: Send {
     fn demote(&mut self, set: usize, way: usize);
     fn on_invalidate(&mut self, _set: usize, _way: usize) {}
     fn victim(&mut self, set: usize, allowed: u64) -> usize;
-    /// Starts loading the host memory holding `set`'s state (`super::host_prefetch`); a hint.
-    fn prefetch_set(&self, set: usize);
+    /// Starts loading the host memory holding `set`'s state (`super::host_prefetch`): a speed
+    /// hint for callers that know their next sets (the trace replayer); a policy may leave it out.
+    fn prefetch_set(&self, _set: usize) {}
 }
 
 /// Options every policy may read.
@@ -56,7 +57,7 @@ pub struct PolicyInfo {
     pub check_ways: fn(ways: usize) -> Result<(), String>,
     pub build: fn(sets: usize, ways: usize, options: PolicyOptions) -> Replacement,
     /// Whether a set's choices depend on its own accesses alone (no state shared between sets), so
-    /// that groups of sets can be simulated apart (see `trace::single_core::set_groups`).
+    /// that groups of sets can be simulated apart (the `steer-trace` crate's set groups).
     pub per_set: bool,
 }
 

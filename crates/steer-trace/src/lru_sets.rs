@@ -5,7 +5,7 @@
 //! in one pass (`LruSets::run_pass`), its sets searched and rewritten by a `SetKernel`.
 
 use super::single_core::{Pass, PREFETCH_DISTANCE};
-use crate::cache::Geometry;
+use steer_sim::cache::Geometry;
 
 /// A line pushed out of a level, and whether it was dirty.
 #[derive(Debug, Clone, Copy)]
@@ -606,7 +606,7 @@ impl<E: Entry> LruSets<E> {
         for (i, &request) in requests.iter().enumerate() {
             if let Some(&ahead) = requests.get(i + PREFETCH_DISTANCE).filter(|_| PREFETCH) {
                 let (set, _) = indexing.split(Pass::decode(ahead).0);
-                crate::cache::host_prefetch(std::slice::from_ref(&sets[set]));
+                steer_sim::cache::host_prefetch(std::slice::from_ref(&sets[set]));
             }
             let (line, write) = Pass::decode(request);
             let (index, tag) = indexing.split(line);
@@ -658,7 +658,7 @@ impl<E: Entry> LruSets<E> {
     #[inline(always)]
     pub(super) fn prefetch_set_of(&self, line: u64) {
         let (set, _) = self.indexing.split(line);
-        crate::cache::host_prefetch(std::slice::from_ref(&self.sets[set]));
+        steer_sim::cache::host_prefetch(std::slice::from_ref(&self.sets[set]));
     }
 
     /// The same sets with 64-bit entries.
@@ -676,13 +676,13 @@ impl<E: Entry> LruSets<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::replacement;
+    use steer_sim::cache::replacement;
 
     /// 32-bit entries (searched and rewritten by `quarters` on x86-64) and 64-bit ones (plain
     /// loops) answer and hold the same under random operations, for every way count.
     #[test]
     fn narrow_and_wide_sets_behave_alike() {
-        let mut rng = crate::units::Rng::new(17);
+        let mut rng = steer_sim::units::Rng::new(17);
         for ways in 1..=SET_WAYS {
             for write_hit_updates_recency in [false, true] {
                 let geometry = Geometry {

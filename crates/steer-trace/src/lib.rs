@@ -20,9 +20,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::hierarchy::{Hierarchy, LevelStats};
-use crate::platform::{PlatformSpec, TopologySpec};
-use crate::units::{Line, Time};
+use steer_sim::hierarchy::{Hierarchy, LevelStats};
+use steer_sim::platform::{PlatformSpec, TopologySpec};
+use steer_sim::units::{Line, Time};
 
 mod crew;
 mod lru_sets;
@@ -978,8 +978,8 @@ mod tests {
     use std::io::Cursor;
 
     use super::*;
-    use crate::platform::{CacheSpec, Relation};
-    use crate::units::Rng;
+    use steer_sim::platform::{CacheSpec, Relation};
+    use steer_sim::units::Rng;
 
     fn read_all(bytes: &[u8]) -> Result<Vec<TraceRecord>, TraceError> {
         TraceReader::new(Cursor::new(bytes.to_vec()), "t.din")?.collect()
@@ -1418,7 +1418,7 @@ mod tests {
     fn progress_counts_the_bytes_replayed_and_stops_the_replay() {
         let single = tiny((1, 2), (2, 2), (4, 4));
         let mut general = single.clone();
-        general.l1d.prefetcher.kind = crate::params::Name::new("next_line");
+        general.l1d.prefetcher.kind = steer_sim::params::Name::new("next_line");
         let batch = SetGroups::new(&single).batch();
         let records = batch * 3 / 2 + 5;
         let mut bytes = Vec::new();
@@ -1465,7 +1465,7 @@ mod tests {
 
     #[test]
     fn replay_reports_bad_files_cpus_and_platforms_in_one_line() {
-        let platform = crate::platform::preset("turin-9655").unwrap();
+        let platform = steer_sim::platform::preset("turin-9655").unwrap();
         let error = replay_path("/nonexistent/x.din", &platform, 0).unwrap_err();
         assert!(error.to_string().starts_with("/nonexistent/x.din: cannot open: "), "{error}");
         assert!(!error.to_string().contains('\n'));

@@ -1,7 +1,7 @@
 //! Trace replay speed: generates a deterministic trace, replays it through the three cache levels of
 //! turin-9655 and prints line operations per second, from memory and from din and binary files.
 //!
-//! `cargo bench -p steer-sim --bench trace_replay [-- ACCESSES [mixed|streaming]]` (default
+//! `cargo bench -p steer-trace --bench trace_replay [-- ACCESSES [mixed|streaming]]` (default
 //! 2,000,000 accesses, both traces).
 
 use std::fs::File;
@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use steer_sim::platform::{self, PlatformSpec, Relation};
-use steer_sim::trace::{self, AccessKind, Replayer, TraceRecord};
 use steer_sim::units::Rng;
+use steer_trace::{AccessKind, Replayer, TraceRecord};
 
 /// A mix with some locality: a hot 256 KiB set (L2 hits), a sequential stream through 256 MiB
 /// (one miss per line, then hits) and random lines over 4 GiB (misses down to DRAM); 30% writes.
@@ -112,10 +112,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let dir = std::env::temp_dir();
         let binary = dir.join(format!("steer-bench-{}.trace", std::process::id()));
         let din = dir.join(format!("steer-bench-{}.din", std::process::id()));
-        trace::write_binary(File::create(&binary)?, records.iter().copied())?;
+        steer_trace::write_binary(File::create(&binary)?, records.iter().copied())?;
         write_din(&din, &records)?;
         for (case, path) in [("binary file, non-inclusive LRU", &binary), ("din file, non-inclusive LRU", &din)] {
-            let report = trace::replay_path(path, &like, 0);
+            let report = steer_trace::replay_path(path, &like, 0);
             std::fs::remove_file(path)?;
             let report = report?;
             rows.push(Row { case, line_ops: report.line_ops, seconds: report.host_seconds });

@@ -29,10 +29,10 @@ use super::crew::Crew;
 use super::lru_sets::avx512::{self, Avx512};
 use super::lru_sets::{Entry, LruSets, SetKernel, Victim, SET_WAYS};
 use super::{replay_record, replay_records, AccessKind, LineSink, Record};
-use crate::cache::{replacement, Cache, Geometry};
-use crate::hierarchy::LevelStats;
-use crate::platform::{CacheSpec, MaskAgent, PlatformSpec, Relation};
-use crate::units::Line;
+use steer_sim::cache::{replacement, Cache, Geometry};
+use steer_sim::hierarchy::LevelStats;
+use steer_sim::platform::{CacheSpec, MaskAgent, PlatformSpec, Relation};
+use steer_sim::units::Line;
 
 /// Why `SingleCore` cannot stand for the general path on a platform (which then replays through it).
 pub fn unsupported(platform: &PlatformSpec) -> Option<String> {
@@ -1214,7 +1214,7 @@ mod tests {
     use std::fmt::Debug;
 
     use super::*;
-    use crate::platform::preset;
+    use steer_sim::platform::preset;
 
     /// The groups are the largest power of two dividing every level's set count, up to 64, and
     /// one when a level's policy shares state between sets.
@@ -1297,7 +1297,7 @@ mod tests {
     /// Binary records: runs of one line (as a sweep makes), a hot set and lines spread over
     /// `spread` lines, from byte `base`; `writes` in 100 of them writes, some fetches.
     fn binary_trace(seed: u64, records: usize, spread: u64, base: u64, writes: u64) -> Vec<[u8; 8]> {
-        let mut rng = crate::units::Rng::new(seed);
+        let mut rng = steer_sim::units::Rng::new(seed);
         let mut line = 0;
         (0..records)
             .map(|_| {

@@ -16,8 +16,8 @@ use steer_sim::cache::replacement::{self, PolicyOptions, ReplacementPolicy};
 use steer_sim::cache::{Cache, Evicted, Geometry, Lookup};
 use steer_sim::hierarchy::{Hierarchy, Holding, LevelStats};
 use steer_sim::platform::{CacheSpec, PlatformSpec, Relation, TopologySpec, WayMaskSpec};
-use steer_sim::trace::{AccessKind, ReplayEngine, Replayer, TraceRecord, TraceReport};
 use steer_sim::units::{Line, Rng, Time};
+use steer_trace::{AccessKind, ReplayEngine, Replayer, TraceRecord, TraceReport};
 
 const POLICIES: [&str; 5] = ["lru", "tree_plru", "srrip", "brrip", "drrip"];
 const L2_RELATIONS: [Relation; 2] = [Relation::Inclusive, Relation::NonInclusive];
