@@ -215,17 +215,16 @@ def test_a_run_that_fails_in_the_worker_becomes_a_record():
 
 
 def die_on_three(task):
-    """Stands in for sweeps.execute in spawned workers: the point x=3 kills its worker."""
+    """The work of spawned workers: the point x=3 kills its worker."""
     if task.point["x"] == 3:
         os._exit(7)
     return sweeps.record_for(task, "ok", time.time(), 0.0, result={"x": task.point["x"]})
 
 
-def test_a_worker_that_dies_fails_only_its_point(monkeypatch):
+def test_a_worker_that_dies_fails_only_its_point():
     tasks = [sweeps.Task(i, f"{i:016d}", {"x": i}, [], "t", resolved="") for i in range(8)]
-    monkeypatch.setattr(sweeps, "execute", die_on_three)
     records = []
-    sweeps.run_local(tasks, 3, records.append)
+    sweeps.run_local(tasks, 3, records.append, die_on_three)
     by_x = {r["point"]["x"]: r for r in records}
     assert sorted(by_x) == list(range(8)) and len(records) == 8
     assert by_x[3]["status"] == "failed" and "died" in by_x[3]["error"]

@@ -123,6 +123,24 @@ def overrides_from(overrides: Iterable[str], params: dict[str, object]) -> list[
     return list(overrides) + [f"{key}={toml_literal(value)}" for key, value in params.items()]
 
 
+def overrides_from_file(path: str | Path) -> list[str]:
+    """A TOML file's values as ``KEY=VALUE`` overrides, nested tables as dotted key paths."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ScenarioError(f"{path}: cannot read: {getattr(error, 'strerror', None) or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ScenarioError(f"{path}: not valid TOML: {error}") from None
+
+    from steer.sweep import dotted
+
+    return [f"{key}={toml_literal(value)}" for key, value in dotted(data).items()]
+
+
 def resolve(scenario: str | Path, overrides: Iterable[str] = (), **params: object) -> str:
     """The fully resolved scenario (every default filled in) as TOML text."""
     text, origin, name = scenario_source(scenario)

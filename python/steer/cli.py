@@ -486,8 +486,27 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with bad usage reported as one line (``steer run: error: ...``, exit 2); ``-h``
+    shows the usage."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} -h)\n")
+
+
+class SetFile(argparse.Action):
+    """``--set-file FILE``: the file's keys, as dotted paths, appended to ``--set``."""
+
+    def __call__(self, parser, namespace, value, option_string=None) -> None:
+        try:
+            overrides = api.overrides_from_file(value)
+        except ScenarioError as error:
+            parser.error(f"--set-file: {error}")
+        getattr(namespace, self.dest).extend(overrides)
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
+    top = Parser(
         prog="steer",
         description="Where does I/O data land in the memory hierarchy, and what does that cost?",
     )
@@ -501,6 +520,13 @@ def parser() -> argparse.ArgumentParser:
             default=[],
             metavar="KEY=VALUE",
             help="override a declared parameter (NAME=VALUE) or any key path (a.b.c=VALUE); repeatable",
+        )
+        p.add_argument(
+            "--set-file",
+            dest="set",
+            action=SetFile,
+            metavar="FILE",
+            help="every key of a TOML file as --set KEY=VALUE (the overlay `steer fit` writes); repeatable",
         )
         if not allow_large:
             return

@@ -298,22 +298,29 @@ def describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def execute(task: Task) -> dict[str, Any]:
+def run_resolved(resolved: str, name: str) -> dict[str, Any]:
+    """A point's result: its resolved scenario run."""
+    result, _ = _core.run_scenario(resolved, f"{name} (resolved)", name, [], None)
+    return json.loads(result)
+
+
+def execute(task: Task, work: Callable[[str, str], Any] = run_resolved) -> dict[str, Any]:
     """Runs one task and returns its record; every failure becomes a record, never an exception.
 
-    Runs in worker processes (local pool or Ray), so it returns the record rather than writing
-    it: only the sweep's own process writes into the results directory.
+    ``work`` makes the result from the task's ``resolved`` text and name (by default, runs the
+    scenario). Runs in worker processes (local pool or Ray), so it returns the record rather than
+    writing it: only the sweep's own process writes into the results directory.
     """
     started, clock = time.time(), time.perf_counter()
     if task.resolved is None:
         return record_for(task, "failed", started, 0.0, error=task.error)
     try:
-        result, _ = _core.run_scenario(task.resolved, f"{task.name} (resolved)", task.name, [], None)
+        result = work(task.resolved, task.name)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as error:  # the core's panics are BaseExceptions; they fail one run only
         return record_for(task, "failed", started, time.perf_counter() - clock, error=describe_error(error))
-    return record_for(task, "ok", started, time.perf_counter() - clock, result=json.loads(result))
+    return record_for(task, "ok", started, time.perf_counter() - clock, result=result)
 
 
 def watch_parent(parent: int) -> None:
@@ -334,10 +341,13 @@ def setup_worker(parent: int) -> None:
     threading.Thread(target=watch_parent, args=(parent,), daemon=True).start()
 
 
-def run_serial(tasks: list[Task], on_record: Callable[[dict], None]) -> None:
+Work = Callable[[Task], dict[str, Any]]
+
+
+def run_serial(tasks: list[Task], on_record: Callable[[dict], None], work: Work = execute) -> None:
     """Runs tasks one after another in this process."""
     for task in tasks:
-        on_record(execute(task))
+        on_record(work(task))
 
 
 def check_main_guard() -> None:
@@ -359,8 +369,9 @@ def check_main_guard() -> None:
         )
 
 
-def run_local(tasks: list[Task], workers: int, on_record: Callable[[dict], None]) -> None:
-    """Runs tasks on a pool of ``workers`` processes on this machine.
+def run_local(tasks: list[Task], workers: int, on_record: Callable[[dict], None], work: Work = execute) -> None:
+    """Runs tasks on a pool of ``workers`` processes on this machine; ``work`` (a module-level
+    function, so that workers can import it) turns a task into its record.
 
     Workers are spawned, not forked (forking a process that may run threads is unsafe), and end
     on their own if this process is killed. At most ``workers`` tasks are handed out
@@ -369,7 +380,7 @@ def run_local(tasks: list[Task], workers: int, on_record: Callable[[dict], None]
     one that dies alone is recorded as failed.
     """
     if workers <= 1 or len(tasks) <= 1:
-        run_serial(tasks, on_record)
+        run_serial(tasks, on_record, work)
         return
     import multiprocessing
     from collections import deque
@@ -392,7 +403,7 @@ def run_local(tasks: list[Task], workers: int, on_record: Callable[[dict], None]
                     if solo and in_flight:
                         break
                     task = queue.popleft()
-                    in_flight[pool.submit(execute, task)] = task
+                    in_flight[pool.submit(work, task)] = task
                     if solo:
                         break
                 done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
@@ -438,7 +449,13 @@ def check_reachable(address: str, timeout: float = 5.0) -> None:
         raise ScenarioError(f"--address {address}: no Ray cluster reachable there ({reason})") from None
 
 
-def run_ray(tasks: list[Task], workers: int | None, address: str | None, on_record: Callable[[dict], None]) -> None:
+def run_ray(
+    tasks: list[Task],
+    workers: int | None,
+    address: str | None,
+    on_record: Callable[[dict], None],
+    work: Work = execute,
+) -> None:
     """Runs tasks as Ray tasks: on the cluster at ``address``, or on a local Ray instance.
 
     A local instance is started with ``workers`` CPUs and shut down afterwards; a cluster must
@@ -465,7 +482,7 @@ def run_ray(tasks: list[Task], workers: int | None, address: str | None, on_reco
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise ScenarioError(f"{where}: cannot start or connect to Ray: {reason}") from None
     try:
-        remote = ray.remote(num_cpus=1)(execute)
+        remote = ray.remote(num_cpus=1)(work)
         window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
         queue = iter(tasks)
         pending: dict[Any, Task] = {}
@@ -491,7 +508,8 @@ def run_ray(tasks: list[Task], workers: int | None, address: str | None, on_reco
 
 
 class SweepProgress:
-    """Runs done of total, failures and an ETA: a bar on a terminal, a line per 10% elsewhere."""
+    """Runs done of total, failures and an ETA, labelled ``steer NAME`` (``sweep rx``, ``fit
+    turin``): a bar on a terminal, a line per 10% elsewhere."""
 
     def __init__(self, name: str, total: int, quiet: bool) -> None:
         self.name, self.total, self.quiet = name, total, quiet
@@ -501,7 +519,7 @@ class SweepProgress:
         self.next_line = 0.1
 
     def label(self) -> str:
-        return f"steer sweep {self.name}: {self.done}/{output.count(self.total, 'run')}, {self.failed} failed"
+        return f"steer {self.name}: {self.done}/{output.count(self.total, 'run')}, {self.failed} failed"
 
     def __call__(self, record: Mapping[str, Any]) -> None:
         self.done += 1
@@ -539,6 +557,16 @@ class SweepSummary:
         return not self.failed
 
 
+def check_executor(executor: str, workers: int | None, address: str | None) -> None:
+    """Refuses executor options that cannot work, before anything is planned or run."""
+    if executor not in ("local", "ray"):
+        raise ScenarioError(f"unknown executor `{executor}` (expected local or ray)")
+    if address is not None and executor != "ray":
+        raise ScenarioError("--address: only for --executor ray")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ScenarioError(f"--workers: must be a whole number, at least 1 (got {workers!r})")
+
+
 def run_sweep(
     sweep: Sweep | Mapping[str, Any] | str | Path,
     results_dir: str | Path,
@@ -569,36 +597,60 @@ def run_sweep(
         sweep = sweep_from_dict(sweep, base=Path.cwd())
     elif not isinstance(sweep, Sweep):
         sweep = load_sweep(sweep)
-    if executor not in ("local", "ray"):
-        raise ScenarioError(f"unknown executor `{executor}` (expected local or ray)")
-    if address is not None and executor != "ray":
-        raise ScenarioError("--address: only for --executor ray")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ScenarioError(f"--workers: must be a whole number, at least 1 (got {workers!r})")
+    check_executor(executor, workers, address)
     clock = time.monotonic()
     tasks = plan(sweep, overrides, keep_going)
+    manifest = {
+        "sweep": sweep.origin,
+        "text": sweep.text,
+        "scenario": str(sweep.scenario),
+        "description": sweep.description,
+        "points": [{"index": t.index, "run_id": t.run_id, "point": t.point} for t in tasks],
+    }
+    summary = run_tasks(
+        tasks,
+        Store(results_dir),
+        manifest,
+        f"sweep {Path(sweep.origin).stem}",
+        executor=executor,
+        workers=workers,
+        address=address,
+        quiet=quiet,
+        retry_failed=retry_failed,
+    )
+    summary.seconds = time.monotonic() - clock
+    return summary
+
+
+def run_tasks(
+    tasks: list[Task],
+    store: Store,
+    manifest: Mapping[str, Any],
+    name: str,
+    work: Work = execute,
+    executor: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    quiet: bool = True,
+    retry_failed: bool = True,
+) -> SweepSummary:
+    """Runs the tasks not yet finished in ``store`` with ``work``, locally or on Ray, recording
+    each; ``manifest`` (with the steer version and the time added) says what was asked for."""
+    check_executor(executor, workers, address)
+    clock = time.monotonic()
     if executor == "local" and (workers or os.cpu_count() or 1) > 1 and len(tasks) > 1:
         check_main_guard()
-    store = Store(results_dir)
     with store.lock():
         store.remove_partial_files()
         store.write_manifest(
-            {
-                "sweep": sweep.origin,
-                "text": sweep.text,
-                "scenario": str(sweep.scenario),
-                "description": sweep.description,
-                "steer_version": __version__,
-                "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "points": [{"index": t.index, "run_id": t.run_id, "point": t.point} for t in tasks],
-            }
+            {**manifest, "steer_version": __version__, "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         )
         finished = store.finished_ids()
         failed_before = store.failed_ids()
         todo = [t for t in tasks if t.run_id not in finished and (retry_failed or t.run_id not in failed_before)]
         failed: dict[str, str] = {}
         ran: list[str] = []
-        progress = SweepProgress(Path(sweep.origin).stem, len(todo), quiet)
+        progress = SweepProgress(name, len(todo), quiet)
 
         def on_record(record: dict[str, Any]) -> None:
             store.write(record)
@@ -611,16 +663,16 @@ def run_sweep(
             # Points the scenario rejected need no worker: record them straight away.
             for task in todo:
                 if task.resolved is None:
-                    on_record(execute(task))
+                    on_record(work(task))
             runnable = [t for t in todo if t.resolved is not None]
             if runnable and executor == "ray":
-                run_ray(runnable, workers, address, on_record)
+                run_ray(runnable, workers, address, on_record, work)
             elif runnable:
-                run_local(runnable, workers or os.cpu_count() or 1, on_record)
+                run_local(runnable, workers or os.cpu_count() or 1, on_record, work)
         finally:
             progress.close()
         if not retry_failed:
             for task in tasks:
                 if task.run_id in failed_before and task.run_id not in failed:
                     failed[task.run_id] = json.loads((store.failed / f"{task.run_id}.json").read_text())["error"]
-    return SweepSummary(Path(results_dir), len(tasks), len(tasks) - len(todo), ran, failed, time.monotonic() - clock)
+    return SweepSummary(store.root, len(tasks), len(tasks) - len(todo), ran, failed, time.monotonic() - clock)

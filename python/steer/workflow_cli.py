@@ -118,6 +118,55 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_executor_options(parser: argparse.ArgumentParser, units: str) -> None:
+    """``--executor``, ``--address`` and ``--workers``: where the sweep executor runs its work."""
+    parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local: a process pool on this machine (default); ray: Ray tasks",
+    )
+    parser.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="Ray cluster to use (auto, HOST:PORT or ray://HOST:10001); "
+        "without it --executor ray starts a local Ray instance",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help=f"{units} at a time (default: every core; with Ray, CPUs of the local instance)",
+    )
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    """``steer fit``: searches the parameters, reports the best point and writes it as an overlay."""
+    import json
+
+    from steer import fit as fits
+
+    spec = fits.load_fit(args.fit_file)
+    stem = Path(args.fit_file).stem
+    results = Path(args.results) if args.results else Path("results") / f"fit-{stem}"
+    overlay = Path(args.output) if args.output else results / "best.toml"
+    result = fits.run_fit(
+        spec, results, executor=args.executor, workers=args.workers, address=args.address, quiet=args.quiet
+    )
+    files: dict[Path, str] = {overlay: fits.overlay_toml(result)}
+    if args.json:
+        text = json.dumps(result.to_dict(), indent=2) + "\n"
+        if args.json == "-":
+            output.write_atomically(files)
+            print(text, end="")
+            return 0
+        files[Path(args.json)] = text
+    output.write_atomically(files)
+    print(fits.report(result))
+    print(f"wrote {' and '.join(str(p) for p in files)}")
+    return 0
+
+
 def add_commands(commands, with_set: Callable[[argparse.ArgumentParser], None]) -> None:
     """Adds ``sweep``, ``plot``, ``report`` and ``export`` to the ``steer`` subparsers.
 
@@ -131,24 +180,7 @@ def add_commands(commands, with_set: Callable[[argparse.ArgumentParser], None]) 
     )
     sweep.add_argument("sweep_file", help="sweep file (.toml): scenario, [set], [grid], [zip]")
     sweep.add_argument("-o", "--results", metavar="DIR", help="results directory (default results/SWEEP_NAME)")
-    sweep.add_argument(
-        "--executor",
-        choices=("local", "ray"),
-        default="local",
-        help="local: a process pool on this machine (default); ray: Ray tasks",
-    )
-    sweep.add_argument(
-        "--address",
-        metavar="ADDR",
-        help="Ray cluster to use (auto, HOST:PORT or ray://HOST:10001); "
-        "without it --executor ray starts a local Ray instance",
-    )
-    sweep.add_argument(
-        "--workers",
-        type=int,
-        metavar="N",
-        help="runs at a time (default: every core; with Ray, CPUs of the local instance)",
-    )
+    add_executor_options(sweep, "runs")
     sweep.add_argument("--skip-failed", action="store_true", help="do not retry runs that failed before")
     sweep.add_argument(
         "--keep-going",
@@ -160,6 +192,21 @@ def add_commands(commands, with_set: Callable[[argparse.ArgumentParser], None]) 
     sweep.add_argument("--quiet", action="store_true", help="no progress display")
     with_set(sweep)
     sweep.set_defaults(handler=cmd_sweep)
+
+    fit = commands.add_parser(
+        "fit",
+        help="search parameters so that simulated rows match measured ones; resumes where it stopped",
+        description="Runs every row of a fit file at every point of its parameter grid (through the sweep "
+        "executor), reports the point with the least calibration error and the validation rows there, and writes "
+        "its values as an overlay for --set-file.",
+    )
+    fit.add_argument("fit_file", help="fit file (.toml): [parameters] and [[rows]] (docs/fit.md)")
+    fit.add_argument("-r", "--results", metavar="DIR", help="results directory (default results/fit-NAME)")
+    fit.add_argument("-o", "--output", metavar="FILE", help="the best values as TOML (default RESULTS/best.toml)")
+    add_executor_options(fit, "points")
+    output.add_json_option(fit, "best point, rows {row, role, measured, simulated, error, tolerance, within}, costs")
+    fit.add_argument("--quiet", action="store_true", help="no progress display")
+    fit.set_defaults(handler=cmd_fit)
 
     plot = commands.add_parser("plot", help="plot the runs of a results directory (PNG or SVG)")
     plot.add_argument("results", help="results directory of a sweep (or a .parquet export)")

@@ -1,0 +1,460 @@
+"""``steer fit``: parameters searched so that simulated rows match measured ones.
+
+A fit file is TOML::
+
+    description = "the controller write queue's answer latency, from seed 004's eflatency mean"
+
+    [parameters]                        # every combination is one point of the search (a grid)
+    "platform.memory.write_queue_latency_ns" = { min = 30.0, max = 90.0, steps = 13 }
+    # or a list: "platform.l2.latency_cycles" = [12, 14, 16]
+
+    [[rows]]                            # a row of `steer reproduce`: its published value and target
+    reproduce = "seed004/eflatency-avg"
+
+    [[rows]]                            # a measurement of your own
+    name = "DRAM read at 40 Gb/s"
+    scenario = "rx-default"             # built-in name, or a scenario file relative to this one
+    set = { offered_gbps = 40 }         # overrides for this row's run
+    key = "dram.read_gbps"              # a result key, as `steer stats SCENARIO` lists it
+    measured = 3.1
+    tolerance = 0.3                     # or tolerance_percent = 10
+    role = "validation"                 # calibration (the default for own rows) or validation
+
+Each point runs every row (through the sweep executor: a local process pool or Ray) with the
+point's values applied to every run. The best point is the one with the least sum of squared
+calibration errors, each in units of its row's tolerance; validation rows only check it. Points
+are recorded in a results directory as sweeps are (:mod:`steer.store`), so an interrupted fit
+resumes where it stopped. The best values are written as an overlay that ``--set-file`` applies.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from steer import api, output, reproduce, sweep
+from steer._core import ScenarioError
+from steer.result import flatten
+from steer.store import Store, run_id
+
+FIT_KEYS = ("description", "parameters", "rows")
+REPRODUCE_ROW_KEYS = ("reproduce", "role")
+OWN_ROW_KEYS = ("name", "scenario", "set", "key", "measured", "tolerance", "tolerance_percent", "role", "unit")
+# A grid larger than this is a search the sweep executor should not be asked to run point by point.
+MAX_POINTS = sweep.MAX_POINTS
+MAX_STEPS = 1000
+
+
+@dataclass(frozen=True)
+class FitRow:
+    """One measured value to match: a `steer reproduce` row (``reproduce`` is its id) or one of
+    the user's own (a scenario run with ``overrides`` whose result ``key`` is compared)."""
+
+    name: str
+    role: str
+    reproduce: str | None = None
+    scenario: str = ""
+    overrides: tuple[str, ...] = ()
+    key: str = ""
+    measured: float = math.nan
+    tolerance: float = math.nan
+    unit: str = ""
+
+    def to_spec(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "reproduce": self.reproduce,
+            "scenario": self.scenario,
+            "overrides": list(self.overrides),
+            "key": self.key,
+        }
+
+
+@dataclass
+class Fit:
+    """Parameters with the values to try, and the rows they are judged on."""
+
+    parameters: dict[str, list]
+    rows: list[FitRow]
+    description: str = ""
+    origin: str = "fit"
+
+    def points(self) -> list[dict[str, Any]]:
+        return sweep.Sweep("", grid=self.parameters).points()
+
+
+def _number(origin: str, where: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ScenarioError(f"{origin}: {where}: expected a finite number (got {sweep.type_name(value)})")
+    return float(value)
+
+
+def _check_keys(origin: str, where: str, table: Mapping, allowed: Iterable[str]) -> None:
+    allowed = tuple(allowed)
+    for key in table:
+        if key not in allowed:
+            raise ScenarioError(f"{origin}: {where}{key}: unknown key (expected one of {', '.join(allowed)})")
+
+
+def parameter_specs(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``[parameters]`` as dotted keys; a table with ``min``, ``max`` or ``steps`` is a range."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, dict) and not {"min", "max", "steps"} & value.keys():
+            flat.update(parameter_specs(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def parameter_values(origin: str, key: str, spec: object) -> list:
+    """A parameter's values: a non-empty list, or ``{min, max, steps}`` evenly spaced."""
+    where = f"parameters.{key}"
+    if isinstance(spec, list):
+        return sweep.axes_from(origin, "parameters", {key: spec})[key]
+    if not isinstance(spec, dict):
+        raise ScenarioError(f"{origin}: {where}: expected a list of values or {{min, max, steps}}")
+    _check_keys(origin, f"{where}.", spec, ("min", "max", "steps"))
+    for needed in ("min", "max", "steps"):
+        if needed not in spec:
+            raise ScenarioError(f"{origin}: {where}: missing `{needed}`")
+    low, high = _number(origin, f"{where}.min", spec["min"]), _number(origin, f"{where}.max", spec["max"])
+    steps = spec["steps"]
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 2 <= steps <= MAX_STEPS:
+        raise ScenarioError(f"{origin}: {where}.steps: expected a whole number from 2 to {MAX_STEPS} (got {steps!r})")
+    if not low < high:
+        raise ScenarioError(f"{origin}: {where}: min must be less than max (got {low:g} and {high:g})")
+    values = [low + (high - low) * i / (steps - 1) for i in range(steps)]
+    whole = all(isinstance(spec[k], int) for k in ("min", "max")) and all(v == round(v) for v in values)
+    return [round(v) for v in values] if whole else [round(v, 12) for v in values]
+
+
+def _row(origin: str, index: int, table: object, base: Path) -> FitRow:
+    where = f"rows[{index}]"
+    if not isinstance(table, dict):
+        raise ScenarioError(f"{origin}: {where}: expected a table (got {sweep.type_name(table)})")
+    role = table.get("role")
+    if role is not None and role not in reproduce.ROLES:
+        raise ScenarioError(f"{origin}: {where}.role: expected calibration or validation (got {role!r})")
+    if "reproduce" in table:
+        _check_keys(origin, f"{where}.", table, REPRODUCE_ROW_KEYS)
+        row_id = table["reproduce"]
+        if not isinstance(row_id, str) or row_id.split("/")[0] not in reproduce.EXPERIMENTS:
+            raise ScenarioError(
+                f"{origin}: {where}.reproduce: expected a `steer reproduce` row id starting with one of "
+                f"{', '.join(reproduce.EXPERIMENTS)} (got {row_id!r})"
+            )
+        own_role = reproduce.Row(row_id, "", "", "", 0.0, 0.0).role
+        return FitRow(row_id, role or own_role, reproduce=row_id)
+    _check_keys(origin, f"{where}.", table, OWN_ROW_KEYS)
+    for needed in ("scenario", "key", "measured"):
+        if needed not in table:
+            raise ScenarioError(f"{origin}: {where}: missing `{needed}` (or `reproduce` for a reproduce row)")
+    if ("tolerance" in table) == ("tolerance_percent" in table):
+        raise ScenarioError(f"{origin}: {where}: give one of `tolerance` and `tolerance_percent`")
+    measured = _number(origin, f"{where}.measured", table["measured"])
+    if "tolerance" in table:
+        tolerance = _number(origin, f"{where}.tolerance", table["tolerance"])
+    else:
+        tolerance = _number(origin, f"{where}.tolerance_percent", table["tolerance_percent"]) / 100 * abs(measured)
+    if not tolerance > 0:
+        raise ScenarioError(f"{origin}: {where}: the tolerance must be more than 0")
+    for text_key in ("scenario", "key", "name", "unit"):
+        if text_key in table and not isinstance(table[text_key], str):
+            raise ScenarioError(f"{origin}: {where}.{text_key}: expected a string")
+    sets = table.get("set", {})
+    if not isinstance(sets, dict):
+        raise ScenarioError(f"{origin}: {where}.set: expected a table of overrides")
+    for key, value in sweep.dotted(sets).items():
+        sweep.check_value(origin, f"{where}.set.{key}", value)
+    scenario = table["scenario"]
+    if scenario.endswith(".toml"):
+        scenario = str(base / scenario)
+    return FitRow(
+        table.get("name", f"{table['scenario']}: {table['key']}"),
+        role or "calibration",
+        scenario=scenario,
+        overrides=tuple(f"{k}={api.toml_literal(v)}" for k, v in sweep.dotted(sets).items()),
+        key=table["key"],
+        measured=measured,
+        tolerance=tolerance,
+        unit=table.get("unit", ""),
+    )
+
+
+def fit_from_dict(data: Mapping[str, Any], origin: str = "fit", base: Path | None = None) -> Fit:
+    """Builds and checks a :class:`Fit`; anything malformed is one ScenarioError naming the key."""
+    _check_keys(origin, "", data, FIT_KEYS)
+    parameters = data.get("parameters")
+    if not isinstance(parameters, dict) or not parameters:
+        raise ScenarioError(f"{origin}: parameters: expected a table with at least one parameter to fit")
+    values = {key: parameter_values(origin, key, spec) for key, spec in parameter_specs(parameters).items()}
+    rows = data.get("rows")
+    if not isinstance(rows, list) or not rows:
+        raise ScenarioError(f"{origin}: rows: expected at least one [[rows]] table")
+    fit_rows = [_row(origin, i, row, base or Path.cwd()) for i, row in enumerate(rows)]
+    names = [row.name for row in fit_rows]
+    for name in names:
+        if names.count(name) > 1:
+            raise ScenarioError(f"{origin}: rows: two rows are named {name!r}")
+    if not any(row.role == "calibration" for row in fit_rows):
+        raise ScenarioError(f"{origin}: rows: no calibration row to fit on")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise ScenarioError(f"{origin}: description: expected a string")
+    fit = Fit(values, fit_rows, description, origin)
+    count = math.prod(len(v) for v in values.values())
+    if count > MAX_POINTS:
+        raise ScenarioError(f"{origin}: parameters: {count} points, more than {MAX_POINTS}; use fewer values")
+    return fit
+
+
+def load_fit(path: str | Path) -> Fit:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ScenarioError(f"{path}: cannot read: {getattr(error, 'strerror', None) or error}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ScenarioError(f"{path}: not valid TOML: {error}") from None
+    return fit_from_dict(data, str(path), path.parent)
+
+
+def point_overrides(point: Mapping[str, Any]) -> list[str]:
+    return [f"{key}={api.toml_literal(value)}" for key, value in point.items()]
+
+
+def tasks(fit: Fit) -> list[sweep.Task]:
+    """One task per point: what a worker needs to simulate every row there."""
+    specs = [row.to_spec() for row in fit.rows]
+    result = []
+    for index, point in enumerate(fit.points()):
+        overrides = point_overrides(point)
+        work = json.dumps({"rows": specs, "overrides": overrides}, sort_keys=True)
+        result.append(sweep.Task(index, run_id(work), point, overrides, "fit", resolved=work))
+    return result
+
+
+def simulate_rows(rows: list[dict], overrides: list[str]) -> dict[str, Any]:
+    """Every row's simulated value (and a reproduce row's published value and unit) at one point."""
+    runner = reproduce.Runner(common=overrides)
+    values: dict[str, Any] = {}
+    for spec in rows:
+        if spec["reproduce"]:
+            found = [r for r in reproduce.reproduce(spec["reproduce"], runner=runner) if r.id == spec["reproduce"]]
+            if not found:
+                raise ScenarioError(f"rows: {spec['reproduce']}: no `steer reproduce` row has this id")
+            row = found[0]
+            values[spec["name"]] = {
+                "simulated": row.simulated,
+                "measured": row.published,
+                "tolerance": row.tolerance,
+                "unit": row.unit,
+            }
+            continue
+        result = flatten(runner.run(spec["scenario"], *spec["overrides"]))
+        if spec["key"] not in result:
+            raise ScenarioError(f"rows: {spec['name']}: no result key `{spec['key']}` (see `steer stats`)")
+        value = result[spec["key"]]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ScenarioError(f"rows: {spec['name']}: result key `{spec['key']}` is not a number")
+        values[spec["name"]] = {"simulated": value}
+    return values
+
+
+def evaluate(task: sweep.Task) -> dict[str, Any]:
+    """Worker: simulates every row at the task's point and returns the record (failures too)."""
+    return sweep.execute(task, lambda work, _name: simulate_rows(**json.loads(work)))
+
+
+@dataclass
+class RowResult:
+    row: FitRow
+    measured: float
+    simulated: float
+    tolerance: float | None
+    unit: str
+
+    @property
+    def error(self) -> float:
+        return self.simulated - self.measured
+
+    @property
+    def within(self) -> bool | None:
+        return None if self.tolerance is None else abs(self.error) <= self.tolerance
+
+    def cost(self) -> float:
+        """Squared error in tolerances; 0 for a row without a tolerance."""
+        return 0.0 if not self.tolerance else (self.error / self.tolerance) ** 2
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "row": self.row.name,
+            "role": self.row.role,
+            "unit": self.unit,
+            "measured": self.measured,
+            "simulated": self.simulated,
+            "error": self.error,
+            "tolerance": self.tolerance,
+            "within": self.within,
+        }
+
+
+@dataclass
+class Point:
+    point: dict[str, Any]
+    rows: list[RowResult]
+
+    def cost(self, role: str = "calibration") -> float:
+        return sum(r.cost() for r in self.rows if r.row.role == role)
+
+    def score(self, role: str) -> tuple[int, int]:
+        judged = [r for r in self.rows if r.row.role == role and r.within is not None]
+        return sum(bool(r.within) for r in judged), len(judged)
+
+
+@dataclass
+class FitResult:
+    fit: Fit
+    points: list[Point]
+    failed: dict[str, str] = field(default_factory=dict)
+    ran: int = 0
+    skipped: int = 0
+
+    @property
+    def best(self) -> Point:
+        return min(self.points, key=lambda p: (p.cost(), p.cost("validation")))
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.best
+        return {
+            "fit": self.fit.origin,
+            "best": best.point,
+            "calibration_cost": best.cost(),
+            "validation_cost": best.cost("validation"),
+            "scores": {role: list(best.score(role)) for role in reproduce.ROLES},
+            "rows": [r.to_dict() for r in best.rows],
+            "points": [{"point": p.point, "calibration_cost": p.cost()} for p in self.points],
+            "failed": len(self.failed),
+        }
+
+
+def point_from(fit: Fit, record: Mapping[str, Any]) -> Point:
+    values = record["result"]
+    rows = []
+    for row in fit.rows:
+        value = values[row.name]
+        measured = value.get("measured", row.measured)
+        tolerance = value.get("tolerance", row.tolerance)
+        rows.append(RowResult(row, measured, value["simulated"], tolerance, value.get("unit", row.unit)))
+    return Point(record["point"], rows)
+
+
+def run_fit(
+    fit: Fit | str | Path,
+    results_dir: str | Path,
+    executor: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    quiet: bool = True,
+) -> FitResult:
+    """Simulates every row at every point not yet done in ``results_dir`` and returns the points
+    with the best first found by :attr:`FitResult.best`. Raises ScenarioError if no point could
+    be simulated (the first failure's reason)."""
+    if not isinstance(fit, Fit):
+        fit = load_fit(fit)
+    todo = tasks(fit)
+    summary = sweep.run_tasks(
+        todo,
+        Store(results_dir),
+        {
+            "fit": fit.origin,
+            "description": fit.description,
+            "points": [{"index": t.index, "run_id": t.run_id, "point": t.point} for t in todo],
+        },
+        f"fit {Path(fit.origin).stem}",
+        evaluate,
+        executor=executor,
+        workers=workers,
+        address=address,
+        quiet=quiet,
+    )
+    records = {r["run_id"]: r for r in Store(results_dir).records() if r["status"] == "ok"}
+    points = [point_from(fit, records[t.run_id]) for t in todo if t.run_id in records]
+    if not points:
+        first = next(iter(summary.failed.values()), "no point was simulated")
+        raise ScenarioError(f"{fit.origin}: {first}")
+    return FitResult(fit, points, summary.failed, len(summary.ran), summary.skipped)
+
+
+def overlay_toml(result: FitResult) -> str:
+    """The best values as TOML that ``--set-file`` applies, each with where it was fitted."""
+    best = result.best
+    rows = ", ".join(r.row.name for r in best.rows if r.row.role == "calibration")
+    lines = [
+        f"# steer fit {result.fit.origin}: the best of {len(result.points)} points "
+        f"(calibration cost {best.cost():.4g}; validation cost {best.cost('validation'):.4g}).",
+        "# Apply with --set-file FILE (steer run, reproduce, sweep, ...).",
+    ]
+    if result.fit.description:
+        lines.append(f"# {result.fit.description}")
+    sections: dict[str, list[str]] = {}
+    for key, value in best.point.items():
+        section, _, name = key.rpartition(".")
+        sections.setdefault(section, []).append(
+            f"{name} = {api.toml_literal(value)}  # calibrated by steer fit on {rows}"
+        )
+    for section, entries in sections.items():
+        if section:
+            lines += ["", f"[{section}]"]
+        lines += entries
+    return "\n".join(lines) + "\n"
+
+
+def report(result: FitResult) -> str:
+    """The best point, its rows and both scores, as text."""
+    best = result.best
+    lines = [
+        "best point: " + ", ".join(f"{k} = {api.toml_literal(v)}" for k, v in best.point.items()),
+        "",
+        output.table(
+            ["row", "role", "measured", "simulated", "error", "tolerance", "within"],
+            [
+                [
+                    r.row.name,
+                    r.row.role,
+                    f"{r.measured:.4g} {r.unit}".strip(),
+                    f"{r.simulated:.4g} {r.unit}".strip(),
+                    f"{r.error:+.3g}",
+                    "-" if r.tolerance is None else f"{r.tolerance:.3g}",
+                    {True: "yes", False: "no", None: "-"}[r.within],
+                ]
+                for r in best.rows
+            ],
+        ),
+    ]
+    for role in reproduce.ROLES:
+        met, judged = best.score(role)
+        if judged:
+            lines.append(f"{role}: {met} of {judged} rows within tolerance (cost {best.cost(role):.4g})")
+    ranked = sorted(result.points, key=lambda p: p.cost())[:5]
+    if len(result.points) > 1:
+        lines += ["", "lowest calibration costs:"]
+        lines += [
+            f"  {p.cost():10.4g}  " + ", ".join(f"{k} = {api.toml_literal(v)}" for k, v in p.point.items())
+            for p in ranked
+        ]
+    lines.append(
+        f"{output.count(len(result.points), 'point')}: {result.ran} simulated now, {result.skipped} done before, "
+        f"{len(result.failed)} failed"
+    )
+    return "\n".join(lines)

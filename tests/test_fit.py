@@ -1,0 +1,205 @@
+"""`steer fit`: the search, its records, the overlay it writes, and its refusals of bad files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import steer
+from steer import api
+from steer import fit as fits
+
+QUICK = {"sim.measure_us": 100, "sim.warmup_us": 10}
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def own_row_fit(tmp_path: Path, measured: float, extra: str = "") -> Path:
+    """offered_gbps fitted on rx-default's DRAM write bandwidth (each packet is written once)."""
+    return write(
+        tmp_path / "load.toml",
+        f"""
+[parameters]
+offered_gbps = [10, 20, 30]
+
+[[rows]]
+name = "dram write"
+scenario = "rx-default"
+set = {{ "sim.measure_us" = 100, "sim.warmup_us" = 10 }}
+key = "dram.write_gbps"
+measured = {measured}
+tolerance = 0.05
+{extra}
+""",
+    )
+
+
+def simulated(offered: int, key: str = "write_gbps") -> float:
+    sets = [f"{k}={v}" for k, v in QUICK.items()]
+    return api.run("rx-default", [*sets, f"offered_gbps={offered}"])["dram"][key]
+
+
+def test_the_best_point_is_the_one_whose_row_matches(tmp_path):
+    target = simulated(20)
+    result = fits.run_fit(own_row_fit(tmp_path, target), tmp_path / "out", workers=1)
+    assert result.best.point == {"offered_gbps": 20}
+    (row,) = result.best.rows
+    assert row.simulated == target and row.error == 0.0 and row.within is True
+    assert result.best.cost() == 0.0
+    # Every point is there, each with its squared error in tolerances.
+    costs = {p.point["offered_gbps"]: p.cost() for p in result.points}
+    assert costs[10] == pytest.approx(((simulated(10) - target) / 0.05) ** 2)
+    assert costs[30] == pytest.approx(((simulated(30) - target) / 0.05) ** 2)
+
+
+def test_validation_rows_check_the_best_point_but_do_not_choose_it(tmp_path):
+    # The validation row wants 30; the calibration row (20) decides.
+    extra = f"""
+[[rows]]
+name = "dram read"
+scenario = "rx-default"
+set = {{ "sim.measure_us" = 100, "sim.warmup_us" = 10 }}
+key = "dram.read_gbps"
+measured = {simulated(30, "read_gbps")}
+tolerance_percent = 1
+role = "validation"
+"""
+    result = fits.run_fit(own_row_fit(tmp_path, simulated(20), extra), tmp_path / "out", workers=1)
+    assert result.best.point == {"offered_gbps": 20}
+    assert result.best.score("calibration") == (1, 1)
+    assert result.best.score("validation") == (0, 1)
+    validation = result.best.rows[1]
+    assert validation.tolerance == pytest.approx(0.01 * simulated(30, "read_gbps"))
+
+
+def test_a_fit_resumes_and_the_overlay_applies_the_best_values(tmp_path):
+    path = own_row_fit(tmp_path, simulated(30))
+    first = fits.run_fit(path, tmp_path / "out", workers=1)
+    again = fits.run_fit(path, tmp_path / "out", workers=1)
+    assert (first.ran, first.skipped) == (3, 0)
+    assert (again.ran, again.skipped) == (0, 3)
+    overlay = fits.overlay_toml(again)
+    assert tomllib.loads(overlay) == {"offered_gbps": 30}
+    assert "offered_gbps = 30  # calibrated by steer fit on dram write" in overlay
+    best = write(tmp_path / "best.toml", overlay)
+    assert api.overrides_from_file(best) == ["offered_gbps=30"]
+
+
+def test_reproduce_rows_take_their_published_value_and_target():
+    fit = fits.fit_from_dict(
+        {
+            "parameters": {"platform.memory.write_queue_latency_ns": [50.0, 58.0, 66.0]},
+            "rows": [{"reproduce": "seed004/eflatency-avg"}, {"reproduce": "seed004/onload-udp-avg"}],
+        }
+    )
+    assert [(r.name, r.role) for r in fit.rows] == [
+        ("seed004/eflatency-avg", "calibration"),
+        ("seed004/onload-udp-avg", "validation"),
+    ]
+    values = fits.simulate_rows([r.to_spec() for r in fit.rows], ["platform.memory.write_queue_latency_ns=58.0"])
+    avg = values["seed004/eflatency-avg"]
+    assert (avg["measured"], avg["tolerance"], avg["unit"]) == (55.0, 20.0, "ns")
+    assert avg["simulated"] == pytest.approx(55.2, abs=0.05)
+
+
+def test_ranges_are_evenly_spaced_and_whole_numbers_stay_whole():
+    assert fits.parameter_values("f", "k", {"min": 30.0, "max": 90.0, "steps": 4}) == [30.0, 50.0, 70.0, 90.0]
+    assert fits.parameter_values("f", "k", {"min": 1, "max": 9, "steps": 5}) == [1, 3, 5, 7, 9]
+    assert fits.parameter_values("f", "k", {"min": 1, "max": 2, "steps": 3}) == [1.0, 1.5, 2.0]
+    nested = fits.fit_from_dict(
+        {
+            "parameters": {"platform": {"l2": {"latency_cycles": [14, 16]}}},
+            "rows": [{"reproduce": "seed004/eflatency-avg"}],
+        }
+    )
+    assert nested.parameters == {"platform.l2.latency_cycles": [14, 16]}
+
+
+ROW = {"scenario": "rx-default", "key": "dram.read_gbps", "measured": 1.0, "tolerance": 0.1}
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"parameters": {"a": [1]}, "rows": [ROW], "extra": 1}, "extra: unknown key"),
+        ({"rows": [ROW]}, "parameters: expected a table with at least one parameter"),
+        ({"parameters": {"a": []}, "rows": [ROW]}, "parameters.a: expected at least one value"),
+        ({"parameters": {"a": {"min": 1, "max": 2}}, "rows": [ROW]}, "parameters.a: missing `steps`"),
+        ({"parameters": {"a": {"min": 2, "max": 1, "steps": 3}}, "rows": [ROW]}, "min must be less than max"),
+        ({"parameters": {"a": {"min": 1, "max": 2, "steps": 1}}, "rows": [ROW]}, "steps: expected a whole number"),
+        ({"parameters": {"a": {"min": "x", "max": 2, "steps": 3}}, "rows": [ROW]}, "a.min: expected a finite number"),
+        ({"parameters": {"a": {"min": 1, "max": 2, "step": 3}}, "rows": [ROW]}, "parameters.a.step: unknown key"),
+        (
+            {"parameters": {"a": list(range(101)), "b": list(range(100))}, "rows": [ROW]},
+            "10100 points, more than 10000",
+        ),
+        ({"parameters": {"a": [1]}}, "rows: expected at least one [[rows]] table"),
+        ({"parameters": {"a": [1]}, "rows": [{**ROW, "tolerance_percent": 5}]}, "give one of `tolerance`"),
+        ({"parameters": {"a": [1]}, "rows": [{**ROW, "tolerance": 0}]}, "the tolerance must be more than 0"),
+        ({"parameters": {"a": [1]}, "rows": [{**ROW, "role": "both"}]}, "rows[0].role: expected calibration"),
+        ({"parameters": {"a": [1]}, "rows": [{**ROW, "role": "validation"}]}, "no calibration row to fit on"),
+        ({"parameters": {"a": [1]}, "rows": [{**ROW, "measured": "3"}]}, "rows[0].measured: expected a finite"),
+        ({"parameters": {"a": [1]}, "rows": [{"reproduce": "seed9/x"}]}, "rows[0].reproduce: expected"),
+        ({"parameters": {"a": [1]}, "rows": [{"reproduce": "seed004/x", "key": "k"}]}, "rows[0].key: unknown key"),
+        ({"parameters": {"a": [1]}, "rows": [{"scenario": "rx-default"}]}, "rows[0]: missing `key`"),
+        ({"parameters": {"a": [1]}, "rows": [ROW, ROW]}, "two rows are named"),
+    ],
+)
+def test_bad_fit_files_are_refused_naming_the_key(data, message):
+    with pytest.raises(steer.ScenarioError) as error:
+        fits.fit_from_dict(data, "f.toml")
+    assert message in str(error.value) and str(error.value).startswith("f.toml: ")
+
+
+def test_a_result_key_that_does_not_exist_fails_every_point_with_one_reason(tmp_path):
+    path = write(
+        tmp_path / "f.toml",
+        '[parameters]\noffered_gbps = [10]\n[[rows]]\nscenario = "rx-default"\nkey = "dram.nope"\n'
+        "measured = 1\ntolerance = 1\n",
+    )
+    with pytest.raises(steer.ScenarioError, match=r"no result key `dram.nope` \(see `steer stats`\)"):
+        fits.run_fit(path, tmp_path / "out", workers=1)
+
+
+def steer_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "steer", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_steer_fit_writes_the_overlay_and_json(tmp_path):
+    path = own_row_fit(tmp_path, simulated(10))
+    done = steer_cli("fit", str(path), "-r", "out", "--workers", "1", "--json", "fit.json", "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "best point: offered_gbps = 10" in done.stdout
+    assert "calibration: 1 of 1 rows within tolerance" in done.stdout
+    assert tomllib.loads((tmp_path / "out" / "best.toml").read_text()) == {"offered_gbps": 10}
+    data = json.loads((tmp_path / "fit.json").read_text())
+    assert data["best"] == {"offered_gbps": 10} and data["scores"]["calibration"] == [1, 1]
+    assert [p["point"] for p in data["points"]] == [{"offered_gbps": v} for v in (10, 20, 30)]
+    # The overlay applies to any command taking --set.
+    done = steer_cli("resolve", "rx-default", "--set-file", "out/best.toml", cwd=tmp_path)
+    assert done.returncode == 0 and "offered_gbps = 10" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["fit", "missing.toml"], "steer: error: missing.toml: no such file"),
+        (["fit", "bad.toml"], "steer: error: bad.toml: not valid TOML"),
+        (["run", "rx-default", "--set-file", "missing.toml"], "--set-file: missing.toml: no such file"),
+        (["run", "rx-default", "--set-file", "bad.toml"], "--set-file: bad.toml: not valid TOML"),
+    ],
+)
+def test_bad_files_are_one_line_and_exit_2(tmp_path, args, message):
+    write(tmp_path / "bad.toml", "[parameters\n")
+    done = steer_cli(*args, cwd=tmp_path)
+    assert done.returncode == 2
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in done.stderr
