@@ -287,6 +287,10 @@ impl LazyCache {
         self.cache.as_mut().is_some_and(|c| c.mark_dirty(line))
     }
 
+    fn is_dirty(&self, line: Line) -> bool {
+        self.cache.as_ref().is_some_and(|c| c.is_dirty(line))
+    }
+
     #[inline]
     fn is_exclusive(&self, line: Line) -> bool {
         self.cache.as_ref().is_some_and(|c| c.is_exclusive(line))
@@ -712,10 +716,18 @@ impl Hierarchy {
                 dirty |= self.invalidate_others(core, line);
             } else if self.l3_relation != Relation::Exclusive {
                 // An L3 that keeps copies of the L2s' lines may hold one a core of the CCX
-                // marked as its own: that core's copy is no longer the only one.
+                // marked as its own: that core's copy is no longer the only one. If that copy
+                // was written since, the L3's is stale and the core's caches answer (a snoop
+                // that hits a modified line).
                 let cores = self.ccx_of_core.iter().enumerate().filter(|&(_, &c)| c == ccx).map(|(core, _)| core);
+                let mut modified_in_peer = false;
                 for other in cores.collect::<Vec<_>>() {
+                    let (l1, l2) = (&self.l1[other], &self.l2[other]);
+                    modified_in_peer |= l1.is_dirty(line) || l2.is_dirty(line);
                     self.mark_exclusive(other as u32, line, false);
+                }
+                if modified_in_peer {
+                    return (first.source(Source::PeerL2), false, self.latency[2] + first.wait);
                 }
             }
             return (first.source(Source::L3), dirty, self.latency[3] + first.wait);

@@ -291,3 +291,35 @@ fn an_l1_prefetcher_trains_on_misses_and_first_uses_not_on_plain_hits() {
     assert_eq!(read(&mut h, 0, 100), Source::L1);
     assert_eq!(h.stats.l1d.prefetch.issued, 3, "a plain hit trains nothing");
 }
+
+#[test]
+fn with_an_l3_keeping_copies_a_write_invalidates_copies_in_other_ccxs() {
+    let mut h = Hierarchy::new(&tiny(Relation::NonInclusive));
+    read(&mut h, 1, 100);
+    read(&mut h, 2, 100);
+    write(&mut h, 0, 100);
+    // The L3 keeps its copy, stale now: CPU 0's caches answer CPU 1.
+    assert_eq!(read(&mut h, 1, 100), Source::PeerL2, "CPU 1's copy was invalidated");
+    assert_eq!(read(&mut h, 2, 100), Source::RemoteCache, "so was CPU 2's, in the other CCX");
+}
+
+#[test]
+fn a_write_that_hits_its_l3_takes_over_the_dirty_copy_it_invalidates() {
+    let mut h = Hierarchy::new(&tiny(Relation::NonInclusive));
+    // CPU 0 reads line 0, then streams lines of its L1 and L2 sets: line 0 is left in the L3 only.
+    read(&mut h, 0, 0);
+    for k in 1..=4 {
+        read(&mut h, 0, 16 * k);
+    }
+    assert!(!h.in_l2(0, Line(0)));
+    // CPU 1 dirties it (an L3 hit; the L3 keeps its copy); CPU 0 writes it from the L3, dropping
+    // CPU 1's dirty copy: the data CPU 1 wrote is now CPU 0's to write back.
+    assert_eq!(write(&mut h, 1, 0), Source::L3);
+    assert_eq!(write(&mut h, 0, 0), Source::L3);
+    for k in 5..=40 {
+        read(&mut h, 0, 16 * k);
+    }
+    assert!(!h.is_cached(Line(0)));
+    let written: u64 = h.memory.stats().map(|c| c.write_bytes).sum();
+    assert_eq!(written, 64, "the line reaches memory once, dirty");
+}
