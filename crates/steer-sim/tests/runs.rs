@@ -119,6 +119,13 @@ fn the_example_workload_consumes_the_queue_it_names() {
 }
 
 #[test]
+fn a_workload_names_a_queue_its_device_has() {
+    // Queues are numbered from 0: a device with one queue has no queue 1.
+    let beyond = load_error(MINIMAL, &["workloads.0.queue=1"]);
+    assert_eq!(beyond, "--set workloads.0.queue: workloads.0.queue: device `nic0` has 1 queue(s)");
+}
+
+#[test]
 fn a_minimal_scenario_loads() {
     let scenario = load(&ScenarioSource { text: MINIMAL, origin: "s.toml", default_name: "s" }, &[]).unwrap();
     assert_eq!(scenario.name, "s");

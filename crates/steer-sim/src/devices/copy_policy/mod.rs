@@ -75,4 +75,16 @@ mod tests {
         assert_eq!(choose("smart", 15), [0, 7]);
         assert_eq!(devices_for("local", &platform, 13, 2), [5]);
     }
+
+    #[test]
+    fn ddr_nodes_hold_equal_shares_of_the_cores_in_order_and_hbm_nodes_none() {
+        let platform = crate::platform::preset("xeon-max-9468").unwrap();
+        let topology = topology(&platform);
+        let per_node = platform.topology.cores() as usize / 8;
+        let nodes = topology.nodes();
+        assert_eq!(nodes[0].cpus, (0..per_node).collect::<Vec<_>>());
+        assert_eq!(nodes[1].cpus, (per_node..2 * per_node).collect::<Vec<_>>());
+        assert_eq!(nodes[7].cpus, (7 * per_node..8 * per_node).collect::<Vec<_>>());
+        assert!(nodes[8..].iter().all(|node| node.cpus.is_empty()));
+    }
 }
