@@ -119,6 +119,23 @@ fn the_example_workload_consumes_the_queue_it_names() {
 }
 
 #[test]
+fn a_nic_that_received_nothing_reports_no_hit_rates_rather_than_zero_over_zero() {
+    let r = run_builtin("rx-default", &["offered_gbps=0.001", "sim.measure_us=50", "sim.warmup_us=0"]);
+    let nic = &r["devices"]["nic0"];
+    assert_eq!(nic["rx_gbps"], 0.0);
+    assert!(nic["dma_write_hit_rate"].is_null() && nic["dma_read_hit_rate"].is_null(), "{nic}");
+}
+
+#[test]
+fn the_example_workload_runs_as_a_filter() {
+    let example = MINIMAL.replace("kind = \"rx_loop\"", "kind = \"example\"");
+    let overrides = ["sim.measure_us=20".to_string(), "sim.warmup_us=0".to_string()];
+    let scenario = load(&ScenarioSource { text: &example, origin: "s.toml", default_name: "s" }, &overrides).unwrap();
+    let r = run(scenario, &mut |_| true).unwrap().value;
+    assert_eq!(r["cores"]["1"]["role"], "filter");
+}
+
+#[test]
 fn a_workload_names_a_queue_its_device_has() {
     // Queues are numbered from 0: a device with one queue has no queue 1.
     let beyond = load_error(MINIMAL, &["workloads.0.queue=1"]);

@@ -146,6 +146,13 @@ mod tests {
     }
 
     #[test]
+    fn a_stalled_forwarder_says_it_waits_for_packets_of_its_device() {
+        let p = program(RingId(0), 2);
+        assert_eq!(p.waiting_for(), format!("packets on {}", p.spec.device));
+        assert!(!p.spec.device.is_empty());
+    }
+
+    #[test]
     fn a_burst_takes_what_is_ready_up_to_its_size_and_posts_each_packet_for_transmission() {
         let (mut h, ring) = ring_harness(4, 8, Recycle::Lifo);
         let mut p = program(ring, 2);
