@@ -136,6 +136,24 @@ fn the_example_workload_runs_as_a_filter() {
 }
 
 #[test]
+fn tcp_rx_claims_each_queue_s_irq_cpu_and_its_application_s_cpu() {
+    let iperf = steer_sim::scenario::builtin("iperf-rx").unwrap().source;
+    // The IRQ CPU of queue 0 is CPU 0 and its application, app_offset 2 later, CPU 2.
+    for (cpu, taken) in [(0, true), (1, false), (2, true)] {
+        let text = format!("{iperf}\n[[workloads]]\nkind = \"stream\"\ncpu = {cpu}\n");
+        let result =
+            load(&ScenarioSource { text: &text, origin: "s.toml", default_name: "s" }, &["app_offset=2".into()]);
+        match result {
+            Err(error) if taken => {
+                assert!(error.to_string().ends_with(&format!(": workloads.1.cpu: CPU {cpu} already runs workloads.0")))
+            }
+            Ok(_) if !taken => {}
+            other => panic!("CPU {cpu}: {:?}", other.map(|_| ())),
+        }
+    }
+}
+
+#[test]
 fn a_workload_names_a_queue_its_device_has() {
     // Queues are numbered from 0: a device with one queue has no queue 1.
     let beyond = load_error(MINIMAL, &["workloads.0.queue=1"]);
