@@ -531,6 +531,19 @@ mod tests {
     const DATA: Signal = Signal(2);
     const KICK: Signal = Signal(3);
 
+    #[test]
+    fn sk_buffs_come_from_slabs_until_the_reserve_is_spent_the_last_freed_first() {
+        let (_, napi, _) = path();
+        let mut socket = napi.socket.borrow_mut();
+        let mut slab = SkbSlab { next: Line(0x500), left: 2, lines: 2, per_slab: 2 };
+        // Two slabs of two 2-line objects: 0x500, 0x502, then 0x504, 0x506; then none.
+        let taken: Vec<_> = (0..4).map(|_| slab.alloc(&mut socket)).collect();
+        assert_eq!(taken, [0x500, 0x502, 0x504, 0x506].map(|l| Some(Line(l))));
+        assert_eq!(slab.alloc(&mut socket), None);
+        socket.free_skbs.extend([Line(0x502), Line(0x506)]);
+        assert_eq!(slab.alloc(&mut socket), Some(Line(0x506)));
+    }
+
     /// NAPI and recv of one queue (8 descriptors, 8 pages), sharing a socket: two pages per
     /// sk_buff, two-line sk_buffs, one-line heads, one line of socket state, budget 3.
     fn path() -> (Harness, Napi, Recv) {
