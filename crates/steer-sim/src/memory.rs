@@ -54,7 +54,16 @@ struct Channel {
     first: u64,
     /// Lines written and not yet drained to DRAM, with when they were written, oldest first.
     write_queue: VecDeque<(Line, Time)>,
+    /// How many entries of `write_queue` fall in each bucket of `bucket_of`: a read whose bucket
+    /// is empty needs no search of the queue (most reads: the queue holds few of all lines).
+    queued: Box<[u32; BUCKETS]>,
     stats: ChannelStats,
+}
+
+const BUCKETS: usize = 256;
+
+fn bucket_of(line: Line) -> usize {
+    (line.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize
 }
 
 impl Channel {
@@ -63,11 +72,30 @@ impl Channel {
             booked: vec![Time::ZERO; SLICES as usize],
             first: 0,
             write_queue: VecDeque::new(),
+            queued: Box::new([0; BUCKETS]),
             stats: ChannelStats::default(),
         }
     }
 
     /// Books `service` for a request at `now`; returns how long the request waits.
+    /// Whether `line` is in the write queue, written at or before `now` and not yet drained.
+    fn in_write_queue(&self, line: Line, now: Time, residency: Time) -> bool {
+        self.queued[bucket_of(line)] > 0
+            && self.write_queue.iter().any(|&(l, at)| l == line && at <= now && now < at + residency)
+    }
+
+    fn push_write(&mut self, line: Line, now: Time, horizon: Time) {
+        while let Some(&(old, at)) = self.write_queue.front() {
+            if at >= horizon {
+                break;
+            }
+            self.queued[bucket_of(old)] -= 1;
+            self.write_queue.pop_front();
+        }
+        self.queued[bucket_of(line)] += 1;
+        self.write_queue.push_back((line, now));
+    }
+
     fn book(&mut self, now: Time, service: Time) -> Time {
         let mut slice = now.0 / SLICE.0;
         if slice < self.first {
@@ -153,7 +181,7 @@ impl Memory {
     pub fn read(&mut self, line: Line, now: Time) -> Time {
         let channel = self.channel_of(line);
         let residency = self.write_queue_residency;
-        if self.channels[channel].write_queue.iter().any(|&(l, at)| l == line && at <= now && now < at + residency) {
+        if self.channels[channel].in_write_queue(line, now, residency) {
             self.channels[channel].stats.write_queue_reads += 1;
             return self.write_queue_latency;
         }
@@ -175,10 +203,7 @@ impl Memory {
             // Requests arrive out of time order by up to the run-ahead bound: drop only lines
             // drained well before this write.
             let horizon = now.saturating_sub(self.write_queue_residency + self.write_queue_residency);
-            while channel.write_queue.front().is_some_and(|&(_, at)| at < horizon) {
-                channel.write_queue.pop_front();
-            }
-            channel.write_queue.push_back((line, now));
+            channel.push_write(line, now, horizon);
         }
     }
 
