@@ -1,11 +1,13 @@
 //! The Intel DSA backend, through the idxd driver's user-space portals (`/dev/dsa/wqX.Y`).
 //!
 //! Descriptors (64 bytes) and completion records (32 bytes) are laid out as the DSA architecture
-//! specification and Linux's `uapi/linux/idxd.h` define them. A copy is one memory-move descriptor
-//! per job, submitted with ENQCMD to a shared work queue (retried while the queue refuses) or
-//! MOVDIR64B to a dedicated one. Descriptors run without block-on-fault: a page fault ends the
-//! descriptor with partial completion, and the rest is copied on the CPU. A poller thread watches
-//! the completion records and finishes the jobs.
+//! specification and Linux's `uapi/linux/idxd.h` define them. A job is copied in memory-move
+//! descriptors of at most the work queue's `max_transfer_size`; several go in one batch descriptor
+//! (up to its `max_batch_size`), submitted with ENQCMD to a shared work queue (retried while the
+//! queue refuses) or MOVDIR64B to a dedicated one. Descriptors run without block-on-fault: a page
+//! fault ends the descriptor with partial completion, and the rest is copied on the CPU; so is a
+//! descriptor that failed or that a failed batch never ran. A poller thread watches the completion
+//! records and finishes the jobs.
 //!
 //! Submission needs a machine with DSA and the idxd driver; everywhere else [`DsaBackend::open`]
 //! says why not, and the cache uses the CPU backend.
@@ -13,6 +15,7 @@
 use std::collections::VecDeque;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::{Backend, CopyJob};
@@ -115,9 +118,10 @@ pub struct CompletionRecord([u8; 32]);
 impl CompletionRecord {
     /// Reads the status byte as the engine wrote it.
     pub fn status(&self) -> Status {
-        // SAFETY: reading a byte of our own record; volatile because the engine writes it behind
-        // the compiler's back.
-        let raw = unsafe { std::ptr::read_volatile(self.0.as_ptr()) };
+        // SAFETY: the status byte of our own record, read atomically because the engine writes
+        // it behind the compiler's back (last, after the rest of the record: Acquire orders the
+        // reads of the other fields after it).
+        let raw = unsafe { AtomicU8::from_ptr(self.0.as_ptr().cast_mut()) }.load(Ordering::Acquire);
         match raw & 0x7f {
             0 => Status::Pending,
             1 => Status::Success,
@@ -151,9 +155,18 @@ pub struct WorkQueue {
     pub numa_node: i64,
     pub dedicated: bool,
     pub size: u32,
+    /// Largest transfer one descriptor may ask for, in bytes.
+    pub max_transfer_size: u64,
+    /// Most descriptors one batch may hold.
+    pub max_batch_size: u32,
     /// The user portal, `/dev/dsa/wq0.1`.
     pub portal: PathBuf,
 }
+
+/// idxd's defaults for a work queue's limits (`WQ_DEFAULT_MAX_XFER`, `WQ_DEFAULT_MAX_BATCH` in
+/// `drivers/dma/idxd/idxd.h`), used where sysfs does not show them.
+const DEFAULT_MAX_TRANSFER_SIZE: u64 = 2 << 20;
+const DEFAULT_MAX_BATCH_SIZE: u32 = 32;
 
 /// The enabled user-type work queues under `root` (`/` or a captured tree).
 pub fn work_queues(root: &Path) -> Result<Vec<WorkQueue>> {
@@ -176,12 +189,66 @@ pub fn work_queues(root: &Path) -> Result<Vec<WorkQueue>> {
             portal: root.join("dev/dsa").join(&name),
             dedicated: read(wq.join("mode")) == "dedicated",
             size: read(wq.join("size")).parse().unwrap_or(0),
+            max_transfer_size: read(wq.join("max_transfer_size")).parse().unwrap_or(DEFAULT_MAX_TRANSFER_SIZE),
+            max_batch_size: read(wq.join("max_batch_size")).parse().unwrap_or(DEFAULT_MAX_BATCH_SIZE),
             numa_node,
             name,
         });
     }
     queues.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(queues)
+}
+
+/// Where descriptors go: a work queue's portal (or, in tests, a software engine standing in for
+/// one). The descriptor and everything it points at must stay valid until its completion record
+/// is written.
+pub trait Submit: Send + Sync {
+    fn submit(&self, descriptor: &Descriptor);
+}
+
+/// A work queue to submit to, with its limits.
+pub struct Queue {
+    submitter: Box<dyn Submit>,
+    /// Largest transfer of one descriptor, in bytes (at least 1).
+    max_transfer: usize,
+    /// Most descriptors in one batch; below 2, no batches.
+    max_batch: usize,
+}
+
+impl Queue {
+    pub fn new(submitter: Box<dyn Submit>, max_transfer_size: u64, max_batch_size: u32) -> Queue {
+        Queue {
+            submitter,
+            max_transfer: usize::try_from(max_transfer_size.clamp(1, u64::from(u32::MAX))).unwrap_or(usize::MAX),
+            max_batch: max_batch_size as usize,
+        }
+    }
+
+    /// Submits the pieces of a job: one memory move each, in batches where there are several.
+    fn submit(&self, pieces: Vec<CopyJob>) -> Vec<InFlight> {
+        let mut flights = Vec::new();
+        let mut pieces = pieces.into_iter().peekable();
+        while pieces.peek().is_some() {
+            let group: Vec<CopyJob> = pieces.by_ref().take(self.max_batch.max(1)).collect();
+            let moves: Vec<Move> = group.into_iter().map(Move::new).collect();
+            if moves.len() == 1 {
+                let one = moves.into_iter().next().expect("one move");
+                self.submitter.submit(&one.descriptor());
+                flights.push(InFlight::Move(one));
+                continue;
+            }
+            let list: Box<[Descriptor]> = moves.iter().map(Move::descriptor).collect();
+            let record = Box::<CompletionRecord>::default();
+            let count = u32::try_from(list.len()).expect("a batch of at most max_batch_size");
+            self.submitter.submit(&Descriptor::batch(list.as_ptr() as u64, count, record_address(&record)));
+            flights.push(InFlight::Batch { record, _list: list, moves });
+        }
+        flights
+    }
+}
+
+fn record_address(record: &CompletionRecord) -> u64 {
+    record as *const CompletionRecord as u64
 }
 
 /// A mapped portal of one work queue.
@@ -217,7 +284,9 @@ impl Portal {
             Ok(Portal { page: page.cast(), dedicated: queue.dedicated })
         }
     }
+}
 
+impl Submit for Portal {
     /// Submits one descriptor: MOVDIR64B to a dedicated queue; ENQCMD to a shared one, retried
     /// while the queue is full.
     fn submit(&self, descriptor: &Descriptor) {
@@ -251,19 +320,66 @@ impl Drop for Portal {
     }
 }
 
-/// A job on an engine with its completion record (boxed: its address is handed to the device;
-/// the descriptor itself is read by the submitting instruction and need not outlive it).
-struct InFlight {
+/// One memory move: a piece of a job (at most a transfer's worth) and its completion record
+/// (boxed: its address is handed to the device).
+struct Move {
     job: CopyJob,
     record: Box<CompletionRecord>,
+}
+
+impl Move {
+    fn new(job: CopyJob) -> Move {
+        Move { job, record: Box::default() }
+    }
+
+    fn descriptor(&self) -> Descriptor {
+        let len = u32::try_from(self.job.len).expect("a piece of at most max_transfer_size");
+        Descriptor::memmove(self.job.src as u64, self.job.dst as u64, len, record_address(&self.record), false, false)
+    }
+
+    /// Finishes the piece as its record says: done, partly done (the rest copied here), or
+    /// failed or never run (all copied here).
+    fn finish(self) {
+        match self.record.status() {
+            Status::Success => self.job.finish(true),
+            Status::PageFault { .. } => {
+                let done = self.record.bytes_completed() as usize;
+                self.job.copy_here_from(done);
+            }
+            Status::Pending | Status::Error(_) => self.job.copy_here(),
+        }
+    }
+}
+
+/// What the poller watches: a lone move, or a batch whose moves it looks at once the batch's
+/// record says the device is done with all of them (and with the descriptor list).
+enum InFlight {
+    Move(Move),
+    Batch { record: Box<CompletionRecord>, _list: Box<[Descriptor]>, moves: Vec<Move> },
+}
+
+impl InFlight {
+    fn done(&self) -> bool {
+        match self {
+            InFlight::Move(one) => one.record.status() != Status::Pending,
+            InFlight::Batch { record, .. } => record.status() != Status::Pending,
+        }
+    }
+
+    fn finish(self) {
+        match self {
+            InFlight::Move(one) => one.finish(),
+            InFlight::Batch { moves, .. } => moves.into_iter().for_each(Move::finish),
+        }
+    }
 }
 
 type Watched = Arc<(Mutex<VecDeque<InFlight>>, Condvar)>;
 
 /// DSA work queues, one per compute node where the machine has one there.
 pub struct DsaBackend {
-    /// Per node id: the portal of the queue serving it.
-    portals: Vec<Option<Arc<Portal>>>,
+    /// Per node id: the queue serving it.
+    queues: Vec<Option<Arc<Queue>>>,
     in_flight: Watched,
 }
 
@@ -283,9 +399,10 @@ impl DsaBackend {
         }
         let mut opened = Vec::new();
         for queue in &queues {
-            opened.push((queue.numa_node, Arc::new(Portal::open(queue)?)));
+            let portal = Box::new(Portal::open(queue)?);
+            opened.push((queue.numa_node, Arc::new(Queue::new(portal, queue.max_transfer_size, queue.max_batch_size))));
         }
-        let portals = topology
+        let per_node = topology
             .nodes()
             .iter()
             .map(|node| {
@@ -296,18 +413,24 @@ impl DsaBackend {
                     .flatten()
             })
             .collect();
+        DsaBackend::with_queues(per_node)
+    }
+
+    /// A backend submitting each node's jobs to the queue at its node id (`None`: jobs for that
+    /// node fail, and the entry stays at its source).
+    pub fn with_queues(queues: Vec<Option<Arc<Queue>>>) -> Result<DsaBackend> {
         let in_flight: Watched = Arc::new((Mutex::new(VecDeque::new()), Condvar::new()));
         let watched = in_flight.clone();
         std::thread::Builder::new()
             .name("steer-dsa-poll".into())
             .spawn(move || poll(watched))
             .map_err(|e| Error::Os(format!("spawning the DSA poller: {e}")))?;
-        Ok(DsaBackend { portals, in_flight })
+        Ok(DsaBackend { queues, in_flight })
     }
 }
 
-/// Finishes jobs as their completion records fill in; partial completions and errors are finished
-/// on the CPU. Ends once the backend is gone and nothing is in flight.
+/// Finishes jobs as their completion records fill in. Ends once the backend is gone and nothing
+/// is in flight.
 fn poll(in_flight: Watched) {
     let (queue, ready) = &*in_flight;
     loop {
@@ -320,14 +443,10 @@ fn poll(in_flight: Watched) {
         }
         let mut waiting = VecDeque::with_capacity(jobs.len());
         for flight in jobs.drain(..) {
-            match flight.record.status() {
-                Status::Pending => waiting.push_back(flight),
-                Status::Success => flight.job.finish(true),
-                Status::PageFault { .. } => {
-                    let done = flight.record.bytes_completed() as usize;
-                    flight.job.copy_here_from(done);
-                }
-                Status::Error(_) => flight.job.copy_here(),
+            if flight.done() {
+                flight.finish();
+            } else {
+                waiting.push_back(flight);
             }
         }
         *jobs = waiting;
@@ -342,20 +461,18 @@ impl Backend for DsaBackend {
     }
 
     fn copy(&self, job: CopyJob) {
-        let Some(Some(portal)) = self.portals.get(job.engine) else { return job.finish(false) };
-        let Ok(len) = u32::try_from(job.len) else { return job.copy_here() };
-        let record = Box::<CompletionRecord>::default();
-        let descriptor = Descriptor::memmove(
-            job.src as u64,
-            job.dst as u64,
-            len,
-            &*record as *const CompletionRecord as u64,
-            false,
-            false,
-        );
-        portal.submit(&descriptor);
-        let (queue, ready) = &*self.in_flight;
-        queue.lock().unwrap_or_else(|e| e.into_inner()).push_back(InFlight { job, record });
+        let Some(Some(queue)) = self.queues.get(job.engine) else { return job.finish(false) };
+        let mut pieces = Vec::new();
+        let mut rest = job;
+        while rest.len > queue.max_transfer {
+            let (head, tail) = rest.split_at(queue.max_transfer);
+            pieces.push(head);
+            rest = tail;
+        }
+        pieces.push(rest);
+        let flights = queue.submit(pieces);
+        let (waiting, ready) = &*self.in_flight;
+        waiting.lock().unwrap_or_else(|e| e.into_inner()).extend(flights);
         ready.notify_one();
     }
 }
@@ -363,6 +480,192 @@ impl Backend for DsaBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Cache, CacheData};
+    use std::sync::mpsc;
+
+    /// What a `SoftEngine` ran: (opcode, count or length) per descriptor.
+    type Log = Mutex<Vec<(u8, u32)>>;
+
+    /// How a `SoftEngine` departs from a perfect device.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Trouble {
+        None,
+        /// The memory move number `index` (counting every move run) faults after `after` bytes.
+        FaultMove {
+            index: usize,
+            after: u32,
+        },
+        /// Every batch descriptor is refused (an error, none of its moves run).
+        RefuseBatches,
+    }
+
+    /// A DSA work queue in software, on a thread of its own, doing what the specification says a
+    /// device does with a descriptor: reads its fields, copies, and writes the completion record,
+    /// status byte last. It logs each descriptor it runs as (opcode, count or length), a batch
+    /// before its moves.
+    struct SoftEngine {
+        submissions: Mutex<mpsc::Sender<Descriptor>>,
+    }
+
+    impl SoftEngine {
+        fn start(trouble: Trouble) -> (SoftEngine, Arc<Log>) {
+            let (sender, receiver) = mpsc::channel::<Descriptor>();
+            let log = Arc::new(Mutex::new(Vec::new()));
+            let device_log = log.clone();
+            std::thread::spawn(move || {
+                let mut moves = 0;
+                for descriptor in receiver {
+                    run(&Fields::of(&descriptor), trouble, &mut moves, &device_log);
+                }
+            });
+            (SoftEngine { submissions: Mutex::new(sender) }, log)
+        }
+    }
+
+    impl Submit for SoftEngine {
+        fn submit(&self, descriptor: &Descriptor) {
+            self.submissions.lock().unwrap().send(*descriptor).unwrap();
+        }
+    }
+
+    /// A descriptor's fields at the specification's offsets.
+    struct Fields {
+        opcode: u8,
+        completion: u64,
+        src: u64,
+        dst: u64,
+        size: u32,
+    }
+
+    impl Fields {
+        fn of(d: &Descriptor) -> Fields {
+            let b = d.bytes();
+            let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+            Fields {
+                opcode: b[7],
+                completion: u64_at(8),
+                src: u64_at(16),
+                dst: u64_at(24),
+                size: u32::from_le_bytes(b[32..36].try_into().unwrap()),
+            }
+        }
+    }
+
+    /// Runs one descriptor, logging it; returns whether it succeeded.
+    fn run(f: &Fields, trouble: Trouble, moves: &mut usize, log: &Log) -> bool {
+        log.lock().unwrap().push((f.opcode, f.size));
+        match f.opcode {
+            OPCODE_MEMMOVE => {
+                let index = *moves;
+                *moves += 1;
+                let done = match trouble {
+                    Trouble::FaultMove { index: at, after } if at == index => after.min(f.size),
+                    _ => f.size,
+                };
+                // SAFETY: the descriptor names a source and destination of `size` bytes.
+                unsafe { std::ptr::copy_nonoverlapping(f.src as *const u8, f.dst as *mut u8, done as usize) };
+                let status = if done == f.size { 1 } else { 0x03 };
+                complete(f.completion, status, done, f.src + u64::from(done));
+                done == f.size
+            }
+            OPCODE_BATCH if trouble == Trouble::RefuseBatches => {
+                complete(f.completion, 0x10, 0, 0);
+                false
+            }
+            OPCODE_BATCH => {
+                let mut all = true;
+                for i in 0..f.size as usize {
+                    // SAFETY: the batch's list holds `size` descriptors.
+                    let d = unsafe { *(f.src as *const Descriptor).add(i) };
+                    all &= run(&Fields::of(&d), trouble, moves, log);
+                }
+                complete(f.completion, if all { 1 } else { 0x05 }, 0, 0);
+                all
+            }
+            _ => unreachable!("steer submits memory moves and batches only"),
+        }
+    }
+
+    fn complete(address: u64, status: u8, bytes: u32, fault: u64) {
+        let record = address as *mut u8;
+        // SAFETY: the descriptor's completion record, 32 bytes the submitter keeps alive until
+        // the status byte is written; the status goes last, with Release (as the device orders it).
+        unsafe {
+            record.add(4).cast::<[u8; 4]>().write(bytes.to_le_bytes());
+            record.add(8).cast::<[u8; 8]>().write_unaligned(fault.to_le_bytes());
+            AtomicU8::from_ptr(record).store(status, Ordering::Release);
+        }
+    }
+
+    /// A cache on one node copying through a software DSA queue with the given limits.
+    fn cache_over(engine: SoftEngine, max_transfer: u64, max_batch: u32) -> Cache {
+        let topology = Arc::new(Topology::single_node(1, 1 << 30));
+        let queue = Arc::new(Queue::new(Box::new(engine), max_transfer, max_batch));
+        Cache::builder(topology).backend(Arc::new(DsaBackend::with_queues(vec![Some(queue)]).unwrap())).build().unwrap()
+    }
+
+    fn block(len: usize) -> &'static [u8] {
+        Box::leak((0..len).map(|i| (i * 7 % 251) as u8).collect::<Vec<_>>().into_boxed_slice())
+    }
+
+    fn copied(cache: &Cache, source: &'static [u8]) -> CacheData {
+        let data = cache.access_slice(source).unwrap();
+        data.wait();
+        data
+    }
+
+    #[test]
+    fn a_job_longer_than_a_transfer_is_copied_in_pieces_of_one_batch() {
+        let (engine, log) = SoftEngine::start(Trouble::None);
+        let cache = cache_over(engine, 4096, 32);
+        let source = block(2 * 4096 + 100);
+        let data = copied(&cache, source);
+        assert!(data.is_cached());
+        assert_eq!(data.as_slice(), source);
+        // One batch of three moves: 4096, 4096 and 100 bytes.
+        assert_eq!(
+            *log.lock().unwrap(),
+            [(OPCODE_BATCH, 3), (OPCODE_MEMMOVE, 4096), (OPCODE_MEMMOVE, 4096), (OPCODE_MEMMOVE, 100)]
+        );
+    }
+
+    #[test]
+    fn batches_hold_at_most_max_batch_size_moves_and_a_lone_move_goes_alone() {
+        let (engine, log) = SoftEngine::start(Trouble::None);
+        let cache = cache_over(engine, 1000, 2);
+        let source = block(2500);
+        assert_eq!(copied(&cache, source).as_slice(), source);
+        assert_eq!(
+            *log.lock().unwrap(),
+            [(OPCODE_BATCH, 2), (OPCODE_MEMMOVE, 1000), (OPCODE_MEMMOVE, 1000), (OPCODE_MEMMOVE, 500)]
+        );
+        // A job within one transfer is one move, no batch.
+        log.lock().unwrap().clear();
+        let small = block(64);
+        assert_eq!(copied(&cache, small).as_slice(), small);
+        assert_eq!(*log.lock().unwrap(), [(OPCODE_MEMMOVE, 64)]);
+    }
+
+    #[test]
+    fn a_move_that_faults_part_way_is_finished_on_the_cpu() {
+        let (engine, _) = SoftEngine::start(Trouble::FaultMove { index: 1, after: 1000 });
+        let cache = cache_over(engine, 4096, 32);
+        let source = block(3 * 4096);
+        let data = copied(&cache, source);
+        assert!(data.is_cached(), "a partial completion is not a failure");
+        assert_eq!(data.as_slice(), source);
+    }
+
+    #[test]
+    fn a_refused_batch_is_copied_on_the_cpu() {
+        let (engine, log) = SoftEngine::start(Trouble::RefuseBatches);
+        let cache = cache_over(engine, 4096, 32);
+        let source = block(3 * 4096);
+        let data = copied(&cache, source);
+        assert!(data.is_cached());
+        assert_eq!(data.as_slice(), source);
+        assert_eq!(*log.lock().unwrap(), [(OPCODE_BATCH, 3)], "the device ran none of its moves");
+    }
 
     #[test]
     fn a_memmove_descriptor_is_laid_out_as_the_specification_says() {
@@ -437,10 +740,14 @@ mod tests {
             write(&format!("{wq}/type"), kind);
             write(&format!("{wq}/size"), "32");
         }
+        write("wq2.0/max_transfer_size", "1048576\n");
+        write("wq2.0/max_batch_size", "8\n");
         let queues = work_queues(&root).unwrap();
         assert_eq!(queues.iter().map(|q| q.name.as_str()).collect::<Vec<_>>(), ["wq0.0", "wq2.0"]);
         assert_eq!((queues[0].dedicated, queues[0].numa_node, queues[0].size), (false, 0, 32));
         assert_eq!((queues[1].dedicated, queues[1].numa_node), (true, 1));
+        assert_eq!((queues[0].max_transfer_size, queues[0].max_batch_size), (2 << 20, 32), "idxd's defaults");
+        assert_eq!((queues[1].max_transfer_size, queues[1].max_batch_size), (1 << 20, 8));
         assert_eq!(queues[1].portal, root.join("dev/dsa/wq2.0"));
         fs::remove_dir_all(&root).unwrap();
         let missing = work_queues(Path::new("/nonexistent")).unwrap_err();
