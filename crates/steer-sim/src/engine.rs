@@ -524,7 +524,8 @@ mod tests {
         at: Vec<Time>,
         wait: Option<Signal>,
         notify: Option<(Signal, Time)>,
-        stall: bool,
+        /// Stalls when run at or after this time.
+        stall_from: Option<Time>,
         runs: Log,
     }
 
@@ -540,7 +541,7 @@ mod tests {
                 cx.notify(signal, at);
             }
             self.runs.borrow_mut().push((self.name, now, cx.limit()));
-            if self.stall {
+            if self.stall_from.is_some_and(|from| now >= from) {
                 return Step::Stall("gave up".into());
             }
             match self.at.iter().find(|&&t| t > now) {
@@ -556,7 +557,7 @@ mod tests {
     type Log = std::rc::Rc<std::cell::RefCell<Vec<(&'static str, Time, Time)>>>;
 
     fn scripted(name: &'static str, log: &Log) -> Scripted {
-        Scripted { name, at: Vec::new(), wait: None, notify: None, stall: false, runs: log.clone() }
+        Scripted { name, at: Vec::new(), wait: None, notify: None, stall_from: None, runs: log.clone() }
     }
 
     #[test]
@@ -602,7 +603,7 @@ mod tests {
     #[test]
     fn a_stalled_agent_is_never_woken_again_by_what_it_waited_on() {
         let log = Log::default();
-        let quitter = Scripted { wait: Some(Signal(0)), stall: true, ..scripted("quitter", &log) };
+        let quitter = Scripted { wait: Some(Signal(0)), stall_from: Some(Time::ZERO), ..scripted("quitter", &log) };
         let notifier = Scripted { notify: Some((Signal(0), ns(60.0))), ..scripted("notifier", &log) };
         let agents: Vec<Starting> = vec![(Box::new(quitter), Some(ns(0.0))), (Box::new(notifier), Some(ns(50.0)))];
         let mut engine = Engine::new(agents, 1, Time::ZERO);
@@ -610,6 +611,30 @@ mod tests {
         let names: Vec<&str> = log.borrow().iter().map(|r| r.0).collect();
         assert_eq!(names, ["quitter", "notifier"]);
         assert_eq!(engine.stalls(Time::ZERO)[0].reason, "gave up");
+    }
+
+    #[test]
+    fn an_agent_that_stalls_when_woken_early_does_not_run_at_the_time_it_had_asked_for() {
+        let log = Log::default();
+        // Asks for 100 and waits on signal 0; woken at 60 by the notifier, it stalls there.
+        let quitter = Scripted {
+            wait: Some(Signal(0)),
+            at: vec![ns(100.0)],
+            stall_from: Some(ns(60.0)),
+            ..scripted("quitter", &log)
+        };
+        let notifier = Scripted { notify: Some((Signal(0), ns(60.0))), ..scripted("notifier", &log) };
+        // An event of another agent between them keeps the quitter's event for 100 in the queue.
+        let bystander = scripted("bystander", &log);
+        let agents: Vec<Starting> = vec![
+            (Box::new(quitter), Some(ns(0.0))),
+            (Box::new(notifier), Some(ns(50.0))),
+            (Box::new(bystander), Some(ns(80.0))),
+        ];
+        let mut engine = Engine::new(agents, 1, Time::ZERO);
+        engine.run_until(&mut Shared::empty(), ns(200.0), &mut |_| true);
+        let runs: Vec<(&str, f64)> = log.borrow().iter().map(|&(n, t, _)| (n, t.as_ns())).collect();
+        assert_eq!(runs, [("quitter", 0.0), ("notifier", 50.0), ("quitter", 60.0), ("bystander", 80.0)]);
     }
 
     #[test]
