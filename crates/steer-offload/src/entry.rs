@@ -257,8 +257,9 @@ mod tests {
         }
     }
 
-    fn pending(len: usize, backend: Arc<dyn Backend>) -> (Arc<Entry>, &'static [u8]) {
-        let src: &'static [u8] = Box::leak((0..len).map(|i| i as u8).collect::<Vec<_>>().into_boxed_slice());
+    /// An entry being copied from its source (returned: the test keeps it while the entry lives).
+    fn pending(len: usize, backend: Arc<dyn Backend>) -> (Arc<Entry>, Vec<u8>) {
+        let src: Vec<u8> = (0..len).map(|i| i as u8).collect();
         let buffer = NodeBuffer::on_node(len, None).unwrap();
         let parts =
             vec![Part { engine: 0, offset: 0, len: len / 2 }, Part { engine: 1, offset: len / 2, len: len - len / 2 }];
@@ -293,7 +294,7 @@ mod tests {
     #[test]
     fn a_second_submit_submits_nothing() {
         let counted = Arc::new(Counting::default());
-        let (entry, _) = pending(256, counted.clone());
+        let (entry, _src) = pending(256, counted.clone());
         entry.submit();
         entry.submit();
         entry.wait();
@@ -345,7 +346,7 @@ mod tests {
     #[test]
     fn finishing_a_partial_copy_writes_only_the_rest() {
         // A source inside a larger block of 0xff, so copying past the end would show.
-        let padded: &'static [u8] = Box::leak(vec![0xffu8; 4096].into_boxed_slice());
+        let padded = vec![0xffu8; 4096];
         let buffer = NodeBuffer::on_node(128, None).unwrap();
         let kept = Arc::new(Kept::default());
         let parts = vec![Part { engine: 0, offset: 0, len: 128 }];
@@ -386,8 +387,8 @@ mod tests {
                 loom::thread::spawn(move || entry.submit())
             };
             let t2 = {
-                let entry = entry.clone();
-                loom::thread::spawn(move || assert_eq!(read(&entry), src))
+                let (entry, expected) = (entry.clone(), src.clone());
+                loom::thread::spawn(move || assert_eq!(read(&entry), expected))
             };
             assert_eq!(read(&entry), src);
             t1.join().unwrap();
@@ -429,8 +430,8 @@ mod tests {
                 }
             });
             let waiter = {
-                let entry = entry.clone();
-                loom::thread::spawn(move || assert_eq!(read(&entry), src))
+                let (entry, expected) = (entry.clone(), src.clone());
+                loom::thread::spawn(move || assert_eq!(read(&entry), expected))
             };
             assert_eq!(read(&entry), src);
             waiter.join().unwrap();

@@ -12,9 +12,11 @@
 //! Submission needs a machine with DSA and the idxd driver; everywhere else [`DsaBackend::open`]
 //! says why not, and the cache uses the CPU backend.
 
+use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -110,18 +112,18 @@ pub enum Status {
     Error(u8),
 }
 
-/// A 32-byte completion record, written by the engine.
+/// A 32-byte completion record, written by the engine behind the compiler's back (hence the
+/// cell: the engine may write it while we hold a reference).
 #[repr(C, align(32))]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct CompletionRecord([u8; 32]);
+#[derive(Debug, Default)]
+pub struct CompletionRecord(UnsafeCell<[u8; 32]>);
 
 impl CompletionRecord {
     /// Reads the status byte as the engine wrote it.
     pub fn status(&self) -> Status {
-        // SAFETY: the status byte of our own record, read atomically because the engine writes
-        // it behind the compiler's back (last, after the rest of the record: Acquire orders the
-        // reads of the other fields after it).
-        let raw = unsafe { AtomicU8::from_ptr(self.0.as_ptr().cast_mut()) }.load(Ordering::Acquire);
+        // SAFETY: the status byte of the record, read atomically; the engine writes it last, after
+        // the rest of the record, so Acquire orders the reads of the other fields after it.
+        let raw = unsafe { AtomicU8::from_ptr(self.0.get().cast::<u8>()) }.load(Ordering::Acquire);
         match raw & 0x7f {
             0 => Status::Pending,
             1 => Status::Success,
@@ -130,19 +132,60 @@ impl CompletionRecord {
         }
     }
 
+    /// `N` bytes at `offset`; read only once `status` has said the engine is done.
+    fn field<const N: usize>(&self, offset: usize) -> [u8; N] {
+        assert!(offset + N <= 32, "a field of the record");
+        // SAFETY: inside the record, and written by the engine before the status read earlier.
+        unsafe { self.0.get().cast::<u8>().add(offset).cast::<[u8; N]>().read() }
+    }
+
     /// Bytes the descriptor completed before a partial completion.
     pub fn bytes_completed(&self) -> u32 {
-        u32::from_le_bytes(self.0[4..8].try_into().expect("four bytes"))
+        u32::from_le_bytes(self.field(4))
     }
 
     /// The faulting address of a partial completion.
     pub fn fault_addr(&self) -> u64 {
-        u64::from_le_bytes(self.0[8..16].try_into().expect("eight bytes"))
+        u64::from_le_bytes(self.field(8))
     }
 
     /// A record with raw bytes, as an engine would leave it (for tests and for replay).
     pub fn from_bytes(bytes: [u8; 32]) -> CompletionRecord {
-        CompletionRecord(bytes)
+        CompletionRecord(UnsafeCell::new(bytes))
+    }
+}
+
+/// Memory the engine reads or writes while we own it (a completion record, a batch's descriptor
+/// list), held through a raw pointer: moving a `Box` would claim the memory unique while the
+/// engine uses it. Freed on drop, which happens only once the engine is done with it.
+struct DeviceMemory<T: ?Sized>(NonNull<T>);
+
+// SAFETY: the memory is owned, like a Box's; the engine's accesses are ordered by the records.
+unsafe impl<T: ?Sized + Send> Send for DeviceMemory<T> {}
+
+impl<T: ?Sized> DeviceMemory<T> {
+    fn new(value: Box<T>) -> DeviceMemory<T> {
+        DeviceMemory(NonNull::from(Box::leak(value)))
+    }
+
+    /// The address to give the engine.
+    fn address(&self) -> u64 {
+        self.0.cast::<u8>().as_ptr() as u64
+    }
+}
+
+impl DeviceMemory<CompletionRecord> {
+    fn record(&self) -> &CompletionRecord {
+        // SAFETY: a live record; shared references to it are sound while the engine writes it
+        // (its bytes are in a cell).
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl<T: ?Sized> Drop for DeviceMemory<T> {
+    fn drop(&mut self) {
+        // SAFETY: made from a Box in `new`, freed once.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
     }
 }
 
@@ -237,18 +280,14 @@ impl Queue {
                 flights.push(InFlight::Move(one));
                 continue;
             }
-            let list: Box<[Descriptor]> = moves.iter().map(Move::descriptor).collect();
-            let record = Box::<CompletionRecord>::default();
-            let count = u32::try_from(list.len()).expect("a batch of at most max_batch_size");
-            self.submitter.submit(&Descriptor::batch(list.as_ptr() as u64, count, record_address(&record)));
+            let count = u32::try_from(moves.len()).expect("a batch of at most max_batch_size");
+            let list = DeviceMemory::new(moves.iter().map(Move::descriptor).collect::<Box<[Descriptor]>>());
+            let record = DeviceMemory::new(Box::<CompletionRecord>::default());
+            self.submitter.submit(&Descriptor::batch(list.address(), count, record.address()));
             flights.push(InFlight::Batch { record, _list: list, moves });
         }
         flights
     }
-}
-
-fn record_address(record: &CompletionRecord) -> u64 {
-    record as *const CompletionRecord as u64
 }
 
 /// A mapped portal of one work queue.
@@ -320,30 +359,30 @@ impl Drop for Portal {
     }
 }
 
-/// One memory move: a piece of a job (at most a transfer's worth) and its completion record
-/// (boxed: its address is handed to the device).
+/// One memory move: a piece of a job (at most a transfer's worth) and its completion record.
 struct Move {
     job: CopyJob,
-    record: Box<CompletionRecord>,
+    record: DeviceMemory<CompletionRecord>,
 }
 
 impl Move {
     fn new(job: CopyJob) -> Move {
-        Move { job, record: Box::default() }
+        Move { job, record: DeviceMemory::new(Box::default()) }
     }
 
     fn descriptor(&self) -> Descriptor {
         let len = u32::try_from(self.job.len).expect("a piece of at most max_transfer_size");
-        Descriptor::memmove(self.job.src as u64, self.job.dst as u64, len, record_address(&self.record), false, false)
+        Descriptor::memmove(self.job.src as u64, self.job.dst as u64, len, self.record.address(), false, false)
     }
 
     /// Finishes the piece as its record says: done, partly done (the rest copied here), or
     /// failed or never run (all copied here).
     fn finish(self) {
-        match self.record.status() {
+        let record = self.record.record();
+        match record.status() {
             Status::Success => self.job.finish(true),
             Status::PageFault { .. } => {
-                let done = self.record.bytes_completed() as usize;
+                let done = record.bytes_completed() as usize;
                 self.job.copy_here_from(done);
             }
             Status::Pending | Status::Error(_) => self.job.copy_here(),
@@ -355,14 +394,14 @@ impl Move {
 /// record says the device is done with all of them (and with the descriptor list).
 enum InFlight {
     Move(Move),
-    Batch { record: Box<CompletionRecord>, _list: Box<[Descriptor]>, moves: Vec<Move> },
+    Batch { record: DeviceMemory<CompletionRecord>, _list: DeviceMemory<[Descriptor]>, moves: Vec<Move> },
 }
 
 impl InFlight {
     fn done(&self) -> bool {
         match self {
-            InFlight::Move(one) => one.record.status() != Status::Pending,
-            InFlight::Batch { record, .. } => record.status() != Status::Pending,
+            InFlight::Move(one) => one.record.record().status() != Status::Pending,
+            InFlight::Batch { record, .. } => record.record().status() != Status::Pending,
         }
     }
 
@@ -604,12 +643,13 @@ mod tests {
         Cache::builder(topology).backend(Arc::new(DsaBackend::with_queues(vec![Some(queue)]).unwrap())).build().unwrap()
     }
 
-    fn block(len: usize) -> &'static [u8] {
-        Box::leak((0..len).map(|i| (i * 7 % 251) as u8).collect::<Vec<_>>().into_boxed_slice())
+    fn block(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 % 251) as u8).collect()
     }
 
-    fn copied(cache: &Cache, source: &'static [u8]) -> CacheData {
-        let data = cache.access_slice(source).unwrap();
+    fn copied(cache: &Cache, source: &[u8]) -> CacheData {
+        // SAFETY: each test keeps its source, unchanged, until the end, after its cache is done.
+        let data = unsafe { cache.access(source.as_ptr(), source.len()) }.unwrap();
         data.wait();
         data
     }
@@ -619,7 +659,7 @@ mod tests {
         let (engine, log) = SoftEngine::start(Trouble::None);
         let cache = cache_over(engine, 4096, 32);
         let source = block(2 * 4096 + 100);
-        let data = copied(&cache, source);
+        let data = copied(&cache, &source);
         assert!(data.is_cached());
         assert_eq!(data.as_slice(), source);
         // One batch of three moves: 4096, 4096 and 100 bytes.
@@ -634,7 +674,7 @@ mod tests {
         let (engine, log) = SoftEngine::start(Trouble::None);
         let cache = cache_over(engine, 1000, 2);
         let source = block(2500);
-        assert_eq!(copied(&cache, source).as_slice(), source);
+        assert_eq!(copied(&cache, &source).as_slice(), source);
         assert_eq!(
             *log.lock().unwrap(),
             [(OPCODE_BATCH, 2), (OPCODE_MEMMOVE, 1000), (OPCODE_MEMMOVE, 1000), (OPCODE_MEMMOVE, 500)]
@@ -642,7 +682,7 @@ mod tests {
         // A job within one transfer is one move, no batch.
         log.lock().unwrap().clear();
         let small = block(64);
-        assert_eq!(copied(&cache, small).as_slice(), small);
+        assert_eq!(copied(&cache, &small).as_slice(), small);
         assert_eq!(*log.lock().unwrap(), [(OPCODE_MEMMOVE, 64)]);
     }
 
@@ -651,7 +691,7 @@ mod tests {
         let (engine, _) = SoftEngine::start(Trouble::FaultMove { index: 1, after: 1000 });
         let cache = cache_over(engine, 4096, 32);
         let source = block(3 * 4096);
-        let data = copied(&cache, source);
+        let data = copied(&cache, &source);
         assert!(data.is_cached(), "a partial completion is not a failure");
         assert_eq!(data.as_slice(), source);
     }
@@ -661,7 +701,7 @@ mod tests {
         let (engine, log) = SoftEngine::start(Trouble::RefuseBatches);
         let cache = cache_over(engine, 4096, 32);
         let source = block(3 * 4096);
-        let data = copied(&cache, source);
+        let data = copied(&cache, &source);
         assert!(data.is_cached());
         assert_eq!(data.as_slice(), source);
         assert_eq!(*log.lock().unwrap(), [(OPCODE_BATCH, 3)], "the device ran none of its moves");
