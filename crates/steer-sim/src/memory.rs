@@ -292,6 +292,17 @@ mod tests {
     }
 
     #[test]
+    fn a_line_maps_to_a_channel_of_its_own_node() {
+        let spec = MemorySpec { channels_per_node: 4, nodes_per_socket: 1, ..MemorySpec::default() };
+        let m = Memory::new(&spec, &TopologySpec { sockets: 3, ..TopologySpec::default() }, 64);
+        let node_lines = NODE_SPAN_BYTES / 64;
+        for node in 0..3u64 {
+            let channels: Vec<usize> = (0..64).map(|i| m.channel_of(Line(node * node_lines + i))).collect();
+            assert!(channels.iter().all(|&c| c / 4 == node as usize), "node {node}: {channels:?}");
+        }
+    }
+
+    #[test]
     fn sequential_lines_spread_over_channels() {
         let m = memory(4);
         let mut per_channel = [0; 4];

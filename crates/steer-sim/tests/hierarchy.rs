@@ -122,6 +122,18 @@ fn inclusive_l3_back_invalidates_private_copies() {
 }
 
 #[test]
+fn an_inclusive_l3_writes_back_a_dirty_private_copy_it_back_invalidates() {
+    let mut h = Hierarchy::new(&tiny(Relation::Inclusive));
+    write(&mut h, 0, 0);
+    for line in [64, 128, 192, 256] {
+        read(&mut h, 1, line);
+    }
+    assert!(!h.is_cached(Line(0)));
+    let written: u64 = h.memory.stats().map(|c| c.write_bytes).sum();
+    assert_eq!(written, 64, "CPU 0's data reached memory");
+}
+
+#[test]
 fn random_traffic_keeps_every_invariant() {
     for relation in [Relation::Inclusive, Relation::Exclusive, Relation::NonInclusive] {
         let mut platform = tiny(relation);

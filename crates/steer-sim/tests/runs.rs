@@ -154,6 +154,29 @@ fn tcp_rx_claims_each_queue_s_irq_cpu_and_its_application_s_cpu() {
 }
 
 #[test]
+fn a_nic_link_must_be_faster_than_nothing() {
+    let zero = load_error(MINIMAL, &["devices.0.link_gbps=0"]);
+    assert!(zero.ends_with("devices.0.link_gbps: must be positive (got 0)"), "{zero}");
+}
+
+#[test]
+fn progress_rises_from_0_to_1_through_warm_up_and_measurement() {
+    let source = steer_sim::scenario::builtin("rx-default").unwrap().source;
+    let overrides = ["sim.warmup_us=100".to_string(), "sim.measure_us=200".to_string()];
+    let scenario = load(&ScenarioSource { text: source, origin: "rx", default_name: "rx" }, &overrides).unwrap();
+    let mut seen = Vec::new();
+    run(scenario, &mut |fraction| {
+        seen.push(fraction);
+        true
+    })
+    .unwrap();
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+    assert!(seen.iter().all(|f| (0.0..=1.0).contains(f)), "{seen:?}");
+    assert_eq!(seen.last(), Some(&1.0));
+    assert!(seen.iter().any(|&f| f > 0.3 && f < 0.9), "reports during the run: {seen:?}");
+}
+
+#[test]
 fn a_workload_names_a_queue_its_device_has() {
     // Queues are numbered from 0: a device with one queue has no queue 1.
     let beyond = load_error(MINIMAL, &["workloads.0.queue=1"]);

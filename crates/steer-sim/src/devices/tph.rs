@@ -579,6 +579,9 @@ mod tests {
         assert_eq!(tag_from_dsm(only16, RequesterEnable::TphOnly), 0);
         assert_eq!(tag_from_dsm(only16, RequesterEnable::TphAndExtended), 0x0180);
         assert_eq!(tag_from_dsm(dsm_word(Some(0xAB), None), RequesterEnable::TphAndExtended), 0);
+        // A tag field without its valid bit is not a tag, whatever it holds.
+        assert_eq!(tag_from_dsm(0x0000_AB00, RequesterEnable::TphOnly), 0);
+        assert_eq!(tag_from_dsm(0xCDEF_0000, RequesterEnable::TphAndExtended), 0);
     }
 
     #[test]
