@@ -157,6 +157,8 @@ fn tcp_rx_claims_each_queue_s_irq_cpu_and_its_application_s_cpu() {
 fn a_nic_link_must_be_faster_than_nothing() {
     let zero = load_error(MINIMAL, &["devices.0.link_gbps=0"]);
     assert!(zero.ends_with("devices.0.link_gbps: must be positive (got 0)"), "{zero}");
+    let idle = load_error(MINIMAL, &["devices.0.queues.0.offered_gbps=0"]);
+    assert!(idle.ends_with("devices.0.queues.0.offered_gbps: must be positive (got 0)"), "{idle}");
 }
 
 #[test]

@@ -692,6 +692,10 @@ mod tests {
         assert!(!tph.status.enabled);
         assert_eq!(tph.requester_enable(), RequesterEnable::Disabled);
         assert!(tph.status.reason_disabled.as_deref().unwrap().starts_with("set_st_entry(5)"));
+        assert_eq!(tph.status.request, RequesterEnable::Disabled);
+        // Enabled again, it has no reason to be off.
+        tph.enable(StMode::InterruptVector).unwrap();
+        assert!(tph.status.enabled && tph.status.reason_disabled.is_none(), "{:?}", tph.status);
     }
 
     #[test]
