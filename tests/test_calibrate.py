@@ -120,16 +120,47 @@ def test_every_value_says_where_it_came_from():
     assert "# calibrated on box" in text and "Little's law" in text
 
 
-def test_the_host_preset_reads_the_calibration(tmp_path, monkeypatch):
-    # The calibration is laid over this machine's sysfs geometry: fitted with its L3 ways.
+def host_fit(m: Measurements) -> list[calibrate.Value]:
+    """The fit laid over this machine's sysfs geometry (with its L3 ways)."""
     with calibrate.sysfs_only():
         ways = calibrate.platform_values("host")["l3.ways"]
+    return calibrate.fit(m, {**GEOMETRY, "l3.ways": ways})
+
+
+def read_at(gbs: float) -> Measurements:
+    """The made-up machine, its one core reading DRAM at ``gbs``."""
+    bandwidth = {a: {16 * KIB: exact(64.0), MIB: exact(30.0), 512 * MIB: exact(gbs)} for a in calibrate.ACCESSES}
+    return made_up(bandwidth_gbs=bandwidth)
+
+
+def test_the_streamer_runs_as_far_ahead_as_the_measured_sequential_read_needs():
+    values = host_fit(made_up())
+    simulated = {d: calibrate.sequential_read_gbs(values, d, 512 * MIB) for d in calibrate.STREAMER_DISTANCES}
+    # Running further ahead reads faster, up to a point.
+    assert simulated[1] < simulated[4] < simulated[8] < simulated[12]
+
+    def distance(gbs: float) -> int:
+        fitted = {v.key: v for v in calibrate.fit_streamer(read_at(gbs), values)}
+        assert (fitted["l2.prefetcher.kind"].value, fitted["l2.prefetcher.degree"].value) == ("stride", 2)
+        assert fitted["l2.prefetcher.distance"].source.startswith("calibrated on box at 2026-11-25")
+        return fitted["l2.prefetcher.distance"].value
+
+    # The candidate whose simulated read is nearest the measured one.
+    assert distance(simulated[8]) == 8
+    assert distance(0.1) == 1
+    assert distance(1000.0) == max(simulated, key=simulated.get)
+
+
+def test_the_host_preset_reads_the_calibration(tmp_path, monkeypatch):
+    values = host_fit(made_up())
+    values += calibrate.fit_streamer(made_up(), values)
     path = tmp_path / "host.toml"
-    path.write_text(calibrate.calibration_toml(made_up(), calibrate.fit(made_up(), {**GEOMETRY, "l3.ways": ways})))
+    path.write_text(calibrate.calibration_toml(made_up(), values))
     monkeypatch.setenv("STEER_HOST_CALIBRATION", str(path))
     values = calibrate.platform_values("host")
+    assert values["l2.prefetcher.kind"] == "stride"
     assert values["l2.latency_cycles"] == 14.0
-    assert values["l3.size_kib"] == calibrate.l3_knee(made_up(), 20.5, 100.5, ways=ways) // KIB
+    assert values["l3.size_kib"] == calibrate.l3_knee(made_up(), 20.5, 100.5, ways=values["l3.ways"]) // KIB
     assert values["description"].startswith("this machine (box)")
     with calibrate.sysfs_only():
         assert calibrate.platform_values("host")["description"].startswith("this machine: geometry from sysfs")

@@ -7,6 +7,7 @@ host apart from that one file (see ``docs/calibrate.md``)."""
 from __future__ import annotations
 
 import datetime
+import json
 import math
 import os
 import re
@@ -235,7 +236,7 @@ class Value:
     """One value of the calibration: its key, value, and where it came from."""
 
     key: str
-    value: float | int
+    value: float | int | str
     source: str
 
 
@@ -316,6 +317,56 @@ def fit(m: Measurements, geometry: dict[str, object]) -> list[Value]:
         )
         values.append(Value(key, round(max(0.0, m.peer_read_ns.median - issue / ghz), 1), how))
     return values
+
+
+# The L2 streamer as Intel describes it (Intel 64 and IA-32 Architectures Optimization Reference
+# Manual, "Data Prefetching"): it follows ascending or descending lines within a 4 KiB page,
+# issues up to two prefetches per L2 lookup, and runs up to 20 lines ahead of the loads. The
+# `stride` prefetcher does that per 4 KiB region; how far ahead it runs is fitted.
+STREAMER_DEGREE = 2
+STREAMER_DISTANCES = (1, 2, 4, 6, 8, 12, 16, 20)
+
+
+def sequential_read_gbs(values: list[Value], distance: int, working_set: int) -> float:
+    """One core's sequential read from DRAM as the host preset with ``values`` simulates it, with
+    the streamer running ``distance`` lines ahead."""
+    overrides = [f"platform.{v.key}={api.toml_literal(v.value)}" for v in values]
+    overrides += [
+        'platform.l2.prefetcher.kind="stride"',
+        f"platform.l2.prefetcher.degree={STREAMER_DEGREE}",
+        f"platform.l2.prefetcher.distance={distance}",
+    ]
+    text = (
+        '[platform]\npreset = "host"\n[sim]\nwarmup_us = 100.0\nmeasure_us = 500.0\n'
+        f'[[workloads]]\nkind = "probe"\npattern = "strided"\nworking_set_bytes = {working_set}\n'
+        "stride_bytes = 64\nprefetch_distance = 0\ncpu = 0\n"
+    )
+    with sysfs_only():
+        result, _ = _core.run_scenario(text, "calibrate", "calibrate", overrides, None)
+    ns = json.loads(result)["cores"]["0"]["workload"]["exec_ns_per_load"]
+    return LINE / ns
+
+
+def fit_streamer(m: Measurements, values: list[Value]) -> list[Value]:
+    """The L2 streamer: how far ahead it runs, fitted so that the model's one-core sequential
+    read from DRAM matches the measured one (with the other values already fitted). Simulates one
+    read per candidate distance."""
+    dram_ws = max(m.bandwidth_gbs["read"])
+    measured = m.bandwidth_gbs["read"][dram_ws]
+    simulated = {d: sequential_read_gbs(values, d, dram_ws) for d in STREAMER_DISTANCES}
+    distance = min(STREAMER_DISTANCES, key=lambda d: (abs(simulated[d] - measured.median), d))
+    manual = "Intel 64 and IA-32 Architectures Optimization Reference Manual, Data Prefetching"
+    return [
+        Value("l2.prefetcher.kind", "stride", f"assumed: the L2 streamer follows lines within a 4 KiB page ({manual})"),
+        Value("l2.prefetcher.degree", STREAMER_DEGREE, f"assumed: up to two prefetches per L2 lookup ({manual})"),
+        Value(
+            "l2.prefetcher.distance",
+            distance,
+            f"calibrated on {m.host} at {m.date}: one core reading {fmt_bytes(dram_ws)} sequentially at "
+            f"{measured.median:.1f} GB/s ({measured.spread()}); the model reads at {simulated[distance]:.1f} GB/s "
+            f"with the streamer {distance} lines ahead (at most 20, {manual})",
+        ),
+    ]
 
 
 def l3_knee(m: Measurements, l3_ns: float, dram_ns: float, ways: int = 16, line: int = 64) -> int | None:

@@ -27,6 +27,7 @@ def calibrate_and_write(args: argparse.Namespace, mode: str, out: Path, extra: d
     finally:
         progress.close()
     values = calibrate.fit(measured, geometry)
+    values += calibrate.fit_streamer(measured, values)
     output.write_atomically({out: calibrate.calibration_toml(measured, values), **extra})
     return measured, values
 
