@@ -335,3 +335,19 @@ fn a_write_that_hits_its_l3_takes_over_the_dirty_copy_it_invalidates() {
     let written: u64 = h.memory.stats().map(|c| c.write_bytes).sum();
     assert_eq!(written, 64, "the line reaches memory once, dirty");
 }
+
+#[test]
+fn a_load_of_a_line_still_on_its_way_into_the_l3_waits_for_the_rest_of_its_prefetch() {
+    use steer_sim::hierarchy::Level;
+    let load_at = |at: Time| {
+        let mut h = Hierarchy::new(&tiny(Relation::Exclusive));
+        let arrives = h.prefetch(0, Line(100), Level::L3, Time::ZERO).unwrap();
+        (arrives, h.core_access(0, Line(100), false, at))
+    };
+    let (arrives, on_time) = load_at(Time::from_ns(1e6));
+    assert_eq!(on_time.source, Source::L3);
+    let early = Time::from_ns(10.0);
+    let (_, late) = load_at(early);
+    assert_eq!(late.latency, on_time.latency + (arrives - early), "an L3 hit plus the prefetch's remaining time");
+    assert_eq!(late.source, Source::Dram, "the data came from where the prefetch took it");
+}
