@@ -200,6 +200,13 @@ mod tests {
     }
 
     #[test]
+    fn a_stalled_reduction_says_which_queue_it_waits_on() {
+        let p = program(RingId(0), 2, 0, 0.0, 0);
+        assert_eq!(p.waiting_for(), format!("a message on {} queue {}", p.spec.device, p.spec.queue));
+        assert!(!p.spec.device.is_empty());
+    }
+
+    #[test]
     fn loads_run_ahead_by_the_window_and_each_line_is_reduced_when_its_data_is_in() {
         let (mut h, ring) = ring_harness(4, 4, Recycle::Fifo);
         // 3 lines, a window of 2, prefetching 1 line ahead into the L1.
