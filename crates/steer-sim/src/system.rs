@@ -242,10 +242,6 @@ impl Simulation {
         self.engine.now()
     }
 
-    pub fn agents(&self) -> &[Box<dyn Agent>] {
-        self.engine.agents()
-    }
-
     /// The agents of type `T` (a device, a CPU), in the order they were built.
     pub fn agents_of<T: 'static>(&self) -> impl Iterator<Item = &T> {
         self.engine.agents().iter().filter_map(|a| a.as_any().downcast_ref::<T>())

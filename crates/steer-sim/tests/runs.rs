@@ -179,6 +179,17 @@ fn progress_rises_from_0_to_1_through_warm_up_and_measurement() {
 }
 
 #[test]
+fn the_schema_is_known_before_running_and_names_every_key_with_its_unit() {
+    let source = steer_sim::scenario::builtin("rx-default").unwrap().source;
+    let scenario = load(&ScenarioSource { text: source, origin: "rx", default_name: "rx" }, &[]).unwrap();
+    let schema = steer_sim::Simulation::new(scenario).unwrap().schema();
+    let unit = |key: &str| schema.iter().find(|e| e.key == key).map(|e| e.unit);
+    assert_eq!(unit("dram.read_gbps"), Some("GB/s"));
+    assert_eq!(unit("devices.nic0.rx_gbps"), Some("Gb/s"));
+    assert!(schema.iter().all(|e| !e.meaning.is_empty()), "every key says what it means");
+}
+
+#[test]
 fn a_workload_names_a_queue_its_device_has() {
     // Queues are numbered from 0: a device with one queue has no queue 1.
     let beyond = load_error(MINIMAL, &["workloads.0.queue=1"]);

@@ -647,6 +647,16 @@ mod tests {
     }
 
     #[test]
+    fn an_extended_tag_steers_by_its_16_bits() {
+        // Tags from 0x100 up do not fit 8 bits: only the extended request type can carry them.
+        let host = TphHostSpec { st_base: 0x100, ..TphHostSpec::default() };
+        let tph = device(iv(), host, &[9]);
+        assert_eq!(tph.status.request, RequesterEnable::TphAndExtended);
+        assert_eq!(tph.get_cpu_st(9), Ok(0x103));
+        assert_eq!(tph.steering_cpu(0), Some(9));
+    }
+
+    #[test]
     fn tags_are_written_to_the_msix_table_or_the_capability_with_the_requester_disabled() {
         for table in [StTable::Msix, StTable::Capability] {
             let tph = device(NicTphSpec { st_table: table, ..iv() }, TphHostSpec::default(), &[1, 2, 11]);
