@@ -190,6 +190,14 @@ fn the_schema_is_known_before_running_and_names_every_key_with_its_unit() {
 }
 
 #[test]
+fn a_reduction_claims_its_cpu() {
+    let leon = steer_sim::scenario::builtin("leon-reduce").unwrap().source;
+    let text = format!("{leon}\n[[workloads]]\nkind = \"stream\"\ncpu = 0\n");
+    let error = load(&ScenarioSource { text: &text, origin: "s.toml", default_name: "s" }, &[]).unwrap_err();
+    assert!(error.to_string().ends_with(": workloads.1.cpu: CPU 0 already runs workloads.0"), "{error}");
+}
+
+#[test]
 fn a_workload_names_a_queue_its_device_has() {
     // Queues are numbered from 0: a device with one queue has no queue 1.
     let beyond = load_error(MINIMAL, &["workloads.0.queue=1"]);

@@ -160,6 +160,13 @@ mod tests {
     }
 
     #[test]
+    fn a_stalled_loop_says_which_queue_it_waits_on() {
+        let p = program(RingId(0), true);
+        assert_eq!(p.waiting_for(), format!("a packet on {} queue {}", p.spec.device, p.spec.queue));
+        assert!(!p.spec.device.is_empty());
+    }
+
+    #[test]
     fn it_waits_for_a_completion_then_until_it_is_visible() {
         let (mut h, ring) = ring_harness(4, 4, Recycle::Fifo);
         let mut p = program(ring, true);
