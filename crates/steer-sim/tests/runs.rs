@@ -137,20 +137,26 @@ fn the_example_workload_runs_as_a_filter() {
 
 #[test]
 fn tcp_rx_claims_each_queue_s_irq_cpu_and_its_application_s_cpu() {
-    let iperf = steer_sim::scenario::builtin("iperf-rx").unwrap().source;
     // The IRQ CPU of queue 0 is CPU 0 and its application, app_offset 2 later, CPU 2.
     for (cpu, taken) in [(0, true), (1, false), (2, true)] {
-        let text = format!("{iperf}\n[[workloads]]\nkind = \"stream\"\ncpu = {cpu}\n");
-        let result =
-            load(&ScenarioSource { text: &text, origin: "s.toml", default_name: "s" }, &["app_offset=2".into()]);
-        match result {
+        match stream_beside("iperf-rx", cpu, &["app_offset=2"]) {
             Err(error) if taken => {
-                assert!(error.to_string().ends_with(&format!(": workloads.1.cpu: CPU {cpu} already runs workloads.0")))
+                assert!(error.ends_with(&format!(": workloads.1.cpu: CPU {cpu} already runs workloads.0")))
             }
-            Ok(_) if !taken => {}
-            other => panic!("CPU {cpu}: {:?}", other.map(|_| ())),
+            Ok(()) if !taken => {}
+            other => panic!("CPU {cpu}: {other:?}"),
         }
     }
+}
+
+/// A built-in scenario with a `stream` workload added on `cpu`: whether it loads.
+fn stream_beside(name: &str, cpu: u32, overrides: &[&str]) -> Result<(), String> {
+    let builtin = steer_sim::scenario::builtin(name).unwrap().source;
+    let text = format!("{builtin}\n[[workloads]]\nkind = \"stream\"\ncpu = {cpu}\n");
+    let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    load(&ScenarioSource { text: &text, origin: "s.toml", default_name: "s" }, &overrides)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 #[test]
@@ -191,10 +197,8 @@ fn the_schema_is_known_before_running_and_names_every_key_with_its_unit() {
 
 #[test]
 fn a_reduction_claims_its_cpu() {
-    let leon = steer_sim::scenario::builtin("leon-reduce").unwrap().source;
-    let text = format!("{leon}\n[[workloads]]\nkind = \"stream\"\ncpu = 0\n");
-    let error = load(&ScenarioSource { text: &text, origin: "s.toml", default_name: "s" }, &[]).unwrap_err();
-    assert!(error.to_string().ends_with(": workloads.1.cpu: CPU 0 already runs workloads.0"), "{error}");
+    let error = stream_beside("leon-reduce", 0, &[]).unwrap_err();
+    assert!(error.ends_with(": workloads.1.cpu: CPU 0 already runs workloads.0"), "{error}");
 }
 
 #[test]
