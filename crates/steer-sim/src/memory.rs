@@ -246,6 +246,23 @@ mod tests {
     }
 
     #[test]
+    fn a_written_line_answers_reads_until_just_before_its_residency_ends() {
+        let spec = MemorySpec {
+            channels_per_node: 1,
+            write_queue_ns: 500.0,
+            write_queue_latency_ns: 40.0,
+            ..MemorySpec::default()
+        };
+        let read_at = |at: f64| {
+            let mut m = Memory::new(&spec, &TopologySpec::default(), 64);
+            m.write(Line(7), Time::from_ns(200.0));
+            m.read(Line(7), Time::from_ns(at))
+        };
+        assert_eq!(read_at(699.0), Time::from_ns(40.0));
+        assert!(read_at(700.0) > Time::from_ns(40.0), "drained at 200 + 500 ns");
+    }
+
+    #[test]
     fn a_read_of_a_line_still_in_the_write_queue_is_answered_from_it() {
         let spec = MemorySpec {
             channels_per_node: 1,
