@@ -316,6 +316,13 @@ fn with_an_l3_keeping_copies_a_write_invalidates_copies_in_other_ccxs() {
 }
 
 #[test]
+fn with_an_l3_keeping_copies_a_clean_line_a_peer_also_holds_comes_from_the_l3() {
+    let mut h = Hierarchy::new(&tiny(Relation::NonInclusive));
+    read(&mut h, 0, 100);
+    assert_eq!(read(&mut h, 1, 100), Source::L3, "CPU 0's copy is clean: the L3's is current");
+}
+
+#[test]
 fn a_write_that_hits_its_l3_takes_over_the_dirty_copy_it_invalidates() {
     let mut h = Hierarchy::new(&tiny(Relation::NonInclusive));
     // CPU 0 reads line 0, then streams lines of its L1 and L2 sets: line 0 is left in the L3 only.
