@@ -1,6 +1,8 @@
-"""`steer doctor` on fixture trees and on this machine: each check's verdict, the consumer's
-injection target, captures that replay, bad input, and never a write to the tree it reads."""
+"""`steer doctor` on fixture trees, on real hosts' captured trees and on this machine: each
+check's verdict, the consumer's injection target, captures that replay, bad input, and never a
+write to the tree it reads."""
 
+import contextlib
 import hashlib
 import json
 import os
@@ -13,6 +15,8 @@ from steer import doctor
 
 TPH_DATA = Path(__file__).resolve().parents[1] / "crates/steer-tph/tests/data"
 DUMPS = TPH_DATA / "lspci-xxxx-tph.txt"
+# Real machines' /proc and /sys, cut down to what the doctor reads (each one's PROVENANCE.md).
+HOSTS = Path(__file__).resolve().parent / "fixtures/hosts"
 
 
 def config_spaces(dumps: Path = DUMPS) -> dict[str, bytes]:
@@ -187,22 +191,34 @@ def tree_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
-def test_doctor_reads_a_read_only_tree_and_a_capture_replays_it(steer_cli, tmp_path):
-    root = turin_tree(tmp_path / "host")
-    before = tree_digest(root)
+@contextlib.contextmanager
+def read_only(root: Path):
+    """`root` and everything under it read-only meanwhile (a write fails, unless as root), then writable."""
     for path in [root, *root.rglob("*")]:
         if not path.is_symlink():
             path.chmod(0o555 if path.is_dir() else 0o444)
     try:
+        yield root
+    finally:
+        for path in [root, *root.rglob("*")]:
+            if not path.is_symlink():
+                path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def same_evidence(checks: list[dict]) -> list[tuple]:
+    """Each check's verdict and evidence, file modes aside (a tar keeps its own)."""
+    return [(c["area"], c["name"], c["verdict"], c["evidence"].split(", portal")[0]) for c in checks]
+
+
+def test_doctor_reads_a_read_only_tree_and_a_capture_replays_it(steer_cli, tmp_path):
+    root = turin_tree(tmp_path / "host")
+    before = tree_digest(root)
+    with read_only(root):
         capture = tmp_path / "capture.tar.gz"
         done = steer_cli(
             "doctor", "--root", str(root), "--cpus", "0", "--json", str(tmp_path / "d.json"), "--capture", str(capture)
         )
         assert done.returncode == 0, done.stderr
-    finally:
-        for path in [root, *root.rglob("*")]:
-            if not path.is_symlink():
-                path.chmod(0o755 if path.is_dir() else 0o644)
     assert tree_digest(root) == before
     first = json.loads((tmp_path / "d.json").read_text())["checks"]
     replay = tmp_path / "replay"
@@ -210,12 +226,94 @@ def test_doctor_reads_a_read_only_tree_and_a_capture_replays_it(steer_cli, tmp_p
         tar.extractall(replay, filter="fully_trusted")
     again = steer_cli("doctor", "--root", str(replay), "--cpus", "0", "--json")
     second = json.loads(again.stdout)["checks"]
+    assert same_evidence(second) == same_evidence(first)
 
-    # The same verdicts on the same evidence (file modes aside: a tar keeps its own).
-    def strip(checks: list[dict]) -> list[tuple]:
-        return [(c["area"], c["name"], c["verdict"], c["evidence"].split(", portal")[0]) for c in checks]
 
-    assert strip(second) == strip(first)
+def real_host(name: str, root: Path) -> Path:
+    """The captured tree of a real machine (tests/fixtures/hosts/NAME/PROVENANCE.md), extracted at root."""
+    with tarfile.open(HOSTS / name / "tree.tar.gz") as tar:
+        tar.extractall(root, filter="data")
+    return root
+
+
+# What none of the three captures holds: the kernel's release and config, resctrl, the MSRs, DSA.
+NOT_CAPTURED = {
+    "kernel/PCIe TPH core (pcie_enable_tph)": ("unknown", "kernel release unreadable"),
+    "kernel/bnxt_en steering tags": ("unknown", "kernel release unreadable"),
+    "kernel/resctrl io_alloc (SDCIAE)": ("unknown", "kernel release unreadable"),
+    "kernel/CONFIG_PCIE_TPH": ("unknown", "no /proc/config.gz nor /boot/config-RELEASE"),
+    "resctrl/resctrl": ("unknown", "/sys/fs/resctrl not mounted"),
+    "dsa/devices": ("not usable", "no /sys/bus/dsa/devices/dsaN (no DSA, or idxd not loaded)"),
+}
+
+
+def test_a_real_epyc_7451_host(tmp_path):
+    # util-linux's lscpu dump of a 2-socket EPYC 7451 (Zen): /proc/cpuinfo and the CPUs' caches,
+    # only each node's cpumap (not kept: the doctor reads cpulist), no PCI, no network devices.
+    root = real_host("epyc-7451", tmp_path)
+    assert verdicts(doctor.diagnose(root, cpus="0")[0]) == {
+        "cpu/vendor": ("ok", "AuthenticAMD, family 0x17, AMD EPYC 7451 24-Core Processor"),
+        "cpu/SDCI": ("not usable", "family 0x17: SDCI needs EPYC 9005 (family 0x1a)"),
+        **NOT_CAPTURED,
+        "kernel/pci=notph": ("unknown", "/proc/cmdline unreadable"),
+        "pci/devices": ("unknown", "no /sys/bus/pci/devices"),
+        "nic/network devices": ("not usable", "no PCI network device in /sys/class/net"),
+        # Nodes whose cpulist is missing are not memory-only (they were 8 "? GiB" HBM nodes before).
+        "hbm/memory-only nodes": ("unknown", "no cpulist readable in 8 NUMA nodes"),
+    }
+    # The L3 a consumer shares (its CCX): 3 cores and their SMT siblings, 16 of them in all.
+    host = doctor.Host(root)
+    assert doctor.l3_of(host, 0) == doctor.l3_of(host, 49) == [0, 1, 2, 48, 49, 50]
+    assert doctor.l3_of(host, 95) == [45, 46, 47, 93, 94, 95]
+    ccxs = {tuple(doctor.l3_of(host, cpu)) for cpu in range(96)}
+    assert len(ccxs) == 16 and sorted(cpu for ccx in ccxs for cpu in ccx) == list(range(96))
+
+
+def test_a_real_xeon_silver_4108_host(tmp_path):
+    # hwloc-gather-topology's tree of a 2-socket Skylake-SP with 8 NEC Vector Engines and two X722
+    # ports (i40e): 64-byte config spaces, MSI-X IRQs listed but no /proc/irq, a real command line.
+    root = real_host("xeon-silver-4108", tmp_path)
+
+    def irqs(first: int) -> str:  # the first 8 of an interface's 99, affinity unknown
+        return ", ".join(f"{irq}->?" for irq in range(first, first + 8)) + " (+91)"
+
+    unread = (
+        "0 IRQs on the consumer's CPUs, 0 on its CCX, 0 elsewhere, 99 with no readable /proc/irq/N/smp_affinity_list"
+    )
+    assert verdicts(doctor.diagnose(root, cpus="0")[0]) == {
+        "cpu/vendor": ("ok", "GenuineIntel, family 0x6, Intel(R) Xeon(R) Silver 4108 CPU @ 1.80GHz"),
+        **NOT_CAPTURED,
+        "kernel/pci=notph": ("ok", "not on the command line"),
+        # Once for the 28 functions (each was "malformed" too before).
+        "pci/config space": ("unknown", "only the first 64 bytes of 28 devices are readable (not root)"),
+        "nic/enp96s0f0": ("ok", f"driver i40e, 0 RX queues, IRQs {irqs(52)}"),
+        "nic/enp96s0f1": ("ok", f"driver i40e, 0 RX queues, IRQs {irqs(159)}"),
+        # IRQs whose affinity is unknown (was "ok" on 0 of 99 IRQs).
+        "nic/enp96s0f0 injection target": ("unknown", unread),
+        "nic/enp96s0f1 injection target": ("unknown", unread),
+        "ddio/IIO LLC ways": ("unknown", "/dev/cpu/0/msr not readable"),
+        "hbm/memory-only nodes": ("not usable", "none among 2 NUMA nodes (no HBM in flat mode)"),
+    }
+    host = doctor.Host(root)
+    assert doctor.l3_of(host, 0) == doctor.l3_of(host, 23) == [*range(8), *range(16, 24)]
+    assert doctor.l3_of(host, 8) == [*range(8, 16), *range(24, 32)]
+
+
+def test_a_real_xeon_with_memory_only_nodes(tmp_path):
+    # nri-plugins' sysfs sample of a 2-socket Xeon Scalable (model 0x55, SNC2) with 4 nodes of
+    # memory and no CPU: /sys only. The doctor takes memory-only nodes for HBM whatever they are:
+    # these are not (no model 0x55 Xeon has HBM), which these files do not tell (docs/doctor.md).
+    root = real_host("xeon-memory-only-nodes", tmp_path)
+    assert verdicts(doctor.diagnose(root, cpus="0")[0]) == {
+        "cpu/vendor": ("unknown", "/proc/cpuinfo unreadable or empty"),
+        **NOT_CAPTURED,
+        "kernel/pci=notph": ("unknown", "/proc/cmdline unreadable"),
+        "pci/devices": ("unknown", "no /sys/bus/pci/devices"),
+        "nic/network devices": ("not usable", "no PCI network device in /sys/class/net"),
+        "hbm/memory-only nodes": ("ok", ", ".join(f"node{n} (124.0 GiB)" for n in range(4, 8))),
+    }
+    host = doctor.Host(root)
+    assert doctor.l3_of(host, 0) == list(range(0, 112, 2)) and doctor.l3_of(host, 57) == list(range(1, 112, 2))
 
 
 def test_this_machine_gets_a_verdict_for_every_check(steer_cli):

@@ -239,7 +239,8 @@ def check_pci(host: Host, devices: dict[str, dict]) -> list[Check]:
             )
         )
     for bdf, device in devices.items():
-        for error in device["problems"]:
+        # A 64-byte (unprivileged) read ends before the capabilities: said once above, not malformed.
+        for error in [] if bdf in short else device["problems"]:
             checks.append(Check("pci", bdf, UNKNOWN, f"malformed config space: {error}"))
     ports = {bdf: d for bdf, d in devices.items() if d.get("root_port")}
     for bdf, port in ports.items():
@@ -315,15 +316,18 @@ def check_nics(host: Host, consumers: list[int] | None) -> list[Check]:
         on_core = [irq for irq, cpu in firsts.items() if cpu in consumers]
         on_ccx = [irq for irq, cpu in firsts.items() if cpu not in consumers and cpu in consumer_l3]
         elsewhere = [irq for irq in firsts if irq not in on_core and irq not in on_ccx]
-        verdict = OK if not elsewhere else MISCONFIGURED
+        # An IRQ whose affinity cannot be read may land anywhere: no "ok" without them all.
+        unread = [irq for irq in irqs if irq not in firsts]
+        verdict = MISCONFIGURED if elsewhere else UNKNOWN if unread else OK
         checks.append(
             Check(
                 "nic",
                 f"{name} injection target",
                 verdict,
-                f"{len(on_core)} IRQs on the consumer's CPUs, {len(on_ccx)} on its CCX, {len(elsewhere)} elsewhere",
+                f"{len(on_core)} IRQs on the consumer's CPUs, {len(on_ccx)} on its CCX, {len(elsewhere)} elsewhere"
+                + (f", {len(unread)} with no readable /proc/irq/N/smp_affinity_list" if unread else ""),
                 ""
-                if verdict == OK
+                if verdict != MISCONFIGURED
                 else f"point each queue's IRQ at a consumer CPU: echo CPU > /proc/irq/N/smp_affinity_list "
                 f"(IRQs {', '.join(map(str, elsewhere[:8]))})",
             )
@@ -478,14 +482,20 @@ def check_hbm(host: Host) -> list[Check]:
     nodes = [n for n in host.listdir("/sys/devices/system/node") if re.fullmatch(r"node\d+", n)]
     if not nodes:
         return [Check("hbm", "NUMA nodes", UNKNOWN, "no /sys/devices/system/node")]
-    memory_only = []
+    memory_only, unread = [], []
     for node in nodes:
-        cpus = (host.text(f"/sys/devices/system/node/{node}/cpulist") or "").strip()
-        if not cpus:
+        cpulist = host.text(f"/sys/devices/system/node/{node}/cpulist")
+        if cpulist is None:
+            # No cpulist (a partial capture) says nothing of the node's CPUs: not memory-only.
+            unread.append(node)
+            continue
+        if not cpulist.strip():
             meminfo = host.text(f"/sys/devices/system/node/{node}/meminfo") or ""
             match = re.search(r"MemTotal:\s+(\d+) kB", meminfo)
             size = f"{int(match[1]) / (1 << 20):.1f} GiB" if match else "? GiB"
             memory_only.append(f"{node} ({size})")
+    if len(unread) == len(nodes):
+        return [Check("hbm", "memory-only nodes", UNKNOWN, f"no cpulist readable in {len(nodes)} NUMA nodes")]
     if not memory_only:
         return [
             Check("hbm", "memory-only nodes", NOT_USABLE, f"none among {len(nodes)} NUMA nodes (no HBM in flat mode)")
