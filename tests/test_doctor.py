@@ -4,9 +4,11 @@ write to the tree it reads."""
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import tarfile
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -236,6 +238,7 @@ def real_host(name: str, root: Path) -> Path:
     return root
 
 
+REAL_HOSTS = sorted(p.name for p in HOSTS.iterdir() if (p / "tree.tar.gz").exists())
 # What none of the three captures holds: the kernel's release and config, resctrl, the MSRs, DSA.
 NOT_CAPTURED = {
     "kernel/PCIe TPH core (pcie_enable_tph)": ("unknown", "kernel release unreadable"),
@@ -314,6 +317,21 @@ def test_a_real_xeon_with_memory_only_nodes(tmp_path):
     }
     host = doctor.Host(root)
     assert doctor.l3_of(host, 0) == list(range(0, 112, 2)) and doctor.l3_of(host, 57) == list(range(1, 112, 2))
+
+
+@pytest.mark.parametrize("name", REAL_HOSTS)
+def test_a_real_tree_is_left_as_it_is_and_its_capture_replays(tmp_path, name):
+    root = real_host(name, tmp_path / "host")
+    before = tree_digest(root)
+    with read_only(root):
+        checks, host = doctor.diagnose(root, cpus="0")
+    assert tree_digest(root) == before
+    # sysfs is links (/sys/class/net/X, its device, /sys/bus/pci/devices/B): the capture keeps
+    # them, so that it extracts (it did not: a file under a link) to the same verdicts.
+    with tarfile.open(fileobj=io.BytesIO(host.capture())) as tar:
+        tar.extractall(tmp_path / "replay", filter="data")
+    again, _ = doctor.diagnose(tmp_path / "replay", cpus="0")
+    assert same_evidence([asdict(c) for c in again]) == same_evidence([asdict(c) for c in checks])
 
 
 def test_this_machine_gets_a_verdict_for_every_check(steer_cli):

@@ -94,23 +94,49 @@ class Host:
         self.seen.setdefault(name, self.path(name).is_dir())
         return st.st_mode & 0o7777
 
+    def real(self, name: str, links: dict[str, str]) -> str:
+        """`name`'s path in the tree with each symbolic link on the way followed (sysfs is made of
+        them: /sys/class/net/X, its device, /sys/bus/pci/devices/B); the links met go in `links`."""
+        real: list[str] = []
+        parts = [p for p in name.split("/") if p]
+        for _ in range(4096):
+            if not parts:
+                break
+            real.append(parts.pop(0))
+            here = "/".join(real)
+            target = os.readlink(self.path(here)) if self.path(here).is_symlink() else None
+            if target is None:
+                continue
+            resolved = os.path.normpath(target.lstrip("/") if target.startswith("/") else f"{here}/../{target}")
+            if resolved == ".." or resolved.startswith("../"):
+                continue  # out of the tree: kept as a directory of what is under it
+            links[here] = target
+            parts, real = [p for p in resolved.split("/") if p not in ("", ".")] + parts, []
+        return "/".join(real + parts)
+
     def capture(self) -> bytes:
-        """The files and links read, as a gzipped tar whose paths are the host's."""
+        """The files and links read, as a gzipped tar whose paths are the host's (each file where
+        it lies, with the links that lead to it, so that the tar extracts to the same tree)."""
+        links: dict[str, str] = {}
+        read = {self.real(name, links): data for name, data in self.read.items()}
+        seen = {self.real(name, links): is_dir for name, is_dir in self.seen.items()}
+        for name in self.links:
+            self.real(name, links)
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-            for name, data in sorted(self.read.items()):
-                info = tarfile.TarInfo(name.lstrip("/"))
+            for name, data in sorted(read.items()):
+                info = tarfile.TarInfo(name)
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
-            for name, target in sorted(self.links.items()):
-                info = tarfile.TarInfo(name.lstrip("/"))
+            for name, target in sorted(links.items()):
+                info = tarfile.TarInfo(name)
                 info.type, info.linkname = tarfile.SYMTYPE, target
                 tar.addfile(info)
-            kept = {*self.read, *self.links}
-            for name, is_dir in sorted(self.seen.items()):
+            kept = {*read, *links}
+            for name, is_dir in sorted(seen.items()):
                 if name in kept or any(k.startswith(name + "/") for k in kept):
                     continue
-                info = tarfile.TarInfo(name.lstrip("/"))
+                info = tarfile.TarInfo(name)
                 info.type = tarfile.DIRTYPE if is_dir else tarfile.REGTYPE
                 tar.addfile(info, None if is_dir else io.BytesIO(b""))
         return buffer.getvalue()
