@@ -30,7 +30,7 @@ if [ ! -x "$profdata" ]; then
   exit 0
 fi
 
-sources=$( (rustc -vV; git ls-files -s crates Cargo.toml Cargo.lock pyproject.toml scripts/pgo_train.py; git diff HEAD -- crates Cargo.toml Cargo.lock pyproject.toml scripts/pgo_train.py) | sha256sum | cut -c1-16)
+sources=$( (rustc -vV; find crates Cargo.toml Cargo.lock pyproject.toml scripts/pgo_train.py -type f | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -c1-16)
 stamp=target/pgo/installed
 if [ -f "$stamp" ] && [ -f "$extension" ] && [ "$(cat "$stamp")" = "$sources $(sha256sum < "$extension" | cut -c1-16)" ]; then
   exit 0
