@@ -509,3 +509,38 @@ impl Agent for JobAgent {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn submitter(in_flight: &[(u64, Time)]) -> Submitter {
+        Submitter {
+            spec: DsaCopySpec::default(),
+            dsa: DsaSpec::default(),
+            job: 0,
+            me: 0,
+            device: 0,
+            owner: OwnerId(0),
+            cpu_route: Vec::new(),
+            cpu_cap: 0.0,
+            remaining: 0,
+            in_flight: in_flight.iter().copied().collect(),
+            next_tag: 0,
+            submissions: Submissions::default(),
+            submitting_since: Time::ZERO,
+            dropped: false,
+            software_left: 0,
+            cpu_copy_since: None,
+            waiting_since: None,
+            finished: false,
+        }
+    }
+
+    #[test]
+    fn a_stalled_submitter_says_how_many_submissions_it_waits_for() {
+        assert_eq!(submitter(&[]).waiting_for(), "0 submissions in flight");
+        let in_flight = [(0, Time::ZERO), (1, Time::ZERO), (2, Time::ZERO)];
+        assert_eq!(submitter(&in_flight).waiting_for(), "3 submissions in flight");
+    }
+}
