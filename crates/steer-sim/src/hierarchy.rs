@@ -1093,9 +1093,77 @@ impl Hierarchy {
                 .iter()
                 .find(|(line, holders)| listed.get(line) != Some(holders))
                 .map(|(line, _)| *line)
-                .or_else(|| listed.keys().find(|line| !expected.contains_key(line)).copied());
-            return Err(format!("directory disagrees with the caches at line {wrong:#x?}"));
+                .or_else(|| listed.keys().find(|line| !expected.contains_key(line)).copied())
+                .expect("maps that differ have a line where they differ");
+            return Err(format!("directory disagrees with the caches at line {wrong:#x}"));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The invariant checks the hierarchy's tests rely on, each shown a state that breaks it.
+
+    use super::*;
+    use crate::platform::{CacheSpec, TopologySpec};
+
+    /// Two CCXs of two cores; inclusive L2s, an exclusive L3; tiny caches.
+    fn hierarchy() -> Hierarchy {
+        Hierarchy::new(&platform())
+    }
+
+    fn platform() -> PlatformSpec {
+        let cache = |size_kib, ways, relation| CacheSpec { size_kib, ways, relation, ..CacheSpec::default() };
+        let platform = PlatformSpec {
+            topology: TopologySpec { sockets: 1, ccx_per_socket: 2, cores_per_ccx: 2, threads_per_core: 1 },
+            l1d: cache(1, 2, Relation::Inclusive),
+            l2: cache(4, 4, Relation::Inclusive),
+            l3: cache(16, 4, Relation::Exclusive),
+            ..PlatformSpec::default()
+        };
+        platform.validate("platform").unwrap();
+        platform
+    }
+
+    fn read(h: &mut Hierarchy, cpu: u32, line: Line) {
+        h.core_access(cpu, line, false, Time::ZERO);
+        h.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_line_marked_exclusive_that_another_core_holds_is_reported() {
+        let mut h = hierarchy();
+        read(&mut h, 0, Line(5));
+        read(&mut h, 1, Line(5));
+        h.l1[0].set_exclusive(Line(5), true);
+        let error = h.check_invariants().unwrap_err();
+        assert!(error.starts_with("core 0 marks line 0x5 exclusive"), "{error}");
+    }
+
+    #[test]
+    fn an_l1_line_missing_from_its_inclusive_l2_is_reported() {
+        let mut h = hierarchy();
+        read(&mut h, 0, Line(5));
+        h.l2[0].remove(Line(5));
+        assert_eq!(h.check_invariants().unwrap_err(), "core 0: L1 line 0x5 missing from inclusive L2");
+    }
+
+    #[test]
+    fn a_corrupt_cache_array_is_reported_with_its_cache() {
+        let mut h = hierarchy();
+        read(&mut h, 0, Line(5));
+        h.l2[0].cache.as_mut().unwrap().corrupt_valid_bits();
+        let error = h.check_invariants().unwrap_err();
+        // Caches are numbered L1s first, then L2s: core 0's L2 is cache 4.
+        assert!(error.starts_with("cache 4: set 5 way 0: valid bit disagrees"), "{error}");
+    }
+
+    #[test]
+    fn a_directory_entry_no_cache_backs_is_reported_with_its_line() {
+        let mut h = Hierarchy::with_holding(&platform(), Holding::Directory);
+        read(&mut h, 0, Line(5));
+        h.dir_add(Line(9), 1);
+        assert_eq!(h.check_invariants().unwrap_err(), "directory disagrees with the caches at line 0x9");
     }
 }

@@ -273,6 +273,13 @@ impl Cache {
             .map(|(slot, &tag)| (Line(tag), self.bits[slot / self.ways].dirty >> (slot % self.ways) & 1 == 1))
     }
 
+    /// Clears every valid bit and leaves the tags: a corrupt array, for tests of the invariant
+    /// checks that use this one.
+    #[cfg(test)]
+    pub(crate) fn corrupt_valid_bits(&mut self) {
+        self.bits.iter_mut().for_each(|bits| bits.valid = 0);
+    }
+
     /// Checks that every line sits in its own set and appears once, and that the valid bits
     /// agree with the tags.
     pub fn check_invariants(&self) -> Result<(), String> {
