@@ -254,3 +254,20 @@ pub fn check_devices(shape: &crate::workloads::SystemShape, device: &str, key: &
         "the offloading cache's threads share the work queues: the DSA's `wq` must be `shared`".into()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dropped_reservation_gives_its_address_space_back() {
+        let reservation = Reservation::new(3 << 20);
+        let start = reservation.ptr as usize;
+        // Its line of /proc/self/maps, by its exact range.
+        let range = format!("{start:x}-{:x} ", start + (3 << 20));
+        let mapped = || std::fs::read_to_string("/proc/self/maps").unwrap().lines().any(|l| l.starts_with(&range));
+        assert!(mapped());
+        drop(reservation);
+        assert!(!mapped());
+    }
+}
