@@ -283,3 +283,23 @@ impl Simulation {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::platform::MemorySpec;
+
+    #[test]
+    fn memory_allocated_on_a_node_belongs_to_that_node() {
+        let platform = PlatformSpec {
+            memory: MemorySpec { nodes_per_socket: 2, ..MemorySpec::default() },
+            ..PlatformSpec::default()
+        };
+        let mut b = Builder::new(&platform, 1);
+        for node in [1, 0, 1] {
+            let addr = b.alloc(node, 5000);
+            assert_eq!(b.node_of_addr(addr), node);
+            assert_eq!(b.node_of_addr(Addr(addr.0 + 4999)), node);
+        }
+    }
+}
