@@ -178,6 +178,10 @@ fn busy_fraction_is_engine_time_over_the_time_to_the_last_completion() {
     let busy = f(&cut["devices"]["dsa0"]["busy_fraction"]);
     let expected = 0.5 * (50.0 + 1048576.0 / 31.35) / (150.0 + 50.0 + 1048576.0 / 31.35 + 548.0);
     assert!((busy - expected).abs() < 0.005, "{busy} vs {expected}");
+    // Cut 10 us into the first 1 MiB transfer, before any completion: busy since 150 ns.
+    let first = copy(&["engines=1", "transfer_bytes=1048576", "total_bytes=1048576", "sim.measure_us=10"]);
+    let busy = f(&first["devices"]["dsa0"]["busy_fraction"]);
+    assert!((busy - (10_000.0 - 150.0) / 10_000.0).abs() < 1e-6, "{busy}");
 }
 
 #[test]

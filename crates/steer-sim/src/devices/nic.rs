@@ -445,6 +445,7 @@ mod tests {
     use super::*;
     use crate::devices::tph::AffinityChange;
     use crate::engine::Harness;
+    use crate::platform::TopologySpec;
     use crate::testing::{ns, tiny_platform};
 
     /// A NIC of `spec` on the tiny platform, driven by hand; its first step's time.
@@ -579,5 +580,28 @@ mod tests {
         assert_eq!((h.shared.rings[0].stats.dropped_packets, h.shared.rings[0].in_flight_bytes), (4, 1000));
         let nic = nic.as_any().downcast_ref::<Nic>().unwrap();
         assert_eq!((nic.queues[0].restarts, nic.tph.irq_cpu[0], nic.tph.steering_cpu(0)), (1, 1, Some(1)));
+    }
+
+    #[test]
+    fn a_placement_cpu_must_be_one_of_the_platforms() {
+        let platform = tiny_platform();
+        let with_cpu =
+            |cpu| NicSpec { placement: PlacementSpec { cpu: Some(cpu), ..PlacementSpec::default() }, ..spec() };
+        with_cpu(1).validate("devices.0", &platform).unwrap();
+        let error = with_cpu(2).validate("devices.0", &platform).unwrap_err();
+        assert_eq!(error.to_string(), "devices.0.placement.cpu: CPU 2 out of range (the platform has 2)");
+    }
+
+    #[test]
+    fn a_nic_on_the_second_sockets_node_has_that_sockets_llc() {
+        let platform = PlatformSpec {
+            topology: TopologySpec { sockets: 2, ccx_per_socket: 3, ..tiny_platform().topology },
+            ..tiny_platform()
+        };
+        let mut b = Builder::new(&platform, 1);
+        NicSpec { numa_node: 1, ..spec() }.build(&mut b);
+        let (agents, _, _) = b.into_parts();
+        let nic = agents[0].0.as_any().downcast_ref::<Nic>().unwrap();
+        assert_eq!(nic.llc_ccx, 3, "the first CCX of socket 1");
     }
 }

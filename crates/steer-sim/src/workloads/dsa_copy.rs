@@ -543,4 +543,9 @@ mod tests {
         let in_flight = [(0, Time::ZERO), (1, Time::ZERO), (2, Time::ZERO)];
         assert_eq!(submitter(&in_flight).waiting_for(), "3 submissions in flight");
     }
+
+    #[test]
+    fn a_copy_job_is_named_by_its_number_in_stall_reports() {
+        assert_eq!(JobAgent { job: 3 }.name(), "copy job 3");
+    }
 }

@@ -134,6 +134,11 @@ mod tests {
     }
 
     #[test]
+    fn a_stalled_side_says_it_waits_for_the_line() {
+        assert_eq!(pair().0.waiting_for(), "the other core to hand the line back");
+    }
+
+    #[test]
     fn each_side_reads_writes_and_hands_over_in_turn() {
         let (mut h, _) = ring_harness(1, 1, Recycle::Fifo);
         let (mut a, mut b) = pair();
