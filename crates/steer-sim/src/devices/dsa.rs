@@ -662,6 +662,19 @@ mod tests {
     }
 
     #[test]
+    fn each_nodes_device_is_named_by_the_spec_and_its_node() {
+        let platform = PlatformSpec {
+            memory: crate::platform::MemorySpec { nodes_per_socket: 2, ..crate::platform::MemorySpec::default() },
+            ..crate::testing::tiny_platform()
+        };
+        let mut b = Builder::new(&platform, 1);
+        DsaSpec { name: "iax".into(), ..DsaSpec::default() }.build(&mut b);
+        let (agents, _, _) = b.into_parts();
+        let names: Vec<String> = agents.iter().map(|(agent, _)| agent.name()).collect();
+        assert_eq!(names, ["flows", "iax0", "iax1"], "after the flow model the devices bring");
+    }
+
+    #[test]
     fn a_full_queue_answers_retry_when_shared_and_drops_when_dedicated() {
         for (mode, refused) in [(WqMode::Shared, Submit::Retry), (WqMode::Dedicated, Submit::Dropped)] {
             let mut queue = WorkQueue::new(mode, 2, 32, Signal(0), Signal(1));

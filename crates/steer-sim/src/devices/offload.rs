@@ -260,6 +260,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_poller_is_named_in_stall_reports() {
+        let platform = crate::testing::tiny_platform();
+        let mut b = Builder::new(&platform, 1);
+        Offload::build(&mut b, "consumer-node", "local", 1 << 20, "dsa", 1 << 20);
+        let (agents, _, _) = b.into_parts();
+        assert_eq!(agents[0].0.name(), "offload poller");
+    }
+
+    #[test]
     fn a_dropped_reservation_gives_its_address_space_back() {
         let reservation = Reservation::new(3 << 20);
         let start = reservation.ptr as usize;

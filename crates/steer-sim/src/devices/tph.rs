@@ -566,6 +566,20 @@ mod tests {
     }
 
     #[test]
+    fn a_table_in_the_capability_holds_what_fits_in_config_space() {
+        // 4 KiB of config space, the capability at 0x100, its table 0xC further, 2 bytes an entry.
+        assert_eq!(MAX_CAPABILITY_ST_ENTRIES, (4096 - 256 - 12) / 2);
+        let capability = NicTphSpec { st_table: StTable::Capability, ..iv() };
+        capability.validate("tph", 1914, 16).unwrap();
+        let error = capability.validate("tph", 1915, 16).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "tph.st_table: 1915 RX queues need 1915 ST entries; this table holds at most 1914"
+        );
+        NicTphSpec { st_table: StTable::Msix, ..iv() }.validate("tph", 2048, 16).unwrap();
+    }
+
+    #[test]
     fn the_dsm_word_carries_both_tags_and_their_valid_bits() {
         let word = dsm_word(Some(0x12), Some(0x3456));
         assert_eq!(word, 0x3456_1203);
