@@ -196,6 +196,14 @@ fn the_schema_is_known_before_running_and_names_every_key_with_its_unit() {
 }
 
 #[test]
+fn l2fwd_claims_each_of_its_queues_cpus() {
+    // Four queues from consumer CPU 0: CPUs 0-3 forward.
+    let error = stream_beside("ddio-l2fwd", 3, &[]).unwrap_err();
+    assert!(error.ends_with(": workloads.1.cpu: CPU 3 already runs workloads.0"), "{error}");
+    stream_beside("ddio-l2fwd", 4, &[]).unwrap();
+}
+
+#[test]
 fn a_reduction_claims_its_cpu() {
     let error = stream_beside("leon-reduce", 0, &[]).unwrap_err();
     assert!(error.ends_with(": workloads.1.cpu: CPU 0 already runs workloads.0"), "{error}");

@@ -278,15 +278,19 @@ mod tests {
 
     #[test]
     fn a_ring_copy_unit_copies_one_buffer_and_reads_the_copy() {
-        let (ops, units, p) = ops_of(Loop::RingCopy { buffers: 3, buffer_lines: 2, app: Line(0x900), at: 2 });
+        let (ops, units, p) = ops_of(Loop::RingCopy { buffers: 3, buffer_lines: 3, app: Line(0x900), at: 2 });
         assert_eq!(units, 1);
+        assert_eq!(p.role(), "probe");
+        // Buffer 2 of 3 lines begins at line 6.
         assert_eq!(
             ops,
             [
-                Op::Load(Line(0x104)),
+                Op::Load(Line(0x106)),
                 Op::Store(Line(0x900)),
-                Op::Load(Line(0x105)),
+                Op::Load(Line(0x107)),
                 Op::Store(Line(0x901)),
+                Op::Load(Line(0x108)),
+                Op::Store(Line(0x902)),
                 Op::LoadDependent(Line(0x900))
             ]
         );
