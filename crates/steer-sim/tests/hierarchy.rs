@@ -305,6 +305,24 @@ fn an_l1_prefetcher_trains_on_misses_and_first_uses_not_on_plain_hits() {
 }
 
 #[test]
+fn an_l2_prefetcher_trains_on_misses_and_first_uses_not_on_plain_hits() {
+    let mut platform = tiny(Relation::Exclusive);
+    platform.l2.prefetcher = steer_sim::cache::prefetch::PrefetcherSpec {
+        kind: steer_sim::params::Name::new("next_line"),
+        degree: 1,
+        distance: 1,
+    };
+    let mut h = with_nic(&platform);
+    read(&mut h, 0, 100); // an L2 miss: prefetches 101
+    read(&mut h, 0, 101); // the first use of a prefetched line: prefetches 102
+    assert_eq!(h.stats.l2.prefetch.issued, 2);
+    // An injected line is in the L2 but not by a prefetch: its use is a plain hit.
+    h.dma_write(0, Line(200), Destination::L2 { cpu: 0 }, Time::ZERO);
+    assert_eq!(read(&mut h, 0, 200), Source::L2);
+    assert_eq!(h.stats.l2.prefetch.issued, 2, "a plain hit trains nothing");
+}
+
+#[test]
 fn with_an_l3_keeping_copies_a_write_invalidates_copies_in_other_ccxs() {
     let mut h = Hierarchy::new(&tiny(Relation::NonInclusive));
     read(&mut h, 1, 100);

@@ -86,5 +86,8 @@ mod tests {
         assert_eq!(nodes[1].cpus, (per_node..2 * per_node).collect::<Vec<_>>());
         assert_eq!(nodes[7].cpus, (7 * per_node..8 * per_node).collect::<Vec<_>>());
         assert!(nodes[8..].iter().all(|node| node.cpus.is_empty()));
+        // Node 0 from itself, its HBM (node 8), its socket's next DDR node, the other socket's.
+        let distances = &nodes[0].distances;
+        assert_eq!([distances[0], distances[8], distances[1], distances[4]], [10, 11, 20, 30]);
     }
 }
