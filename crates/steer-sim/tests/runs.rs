@@ -620,3 +620,23 @@ fn a_prefetcher_degree_beyond_a_page_is_refused() {
         "{error}"
     );
 }
+
+#[test]
+fn a_ping_pong_message_needs_one_byte_of_header_or_payload() {
+    let eflatency = steer_sim::scenario::builtin("eflatency").unwrap().source;
+    let loads = |overrides: &[&str]| {
+        let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        load(&ScenarioSource { text: eflatency, origin: "e.toml", default_name: "e" }, &overrides).map(|_| ())
+    };
+    loads(&["workloads.0.header_bytes=0", "payload_bytes=1"]).unwrap();
+    loads(&["workloads.0.header_bytes=1", "payload_bytes=0"]).unwrap();
+    let error = loads(&["workloads.0.header_bytes=0", "payload_bytes=0"]).unwrap_err().to_string();
+    assert!(error.ends_with("workloads.0.payload_bytes: a message needs at least one byte"), "{error}");
+}
+
+#[test]
+fn the_example_workload_claims_its_cpu() {
+    let example = MINIMAL.replace("kind = \"rx_loop\"", "kind = \"example\"");
+    let error = load_error(&format!("{example}\n[[workloads]]\nkind = \"stream\"\ncpu = 1\n"), &[]);
+    assert!(error.ends_with(": workloads.1.cpu: CPU 1 already runs workloads.0"), "{error}");
+}

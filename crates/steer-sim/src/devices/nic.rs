@@ -604,4 +604,12 @@ mod tests {
         let nic = agents[0].0.as_any().downcast_ref::<Nic>().unwrap();
         assert_eq!(nic.llc_ccx, 3, "the first CCX of socket 1");
     }
+
+    #[test]
+    fn host_memory_is_16_bytes_per_buffer_and_per_ring_slot_of_every_queue() {
+        let queue = QueueSpec { ring_entries: 4, pool_buffers: 10, count: 3, ..spec().queues[0].clone() };
+        let two = NicSpec { queues: vec![queue, spec().queues[0].clone()], ..spec() };
+        // 3 queues of 10 buffers and 4 slots, and one of 2 slots (at least as many buffers).
+        assert_eq!(two.host_bytes(), 3 * 16 * (10 + 4) + 16 * (2 + 2));
+    }
 }

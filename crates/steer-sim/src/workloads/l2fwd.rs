@@ -193,6 +193,17 @@ mod tests {
     }
 
     #[test]
+    fn a_burst_goes_with_what_is_ready_when_the_next_packet_is_not_yet_visible() {
+        let (mut h, ring) = ring_harness(4, 8, Recycle::Lifo);
+        let mut p = program(ring, 4);
+        deliver(&mut h, ring, 1500, ns(0.0), ns(100.0));
+        deliver(&mut h, ring, 1500, ns(1.0), ns(500.0));
+        let (next, ops, _) = h.with_cx(ns(101.0), ns(101.0), |cx| ask(&mut p, cx, ns(101.0)));
+        assert_eq!(next, Next::Unit, "one packet forwarded now rather than two at 500 ns");
+        assert_eq!(ops.iter().filter(|op| matches!(op, Op::Call(_))).count(), 1);
+    }
+
+    #[test]
     fn an_empty_ring_waits_and_one_not_yet_visible_says_when() {
         let (mut h, ring) = ring_harness(4, 4, Recycle::Lifo);
         let mut p = program(ring, 32);
