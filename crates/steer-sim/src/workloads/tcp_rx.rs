@@ -546,6 +546,15 @@ mod tests {
 
     /// NAPI and recv of one queue (8 descriptors, 8 pages), sharing a socket: two pages per
     /// sk_buff, two-line sk_buffs, one-line heads, one line of socket state, budget 3.
+    #[test]
+    fn stalled_napi_and_recv_say_what_they_wait_for_on_their_device() {
+        let (_, napi, recv) = path();
+        let device = &napi.spec.device;
+        assert!(!device.is_empty());
+        assert_eq!(napi.waiting_for(), format!("a packet on {device} or sk_buffs to free"));
+        assert_eq!(recv.waiting_for(), format!("data on the socket of a {device} queue"));
+    }
+
     fn path() -> (Harness, Napi, Recv) {
         let (h, ring) = ring_harness(8, 8, Recycle::Lifo);
         let spec = TcpRxSpec {
