@@ -134,6 +134,15 @@ mod tests {
     }
 
     #[test]
+    fn the_flag_takes_a_line_of_its_own() {
+        let platform = crate::testing::tiny_platform();
+        let mut b = Builder::new(&platform, 1);
+        HandoffSpec::default().build(&mut b);
+        // Node 0's memory begins at 1 GiB; the flag's line took its first 4 KiB page.
+        assert_eq!(b.alloc(0, 64).0, (1 << 30) + 4096);
+    }
+
+    #[test]
     fn a_stalled_side_says_it_waits_for_the_line() {
         assert_eq!(pair().0.waiting_for(), "the other core to hand the line back");
     }
