@@ -27,7 +27,8 @@ def exact(value: float) -> Figure:
 def made_up(**changes) -> Measurements:
     """A 2 GHz machine: chase 2.5 ns in L1, 8 in L2, 20.5 in L3 (4 MiB), 100.5 in DRAM at 64 MiB
     (the L3 is 8 MiB, not the 32 sysfs says) and 110.5 at 512 MiB (page walks), 11.05 ns a load
-    with many chases; one core reads its L1 at 64 GB/s and DRAM at 10, all cores DRAM at 40."""
+    with many chases; one core reads its L1 at 64 GB/s and DRAM at 10 (12 loading a word a line),
+    all cores DRAM at 40."""
     fields = {
         "host": "box",
         "date": "2026-11-25 10:00 UTC",
@@ -49,6 +50,7 @@ def made_up(**changes) -> Measurements:
         },
         "all_cores_gbs": {a: exact(40.0) for a in calibrate.ACCESSES},
         "dram_bytes": 512 * MIB,
+        "line_read_gbs": exact(12.0),
     }
     fields.update(changes)
     return Measurements(**fields)
@@ -128,9 +130,8 @@ def host_fit(m: Measurements) -> list[calibrate.Value]:
 
 
 def read_at(gbs: float) -> Measurements:
-    """The made-up machine, its one core reading DRAM at ``gbs``."""
-    bandwidth = {a: {16 * KIB: exact(64.0), MIB: exact(30.0), 512 * MIB: exact(gbs)} for a in calibrate.ACCESSES}
-    return made_up(bandwidth_gbs=bandwidth)
+    """The made-up machine, its one core loading each line of DRAM in order at ``gbs``."""
+    return made_up(line_read_gbs=exact(gbs))
 
 
 def test_the_streamer_runs_as_far_ahead_as_the_measured_sequential_read_needs():

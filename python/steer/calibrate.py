@@ -83,6 +83,10 @@ class Measurements:
     bandwidth_gbs: dict[str, dict[int, Figure]]
     all_cores_gbs: dict[str, Figure]
     dram_bytes: int
+    # One core loading one word of each line through the largest working set, in order: GB/s of
+    # lines. The model's core issues one access per line, so the streamer is fitted on this rather
+    # than on the summing read (which issues a load per 16 bytes and reads DRAM slower here).
+    line_read_gbs: Figure
     # ns per read, by the first CPU, of lines the second just wrote; None with one CPU.
     peer_read_ns: Figure | None = None
     # Whether those two CPUs share an L3 (a CCX): the transfer is then a peer L2's.
@@ -193,6 +197,7 @@ def measure(plan: Plan, geometry: dict[str, object], progress: Callable[[float],
         ("all", access, lambda a=access: _core.probe_bandwidth_gbs(a, share, list(plan.cpus), min_ns))
         for access in ACCESSES
     ]
+    jobs.append(("line read", None, lambda: LINE / _core.probe_strided_scan_ns(cpu, plan.max_bytes, LINE, 0, min_ns)))
     if len(plan.cpus) > 1:
         jobs.append(("peer", None, lambda: _core.probe_peer_read_ns(cpu, plan.cpus[1], min_ns)))
     found: dict[tuple[str, object], list[float]] = {}
@@ -215,6 +220,7 @@ def measure(plan: Plan, geometry: dict[str, object], progress: Callable[[float],
         bandwidth_gbs={a: {ws: Figure.of(found[("bandwidth", (a, ws))]) for ws in per_level} for a in ACCESSES},
         all_cores_gbs={a: Figure.of(found[("all", a)]) for a in ACCESSES},
         dram_bytes=plan.max_bytes,
+        line_read_gbs=Figure.of(found[("line read", None)]),
         peer_read_ns=Figure.of(found[("peer", None)]) if ("peer", None) in found else None,
         peers_share_l3=len(plan.cpus) < 2 or share_l3(plan.cpus[0], plan.cpus[1]),
     )
@@ -349,10 +355,10 @@ def sequential_read_gbs(values: list[Value], distance: int, working_set: int) ->
 
 def fit_streamer(m: Measurements, values: list[Value]) -> list[Value]:
     """The L2 streamer: how far ahead it runs, fitted so that the model's one-core sequential
-    read from DRAM matches the measured one (with the other values already fitted). Simulates one
-    read per candidate distance."""
-    dram_ws = max(m.bandwidth_gbs["read"])
-    measured = m.bandwidth_gbs["read"][dram_ws]
+    read from DRAM (a load per line) matches the measured one (with the other values already
+    fitted). Simulates one read per candidate distance."""
+    dram_ws = m.dram_bytes
+    measured = m.line_read_gbs
     simulated = {d: sequential_read_gbs(values, d, dram_ws) for d in STREAMER_DISTANCES}
     distance = min(STREAMER_DISTANCES, key=lambda d: (abs(simulated[d] - measured.median), d))
     manual = "Intel 64 and IA-32 Architectures Optimization Reference Manual, Data Prefetching"
@@ -362,7 +368,7 @@ def fit_streamer(m: Measurements, values: list[Value]) -> list[Value]:
         Value(
             "l2.prefetcher.distance",
             distance,
-            f"calibrated on {m.host} at {m.date}: one core reading {fmt_bytes(dram_ws)} sequentially at "
+            f"calibrated on {m.host} at {m.date}: one core loading each line of {fmt_bytes(dram_ws)} in order at "
             f"{measured.median:.1f} GB/s ({measured.spread()}); the model reads at {simulated[distance]:.1f} GB/s "
             f"with the streamer {distance} lines ahead (at most 20, {manual})",
         ),
