@@ -11,13 +11,16 @@ through each of the replayer's paths (din text and binary; the LRU fast path and
 
 from __future__ import annotations
 
-import random
-import struct
+import sys
 import tempfile
 import tomllib
 from pathlib import Path
 
 import steer
+
+# The benchmark's mixed trace and its writer (din text and binary).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench  # noqa: E402
 
 BENCHMARK_SCENARIOS = ("rx-default", "iperf-rx", "ddio-l2fwd")
 REPLACEMENT_POLICIES = ("lru", "tree_plru", "srrip", "drrip", "random")
@@ -43,28 +46,9 @@ def run_scenarios() -> None:
                 continue  # a placement this platform does not offer (DDIO without DDIO ways)
 
 
-def write_traces(directory: Path, count: int = 200_000) -> list[Path]:
-    """A mixed trace (a hot set, a stream, random lines; 30% writes) as din text and binary."""
-    rng = random.Random(1)
-    accesses = []
-    for step in range(count):
-        pick = rng.random()
-        if pick < 0.5:
-            address = 0x1000_0000 + rng.randrange(256 << 10)
-        elif pick < 0.8:
-            address = 0x2000_0000 + step * 8
-        else:
-            address = 0x4000_0000 + rng.randrange(1 << 30)
-        accesses.append((rng.random() < 0.3, address & ~7))
-    din, binary = directory / "train.din", directory / "train.trace"
-    din.write_text("".join(f"{int(write)} {address:x}\n" for write, address in accesses))
-    binary.write_bytes(b"STEERTR1" + b"".join(struct.pack("<Q", int(w) << 62 | a) for w, a in accesses))
-    return [din, binary]
-
-
 def replay_traces() -> None:
     with tempfile.TemporaryDirectory() as directory:
-        for path in write_traces(Path(directory)):
+        for path in bench.write_traces(Path(directory), bench.generate(200_000)):
             steer.trace(path)
             for policy in REPLACEMENT_POLICIES:
                 steer.trace(path, overrides=[f"{level}.replacement={policy}" for level in ("l2", "l3")])
