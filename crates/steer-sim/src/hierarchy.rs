@@ -1106,24 +1106,11 @@ mod tests {
     //! The invariant checks the hierarchy's tests rely on, each shown a state that breaks it.
 
     use super::*;
-    use crate::platform::{CacheSpec, TopologySpec};
+    use crate::testing::tiny_platform;
 
-    /// Two CCXs of two cores; inclusive L2s, an exclusive L3; tiny caches.
+    /// One CCX of two cores; inclusive L1s and L2s, an exclusive L3; tiny caches.
     fn hierarchy() -> Hierarchy {
-        Hierarchy::new(&platform())
-    }
-
-    fn platform() -> PlatformSpec {
-        let cache = |size_kib, ways, relation| CacheSpec { size_kib, ways, relation, ..CacheSpec::default() };
-        let platform = PlatformSpec {
-            topology: TopologySpec { sockets: 1, ccx_per_socket: 2, cores_per_ccx: 2, threads_per_core: 1 },
-            l1d: cache(1, 2, Relation::Inclusive),
-            l2: cache(4, 4, Relation::Inclusive),
-            l3: cache(16, 4, Relation::Exclusive),
-            ..PlatformSpec::default()
-        };
-        platform.validate("platform").unwrap();
-        platform
+        Hierarchy::new(&tiny_platform())
     }
 
     fn read(h: &mut Hierarchy, cpu: u32, line: Line) {
@@ -1155,13 +1142,13 @@ mod tests {
         read(&mut h, 0, Line(5));
         h.l2[0].cache.as_mut().unwrap().corrupt_valid_bits();
         let error = h.check_invariants().unwrap_err();
-        // Caches are numbered L1s first, then L2s: core 0's L2 is cache 4.
-        assert!(error.starts_with("cache 4: set 5 way 0: valid bit disagrees"), "{error}");
+        // Caches are numbered L1s first, then L2s: core 0's L2 is cache 2.
+        assert!(error.starts_with("cache 2: set 5 way 0: valid bit disagrees"), "{error}");
     }
 
     #[test]
     fn a_directory_entry_no_cache_backs_is_reported_with_its_line() {
-        let mut h = Hierarchy::with_holding(&platform(), Holding::Directory);
+        let mut h = Hierarchy::with_holding(&tiny_platform(), Holding::Directory);
         read(&mut h, 0, Line(5));
         h.dir_add(Line(9), 1);
         assert_eq!(h.check_invariants().unwrap_err(), "directory disagrees with the caches at line 0x9");

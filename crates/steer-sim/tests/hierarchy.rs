@@ -287,14 +287,19 @@ fn with_one_ccx_a_write_still_takes_the_line_from_the_other_core() {
     assert_eq!(read(&mut h, 1, 100), Source::PeerL2, "CPU 1's copy was invalidated");
 }
 
-#[test]
-fn an_l1_prefetcher_trains_on_misses_and_first_uses_not_on_plain_hits() {
-    let mut platform = tiny(Relation::Exclusive);
-    platform.l1d.prefetcher = steer_sim::cache::prefetch::PrefetcherSpec {
+/// A prefetcher of the next line, one at a time.
+fn next_line() -> steer_sim::cache::prefetch::PrefetcherSpec {
+    steer_sim::cache::prefetch::PrefetcherSpec {
         kind: steer_sim::params::Name::new("next_line"),
         degree: 1,
         distance: 1,
-    };
+    }
+}
+
+#[test]
+fn an_l1_prefetcher_trains_on_misses_and_first_uses_not_on_plain_hits() {
+    let mut platform = tiny(Relation::Exclusive);
+    platform.l1d.prefetcher = next_line();
     let mut h = Hierarchy::new(&platform);
     read(&mut h, 0, 100); // a miss: prefetches 101
     read(&mut h, 0, 109); // L1 set 5 again: 109 and 117 push 101 out, prefetching 110 and 118
@@ -307,11 +312,7 @@ fn an_l1_prefetcher_trains_on_misses_and_first_uses_not_on_plain_hits() {
 #[test]
 fn an_l2_prefetcher_trains_on_misses_and_first_uses_not_on_plain_hits() {
     let mut platform = tiny(Relation::Exclusive);
-    platform.l2.prefetcher = steer_sim::cache::prefetch::PrefetcherSpec {
-        kind: steer_sim::params::Name::new("next_line"),
-        degree: 1,
-        distance: 1,
-    };
+    platform.l2.prefetcher = next_line();
     let mut h = with_nic(&platform);
     read(&mut h, 0, 100); // an L2 miss: prefetches 101
     read(&mut h, 0, 101); // the first use of a prefetched line: prefetches 102

@@ -513,39 +513,20 @@ impl Agent for JobAgent {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn submitter(in_flight: &[(u64, Time)]) -> Submitter {
-        Submitter {
-            spec: DsaCopySpec::default(),
-            dsa: DsaSpec::default(),
-            job: 0,
-            me: 0,
-            device: 0,
-            owner: OwnerId(0),
-            cpu_route: Vec::new(),
-            cpu_cap: 0.0,
-            remaining: 0,
-            in_flight: in_flight.iter().copied().collect(),
-            next_tag: 0,
-            submissions: Submissions::default(),
-            submitting_since: Time::ZERO,
-            dropped: false,
-            software_left: 0,
-            cpu_copy_since: None,
-            waiting_since: None,
-            finished: false,
-        }
-    }
+    use crate::devices::DeviceSpec;
+    use crate::system::Builder;
 
     #[test]
-    fn a_stalled_submitter_says_how_many_submissions_it_waits_for() {
-        assert_eq!(submitter(&[]).waiting_for(), "0 submissions in flight");
-        let in_flight = [(0, Time::ZERO), (1, Time::ZERO), (2, Time::ZERO)];
-        assert_eq!(submitter(&in_flight).waiting_for(), "3 submissions in flight");
-    }
-
-    #[test]
-    fn a_copy_job_is_named_by_its_number_in_stall_reports() {
-        assert_eq!(JobAgent { job: 3 }.name(), "copy job 3");
+    fn a_stalled_copy_says_what_it_waits_for_and_its_job_is_named() {
+        let platform = crate::testing::tiny_platform();
+        let mut b = Builder::new(&platform, 1);
+        DsaSpec::default().build(&mut b);
+        DsaCopySpec::default().build(&mut b);
+        let (agents, _, _) = b.into_parts();
+        let waits: Vec<(String, String)> = agents.iter().map(|(a, _)| (a.name(), a.waiting_for())).collect();
+        assert!(waits.iter().any(|(name, _)| name == "copy job 0"), "{waits:?}");
+        // Its one thread, on the device's node, before it has submitted anything.
+        let waiting: Vec<&str> = waits.iter().map(|(_, w)| w.as_str()).filter(|w| w.contains("submissions")).collect();
+        assert_eq!(waiting, ["0 submissions in flight"]);
     }
 }

@@ -544,8 +544,6 @@ mod tests {
         assert_eq!(slab.alloc(&mut socket), Some(Line(0x506)));
     }
 
-    /// NAPI and recv of one queue (8 descriptors, 8 pages), sharing a socket: two pages per
-    /// sk_buff, two-line sk_buffs, one-line heads, one line of socket state, budget 3.
     #[test]
     fn stalled_napi_and_recv_say_what_they_wait_for_on_their_device() {
         let (_, napi, recv) = path();
@@ -555,6 +553,8 @@ mod tests {
         assert_eq!(recv.waiting_for(), format!("data on the socket of a {device} queue"));
     }
 
+    /// NAPI and recv of one queue (8 descriptors, 8 pages), sharing a socket: two pages per
+    /// sk_buff, two-line sk_buffs, one-line heads, one line of socket state, budget 3.
     fn path() -> (Harness, Napi, Recv) {
         let (h, ring) = ring_harness(8, 8, Recycle::Lifo);
         let spec = TcpRxSpec {
