@@ -25,32 +25,6 @@ from pathlib import Path
 from steer import doctor
 
 
-def resolve(root: Path, logical: str, links: dict[str, str], keep: dict[str, str]) -> None:
-    """Walks `logical` (relative to root) component by component: records each symbolic link met
-    (its path and target) and the entry reached, by its path in the tree."""
-    real: list[str] = []
-    parts = [p for p in logical.strip("/").split("/") if p]
-    hops = 0
-    while parts:
-        real.append(parts.pop(0))
-        here = "/".join(real)
-        if (root / here).is_symlink():
-            target = os.readlink(root / here)
-            if os.path.isabs(target):
-                raise SystemExit(f"{here}: absolute link {target} (not inside the captured tree)")
-            links[here] = target
-            hops += 1
-            if hops > 40:
-                raise SystemExit(f"{logical}: too many links")
-            resolved = os.path.normpath(os.path.join(os.path.dirname(here), target))
-            if resolved.startswith(".."):
-                raise SystemExit(f"{here} -> {target}: leaves the captured tree")
-            parts = [p for p in resolved.split("/") if p] + parts
-            real = []
-    if real and (root / "/".join(real)).exists():
-        keep["/".join(real)] = logical
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("source", type=Path, help="a tarball of the captured tree, or its directory")
@@ -73,12 +47,12 @@ def main() -> None:
             logical |= {name.lstrip("/") for name in (*host.read, *host.links, *host.seen)}
         for pattern in args.keep:
             logical |= {str(p.relative_to(root)) for p in root.glob(pattern)}
+        # Each name where it lies in the tree, and the links on the way, as the doctor's capture finds them.
         links: dict[str, str] = {}
-        keep: dict[str, str] = {}
-        for name in sorted(logical):
-            resolve(root, name, links, keep)
+        host = doctor.Host(root)
+        keep = {real for name in sorted(logical) if (root / (real := host.real(name, links))).exists()}
 
-        entries = {**{name: ("link", target) for name, target in links.items()}}
+        entries = {name: ("link", target) for name, target in links.items()}
         for name in keep:
             if name in entries:
                 continue
