@@ -214,7 +214,8 @@ def test_compare_runs_each_placement_side_by_side(steer_cli):
     hit_rate = dict(
         zip(header.split()[1:], next(r for r in rows if r.startswith("nic0 DMA write hit rate")).split()[-5:])
     )
-    assert float(hit_rate["ddio"]) > 0.9 and float(hit_rate["memory"]) == 0.0
+    # Without DDIO a write finds its line cached only where a core still holds it.
+    assert float(hit_rate["ddio"]) > 0.9 and float(hit_rate["memory"]) < 0.2
     assert any(r.startswith("cpu 0 cycles_per_packet") for r in rows), "the workload's own statistics"
     as_json = json.loads(steer_cli("compare", "ddio-l2fwd", *short, "--placement", "memory,sdci", "--json").stdout)
     assert set(as_json) == {"memory", "sdci"}

@@ -209,6 +209,13 @@ crate::stats::stats! {
         writes: u64 ["lines"],
         /// Writes that found their line in an L3 (an LLC write hit, whatever the placement).
         write_llc_hits: u64 ["lines"],
+        /// Writes that found their line only in cores' private caches, in no L3.
+        write_private_hits: u64 ["lines"],
+        /// Lines written in part (not counted in `writes`).
+        partial_writes: u64 ["lines"],
+        /// Partial writes that read their line from memory first (on an Intel I/O stack, a read for
+        /// ownership of a line in no cache).
+        partial_write_reads: u64 ["lines"],
         /// Lines read by the device.
         reads: u64 ["lines"],
         /// Reads served by a cache rather than memory.
@@ -351,6 +358,8 @@ pub struct Hierarchy {
     l3: Vec<LazyCache>,
     l2_relation: Relation,
     l3_relation: Relation,
+    /// `l3.keeps_shared`.
+    l3_keeps_shared: bool,
     /// Where a line injected into an L2 enters its replacement order.
     l2_injected_insertion: InjectedInsertion,
     latency: [Time; 5],
@@ -378,6 +387,10 @@ pub struct Hierarchy {
     ccx_of_core: Vec<u32>,
     /// LLC ways of Intel DDIO; 0 when the platform has none.
     ddio_mask: u64,
+    /// LLC ways a device write allocates a line cores have used into (`io.inclusive_ways`).
+    inclusive_mask: u64,
+    /// `io.partial_write_rfo`.
+    partial_write_rfo: bool,
     pub stats: HierarchyStats,
 }
 
@@ -398,6 +411,7 @@ impl Hierarchy {
             l3: (0..t.ccx_count()).map(|_| LazyCache::new(&l3)).collect(),
             l2_relation: platform.l2.relation,
             l3_relation: platform.l3.relation,
+            l3_keeps_shared: platform.l3.keeps_shared && platform.l3.relation == Relation::Exclusive,
             l2_injected_insertion: platform.l2.injected_insertion,
             latency: [
                 clock.cycles(platform.l1d.latency_cycles),
@@ -425,6 +439,8 @@ impl Hierarchy {
             core_of_cpu: (0..t.cpus()).map(|cpu| t.core_of_cpu(cpu)).collect(),
             ccx_of_core: (0..t.cores()).map(|core| t.ccx_of_core(core)).collect(),
             ddio_mask: platform.io.ddio_mask(platform.l3.ways),
+            inclusive_mask: platform.io.inclusive_mask(),
+            partial_write_rfo: platform.io.partial_write_rfo,
             stats: HierarchyStats { fills: vec![[0; 6]; t.cpus() as usize], ..Default::default() },
             topology: t,
         }
@@ -736,6 +752,9 @@ impl Hierarchy {
         // invalidates (an L3 copy filled from memory below is the requester's own).
         let holders = self.other_holders(line, core, true);
         let (source, latency) = if holders.iter().any(|h| h < self.topology.cores() && self.ccx_of(h) == ccx) {
+            if self.l3_keeps_shared && !write {
+                self.l3_install(ccx, line, false, now);
+            }
             (Source::PeerL2, self.latency[2])
         } else if !holders.is_empty() {
             (Source::RemoteCache, self.latency[4])
@@ -895,12 +914,17 @@ impl Hierarchy {
     }
 
     fn l3_install(&mut self, ccx: u32, line: Line, dirty: bool, now: Time) {
+        self.l3_install_in(ccx, line, dirty, self.masks[2].of(self.requester), now);
+    }
+
+    /// Installs a line in the L3 of `ccx` within the ways `allowed`.
+    fn l3_install_in(&mut self, ccx: u32, line: Line, dirty: bool, allowed: u64, now: Time) {
         let l3 = &mut self.l3[ccx as usize];
         if l3.cache.is_none() {
             let at = self.filled_l3s.partition_point(|&c| c < ccx);
             self.filled_l3s.insert(at, ccx);
         }
-        if let Some(victim) = l3.insert(line, dirty, self.masks[2].of(self.requester)) {
+        if let Some(victim) = l3.insert(line, dirty, allowed) {
             self.l3_victim(ccx, victim, now);
         }
     }
@@ -933,14 +957,38 @@ impl Hierarchy {
     /// the core's own activity is allocated in the L3 under the core's mask: only evictions
     /// caused by the injecting write itself use the device's mask.
     pub fn dma_write(&mut self, device: u32, line: Line, destination: Destination, now: Time) {
+        let cores = self.topology.cores();
+        let holders = self.holders(line);
+        let traffic = &mut self.stats.devices[device as usize];
+        traffic.writes += 1;
+        if holders.iter().any(|h| h >= cores) {
+            traffic.write_llc_hits += 1;
+        } else if !holders.is_empty() {
+            traffic.write_private_hits += 1;
+        }
+        self.place_write(device, line, holders, destination, now);
+    }
+
+    /// Device `device` writes part of a line (the end of a packet, a completion entry smaller than
+    /// a line). Where the platform's I/O stack makes it a read for ownership (`io.partial_write_rfo`,
+    /// Intel), a line in no cache is read from memory before the write merges into it; elsewhere it
+    /// is placed as a whole line is (AMD's I/O die: nothing published).
+    pub fn dma_write_partial(&mut self, device: u32, line: Line, destination: Destination, now: Time) {
+        let holders = self.holders(line);
+        let traffic = &mut self.stats.devices[device as usize];
+        traffic.partial_writes += 1;
+        if self.partial_write_rfo && holders.is_empty() {
+            traffic.partial_write_reads += 1;
+            self.memory.read(line, now);
+        }
+        self.place_write(device, line, holders, destination, now);
+    }
+
+    /// Carries out a device's write of a line that `holders` hold.
+    fn place_write(&mut self, device: u32, line: Line, holders: Holders, destination: Destination, now: Time) {
         self.requester = Requester::Device(device);
         self.stats.line_ops += 1;
         let cores = self.topology.cores();
-        let holders = self.holders(line);
-        let in_llc = holders.iter().any(|h| h >= cores);
-        let traffic = &mut self.stats.devices[device as usize];
-        traffic.writes += 1;
-        traffic.write_llc_hits += in_llc as u64;
         let destination = match destination {
             Destination::L3Of { cpu } => Destination::L3 { ccx: self.ccx_of_cpu(cpu) },
             other => other,
@@ -973,12 +1021,18 @@ impl Hierarchy {
             }
             Destination::L3 { ccx } => {
                 let id = self.l3_id(ccx);
+                let used_by_cores = holders.iter().any(|h| h < cores);
                 for holder in holders.iter().filter(|&h| h != id) {
                     self.drop_copy(holder, line);
                 }
-                // A write hit updates in place (a use) and never allocates.
+                // A write hit updates in place (a use) and never allocates. A line taken from a
+                // core's caches goes to the ways of lines cores use, where there are such.
                 if !self.l3[ccx as usize].access(line, true).hit() {
-                    self.l3_install(ccx, line, true, now);
+                    if used_by_cores && self.inclusive_mask != 0 {
+                        self.l3_install_in(ccx, line, true, self.inclusive_mask, now);
+                    } else {
+                        self.l3_install(ccx, line, true, now);
+                    }
                 }
                 self.stats.dma_lines_to_cache += 1;
             }
@@ -1036,6 +1090,11 @@ impl Hierarchy {
     /// Whether `cpu`'s L2 holds the line.
     pub fn in_l2(&self, cpu: u32, line: Line) -> bool {
         self.l2[self.core_of_cpu[cpu as usize] as usize].contains(line)
+    }
+
+    /// Whether the L3 of `ccx` holds the line.
+    pub fn in_l3(&self, ccx: u32, line: Line) -> bool {
+        self.l3[ccx as usize].contains(line)
     }
 
     /// Checks that a line a core's private caches mark as exclusive has no other copy but its own

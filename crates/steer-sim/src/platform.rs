@@ -89,6 +89,13 @@ params! {
         /// Where lines a device injects into this level enter replacement, `mru` or `lru`
         /// (read at L2, SDCI's target).
         injected_insertion: InjectedInsertion = InjectedInsertion::Mru,
+        /// Slices the sets are split into (Intel's LLC: one per CHA). A line's slice comes from a
+        /// hash of its address, its set within the slice from the address bits above the line
+        /// offset; 1: one array indexed by the address bits alone.
+        slices: u32 = 1,
+        /// For an exclusive L3: whether it keeps a copy of a line one core of its CCX reads from
+        /// another's private caches (Skylake-SP's non-inclusive LLC keeps lines two cores share).
+        keeps_shared: bool = false,
     }
 }
 
@@ -101,6 +108,7 @@ impl CacheSpec {
         Geometry {
             sets: (self.lines() / self.ways as u64) as usize,
             ways: self.ways as usize,
+            slices: self.slices as usize,
             policy: replacement::find(&self.replacement).map(|p| p.name).unwrap_or("lru"),
             options: PolicyOptions { write_hit_updates_recency: self.write_hit_updates_recency },
         }
@@ -121,6 +129,10 @@ impl CacheSpec {
                 "{} KiB does not divide into sets of {} ways x {} B lines",
                 self.size_kib, self.ways, self.line_bytes
             )
+        })?;
+        let sets = bytes / set_bytes;
+        ensure(self.slices >= 1 && sets.is_multiple_of(self.slices as u64), &key("slices"), || {
+            format!("{sets} sets do not divide into {} slices", self.slices)
         })?;
         ensure(self.latency_cycles >= 0.0, &key("latency_cycles"), || "must not be negative".into())?;
         self.replacement.check(&key("replacement"))?;
@@ -281,6 +293,13 @@ params! {
         ddio_ways: u32 = 0,
         /// Explicit DDIO way mask (the IIO LLC WAYS register), overriding `ddio_ways` when non-zero.
         ddio_mask: u64 = 0,
+        /// LLC ways (the lowest) a device write allocates into when it finds its line in a core's
+        /// private caches, that is, a line cores have used: Skylake-SP moves such lines into a
+        /// second region of two ways (mask 0x003) whatever DDIO's ways. 0: the device's own ways.
+        inclusive_ways: u32 = 0,
+        /// Whether a device's partial-line write is a read for ownership (Intel's I/O stack): a
+        /// line in no cache is read from memory before the write merges into it.
+        partial_write_rfo: bool = false,
     }
 }
 
@@ -293,6 +312,15 @@ impl IoSpec {
             let all = if ways >= 64 { u64::MAX } else { (1u64 << ways) - 1 };
             let low = if self.ddio_ways >= ways { 0 } else { (1u64 << (ways - self.ddio_ways)) - 1 };
             all & !low
+        }
+    }
+
+    /// The mask of `inclusive_ways`; 0 when there are none.
+    pub fn inclusive_mask(&self) -> u64 {
+        if self.inclusive_ways >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.inclusive_ways) - 1
         }
     }
 }
@@ -475,6 +503,9 @@ impl PlatformSpec {
         ensure(self.io.ddio_ways <= self.l3.ways, &key("io.ddio_ways"), || {
             format!("the L3 has {} ways (got {})", self.l3.ways, self.io.ddio_ways)
         })?;
+        ensure(self.io.inclusive_ways <= self.l3.ways, &key("io.inclusive_ways"), || {
+            format!("the L3 has {} ways (got {})", self.l3.ways, self.io.inclusive_ways)
+        })?;
         let l3_ways = if self.l3.ways >= 64 { u64::MAX } else { (1u64 << self.l3.ways) - 1 };
         ensure(self.io.ddio_mask & !l3_ways == 0, &key("io.ddio_mask"), || {
             format!("{:#x} names ways beyond the {} the L3 has", self.io.ddio_mask, self.l3.ways)
@@ -603,11 +634,11 @@ mod tests {
 
     #[test]
     fn ddio_mask_counts_from_the_highest_way() {
-        let io = IoSpec { ddio_ways: 2, ddio_mask: 0 };
+        let io = IoSpec { ddio_ways: 2, ..IoSpec::default() };
         assert_eq!(io.ddio_mask(11), 0x600);
-        assert_eq!(IoSpec { ddio_ways: 11, ddio_mask: 0 }.ddio_mask(11), 0x7ff);
+        assert_eq!(IoSpec { ddio_ways: 11, ..IoSpec::default() }.ddio_mask(11), 0x7ff);
         assert_eq!(IoSpec::default().ddio_mask(11), 0);
-        assert_eq!(IoSpec { ddio_ways: 2, ddio_mask: 0x003 }.ddio_mask(11), 0x003);
+        assert_eq!(IoSpec { ddio_ways: 2, ddio_mask: 0x003, ..IoSpec::default() }.ddio_mask(11), 0x003);
     }
 
     #[test]
@@ -657,5 +688,18 @@ mod tests {
         // 12-way L1D cannot be managed by a binary tree.
         spec.l1d.replacement = "tree_plru".into();
         assert_eq!(spec.validate("platform").unwrap_err().path, "platform.l1d.replacement");
+        let mut spec = preset("skylake-sp-6140").unwrap();
+        // 36864 sets: 18 slices of 2048, not 5 of anything.
+        spec.l3.slices = 5;
+        let err = spec.validate("platform").unwrap_err();
+        assert_eq!(
+            (err.path.as_str(), err.message.as_str()),
+            ("platform.l3.slices", "36864 sets do not divide into 5 slices")
+        );
+        spec.l3.slices = 0;
+        assert_eq!(spec.validate("platform").unwrap_err().path, "platform.l3.slices");
+        let mut spec = preset("skylake-sp-6140").unwrap();
+        spec.io.inclusive_ways = 12;
+        assert_eq!(spec.validate("platform").unwrap_err().path, "platform.io.inclusive_ways");
     }
 }

@@ -1,7 +1,7 @@
 //! Intel DDIO on small hand-computed cases: an LLC of 64 sets x 4 ways whose two highest ways
 //! (mask 0b1100, capacity 128 lines) take inbound writes.
 
-use steer_sim::hierarchy::{Destination, Hierarchy};
+use steer_sim::hierarchy::{Destination, Hierarchy, Source};
 use steer_sim::platform::{CacheSpec, IoSpec, PlatformSpec, Relation, TopologySpec};
 use steer_sim::units::{Line, Time};
 
@@ -12,7 +12,7 @@ fn platform(ddio_ways: u32, replacement: &str) -> PlatformSpec {
         l1d: cache(1, 2, Relation::Inclusive),
         l2: cache(4, 4, Relation::Inclusive),
         l3: CacheSpec { replacement: replacement.into(), ..cache(16, 4, Relation::Exclusive) },
-        io: IoSpec { ddio_ways, ddio_mask: 0 },
+        io: IoSpec { ddio_ways, ..IoSpec::default() },
         ..PlatformSpec::default()
     };
     platform.validate("platform").unwrap();
@@ -93,5 +93,99 @@ fn a_write_hit_updates_in_place_and_never_allocates() {
     }
     assert_eq!(h.stats.devices[nic as usize].write_llc_hits - before, 3);
     assert_eq!(written(&h), written_before, "no writeback: nothing was evicted");
+    h.check_invariants().unwrap();
+}
+
+/// The LLC set 0 lines 128 and 192 hold the DDIO ways of (written by the device, used by no core),
+/// and line 0, which core 0 has read and written: the state in which the device writes line 0.
+fn line_used_by_a_core_beside_two_ddio_lines(platform: &PlatformSpec) -> (Hierarchy, u32) {
+    let mut h = Hierarchy::new(platform);
+    let nic = h.register_device("nic0");
+    for line in [128, 192] {
+        h.dma_write(nic, Line(line), Destination::L3 { ccx: 0 }, Time::ZERO);
+    }
+    h.core_access(0, Line(0), false, Time::ZERO);
+    h.core_access(0, Line(0), true, Time::ZERO);
+    assert!(h.in_l2(0, Line(0)));
+    (h, nic)
+}
+
+#[test]
+fn a_device_write_moves_a_line_a_core_used_into_the_inclusive_ways_not_ddios() {
+    let mut platform = platform(2, "lru");
+    platform.io.inclusive_ways = 2;
+    let (mut h, nic) = line_used_by_a_core_beside_two_ddio_lines(&platform);
+    h.dma_write(nic, Line(0), Destination::L3 { ccx: 0 }, Time::ZERO);
+    // Out of the core's caches into ways 0-1 of the LLC: both DDIO lines stay.
+    assert!(!h.in_l2(0, Line(0)) && h.in_l3(0, Line(0)));
+    assert_eq!([0, 128, 192].map(|l| h.is_cached(Line(l))), [true; 3]);
+    let traffic = &h.stats.devices[nic as usize];
+    assert_eq!((traffic.writes, traffic.write_llc_hits, traffic.write_private_hits), (3, 0, 1));
+    // The core's next read finds it in the LLC.
+    assert_eq!(h.core_access(0, Line(0), false, Time::ZERO).source, Source::L3);
+    h.check_invariants().unwrap();
+}
+
+#[test]
+fn without_inclusive_ways_a_line_a_core_used_takes_a_ddio_way() {
+    let (mut h, nic) = line_used_by_a_core_beside_two_ddio_lines(&platform(2, "lru"));
+    h.dma_write(nic, Line(0), Destination::L3 { ccx: 0 }, Time::ZERO);
+    // The least recent DDIO line (128) makes room.
+    assert_eq!([0, 128, 192].map(|l| h.is_cached(Line(l))), [true, false, true]);
+}
+
+#[test]
+fn a_partial_write_of_an_uncached_line_reads_it_from_memory_first_where_the_platform_says_so() {
+    let read = |h: &Hierarchy| h.memory.stats().map(|c| c.read_bytes).sum::<u64>();
+    for rfo in [true, false] {
+        let mut platform = platform(2, "lru");
+        platform.io.partial_write_rfo = rfo;
+        let mut h = Hierarchy::new(&platform);
+        let nic = h.register_device("nic0");
+        h.dma_write_partial(nic, Line(7), Destination::L3 { ccx: 0 }, Time::ZERO);
+        // Now cached: a second partial write merges in the LLC.
+        h.dma_write_partial(nic, Line(7), Destination::L3 { ccx: 0 }, Time::ZERO);
+        let traffic = &h.stats.devices[nic as usize];
+        let reads = rfo as u64;
+        assert_eq!((traffic.partial_writes, traffic.partial_write_reads, traffic.writes), (2, reads, 0));
+        assert_eq!(read(&h), 64 * reads);
+        assert!(h.is_cached(Line(7)));
+    }
+}
+
+#[test]
+fn a_line_a_second_core_reads_keeps_an_llc_copy_where_the_llc_keeps_shared_lines() {
+    for keeps_shared in [true, false] {
+        let mut platform = platform(2, "lru");
+        platform.l3.keeps_shared = keeps_shared;
+        let mut h = Hierarchy::new(&platform);
+        let nic = h.register_device("nic0");
+        h.dma_write(nic, Line(0), Destination::L3 { ccx: 0 }, Time::ZERO);
+        // The first reader takes the line out of the LLC; the second is served by the first.
+        assert_eq!(h.core_access(0, Line(0), false, Time::ZERO).source, Source::L3);
+        assert_eq!(h.core_access(1, Line(0), false, Time::ZERO).source, Source::PeerL2);
+        assert_eq!(h.in_l3(0, Line(0)), keeps_shared, "keeps_shared = {keeps_shared}");
+        assert!(h.in_l2(0, Line(0)) && h.in_l2(1, Line(0)));
+        // A write by either core leaves it the only copy.
+        h.core_access(1, Line(0), true, Time::ZERO);
+        assert!(!h.in_l3(0, Line(0)) && !h.in_l2(0, Line(0)));
+        h.check_invariants().unwrap();
+    }
+}
+
+#[test]
+fn a_line_only_another_llc_holds_is_not_one_cores_used_and_takes_a_ddio_way() {
+    let mut platform = platform(2, "lru");
+    platform.topology = TopologySpec { sockets: 1, ccx_per_socket: 2, cores_per_ccx: 1, threads_per_core: 1 };
+    platform.io.inclusive_ways = 2;
+    let mut h = Hierarchy::new(&platform);
+    let nic = h.register_device("nic0");
+    h.dma_write(nic, Line(0), Destination::L3 { ccx: 0 }, Time::ZERO);
+    for line in [128, 192, 0] {
+        h.dma_write(nic, Line(line), Destination::L3 { ccx: 1 }, Time::ZERO);
+    }
+    // Moved from CCX 0's LLC into CCX 1's DDIO ways, where it evicts the older DDIO line.
+    assert!(!h.in_l3(0, Line(0)) && h.in_l3(1, Line(0)));
+    assert_eq!([128, 192].map(|l| h.in_l3(1, Line(l))), [false, true]);
     h.check_invariants().unwrap();
 }

@@ -349,13 +349,15 @@ fn l2fwd_forwards_every_packet_and_ddio_keeps_a_small_ring_out_of_dram() {
     }
     assert!(f(&nic["dma_write_hit_rate"]) > 0.9, "{nic}");
     assert_eq!(f(&nic["dma_read_hit_rate"]), 1.0);
-    assert!(f(&ddio["dram"]["read_gbps"]) < 0.1 && f(&ddio["dram"]["write_gbps"]) < 0.1, "{}", ddio["dram"]);
+    // Set conflicts in the hashed LLC leak a few lines of the DDIO ways; the rest stays out of DRAM.
+    let total = |r: &Value| f(&r["dram"]["total_gbps"]);
     let latency = &nic["latency_ns"];
     assert!(f(&latency["p50"]) <= f(&latency["p99"]) && f(&latency["mean"]) > 0.0);
     assert_eq!(ddio["cores"].as_object().unwrap().len(), 4, "one forwarding loop per queue");
 
     let memory = run_builtin("ddio-l2fwd", &[short[0], short[1], short[2], "placement=\"memory\""]);
     assert!(f(&memory["dram"]["write_gbps"]) > 10.0 && f(&memory["dram"]["read_gbps"]) > 10.0, "{}", memory["dram"]);
+    assert!(total(&ddio) < 0.05 * total(&memory), "{} against {}", ddio["dram"], memory["dram"]);
 }
 
 #[test]
@@ -377,7 +379,8 @@ fn a_stream_co_runner_is_served_by_the_llc_while_its_working_set_fits() {
         run_builtin("ddio-l2fwd", &["sim.warmup_us=3000", "sim.measure_us=300", "rx_ring=256", &corunner(8 << 20)]);
     let fills = &fits["cores"]["8"]["fills"];
     assert_eq!(fits["cores"]["8"]["role"], "stream");
-    assert!(f(&fills["l3"]) > 0.9 && f(&fills["dram"]) == 0.0, "{fills}");
+    // A few of its lines meet set conflicts in the hashed LLC.
+    assert!(f(&fills["l3"]) > 0.95 && f(&fills["dram"]) < 0.05, "{fills}");
     let error = load_error(
         steer_sim::scenario::builtin("ddio-l2fwd").unwrap().source,
         &["workloads=[{kind=\"l2fwd\", device=\"nic0\"}, {kind=\"stream\", cpu=0}]"],

@@ -549,7 +549,7 @@ impl<E: Entry> LruSets<E> {
     /// Whether a level of this geometry is kept in `LruSets`: LRU with at most `SET_WAYS` ways
     /// and a power-of-two number of sets.
     pub(super) fn fit(geometry: &Geometry) -> bool {
-        geometry.policy == "lru" && geometry.ways <= SET_WAYS && geometry.sets.is_power_of_two()
+        geometry.policy == "lru" && geometry.ways <= SET_WAYS && geometry.sets.is_power_of_two() && geometry.slices == 1
     }
 
     /// Empty sets of a geometry that `fit`s.
@@ -688,6 +688,7 @@ mod tests {
                 let geometry = Geometry {
                     sets: 4,
                     ways,
+                    slices: 1,
                     policy: "lru",
                     options: replacement::PolicyOptions { write_hit_updates_recency },
                 };

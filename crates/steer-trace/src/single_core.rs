@@ -79,7 +79,7 @@ pub(super) const PREFETCH_DISTANCE: usize = 16;
 
 /// Into how many independent groups of sets the platform's caches split: the largest power of two,
 /// up to `MAX_GROUPS`, that divides every level's set count, if every level's replacement policy
-/// keeps its state per set; else 1.
+/// keeps its state per set and no level is sliced (a hashed slice ignores residues); else 1.
 ///
 /// Why a group can run apart from the others: a line's set at each level is the line number modulo
 /// the level's set count, so when `groups` divides every set count, the lines of one residue modulo
@@ -89,7 +89,10 @@ pub(super) const PREFETCH_DISTANCE: usize = 16;
 /// them or not; and the counters are sums.
 pub fn set_groups(platform: &PlatformSpec) -> usize {
     let levels = [&platform.l1d, &platform.l2, &platform.l3];
-    if levels.iter().any(|spec| !replacement::find(&spec.replacement).is_some_and(|policy| policy.per_set)) {
+    if levels
+        .iter()
+        .any(|spec| spec.slices > 1 || !replacement::find(&spec.replacement).is_some_and(|policy| policy.per_set))
+    {
         return 1;
     }
     let common_twos = levels.iter().map(|spec| spec.geometry().sets.trailing_zeros()).min().unwrap_or(0);
@@ -1239,6 +1242,9 @@ mod tests {
             shared.l2.replacement = policy.into();
             assert_eq!(set_groups(&shared), 1, "{policy}");
         }
+        let mut sliced = turin.clone();
+        sliced.l3.slices = 8;
+        assert_eq!(set_groups(&sliced), 1, "a hashed slice ignores residues");
     }
 
     /// Every group is run once: its owner takes its range from the front, the others from the

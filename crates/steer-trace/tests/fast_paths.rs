@@ -316,7 +316,7 @@ fn caches_behave_as_a_plain_cache_under_random_operations() {
                 Box::new((info.build)(sets, ways, options))
             };
             let mut plain = PlainCache { sets, ways, slots: vec![None; sets * ways], policy: reference };
-            let mut cache = Cache::new(&Geometry { sets, ways, policy: info.name, options });
+            let mut cache = Cache::new(&Geometry { sets, ways, slices: 1, policy: info.name, options });
             let mut rng = Rng::new(seed);
             let mut line = 0;
             for step in 0..20_000 {

@@ -286,7 +286,12 @@ stat!(TX_GBPS, "tx_gbps", "Gb/s", "transmitted throughput");
 stat!(OFFERED_GBPS, "offered_gbps", "Gb/s", "offered load that arrived at the device");
 stat!(DROPS, "drops", "packets", "packets dropped by every queue");
 stat!(PLACEMENT, "placement", "name", "the device's placement policy");
-stat!(WRITE_HIT_RATE, "dma_write_hit_rate", "fraction", "DMA line writes that found their line in an L3");
+stat!(
+    WRITE_HIT_RATE,
+    "dma_write_hit_rate",
+    "fraction",
+    "full-line DMA writes that found their line cached: in an L3, or in a core's private caches (dma.write_llc_hits and dma.write_private_hits split them)"
+);
 stat!(READ_HIT_RATE, "dma_read_hit_rate", "fraction", "DMA line reads served by a cache");
 stat!(LATENCY, "latency_ns", "ns", "arrival at the NIC to TX DMA done, of transmitted packets");
 stat!(IN_FLIGHT_END, "in_flight_bytes_end", "bytes", "bytes written but not yet consumed at the end");
@@ -321,13 +326,29 @@ impl Nic {
         let signal = ring.ready;
         let hierarchy = &mut cx.shared.hierarchy;
         let consumer_ccx = hierarchy.ccx_of_cpu(consumer_cpu);
+        let end = start.offset(bytes as u64);
         let (first, last) = (start.line(self.line_bits), start.offset(bytes as u64 - 1).line(self.line_bits));
-        let writes = (first.0..=last.0)
-            .map(|line| (Line(line), if line == first.0 { DmaKind::Header } else { DmaKind::Payload }));
-        for (line, kind) in writes.chain([(entry.line(self.line_bits), DmaKind::Completion)]) {
+        let line_mask = (1u64 << self.line_bits) - 1;
+        // A packet's first and last lines are written in part when it does not start or end on a
+        // line boundary; a completion entry smaller than a line always is.
+        let partial_ends = (start.0 & line_mask != 0, end.0 & line_mask != 0);
+        let writes = (first.0..=last.0).map(|line| {
+            let kind = if line == first.0 { DmaKind::Header } else { DmaKind::Payload };
+            let partial = (line == first.0 && partial_ends.0) || (line == last.0 && partial_ends.1);
+            (Line(line), kind, partial)
+        });
+        let completion_partial = ring.shape.completion_bytes < 1 << self.line_bits;
+        for (line, kind, partial) in
+            writes.chain([(entry.line(self.line_bits), DmaKind::Completion, completion_partial)])
+        {
             let hint = self.tph.hint(q, kind);
             let write = DmaWrite { kind, consumer_cpu, llc_ccx: self.llc_ccx, consumer_ccx, hint };
-            hierarchy.dma_write(self.device, line, self.placement.destination(&write), now);
+            let destination = self.placement.destination(&write);
+            if partial {
+                hierarchy.dma_write_partial(self.device, line, destination, now);
+            } else {
+                hierarchy.dma_write(self.device, line, destination, now);
+            }
         }
         cx.notify(signal, ready);
     }
@@ -417,7 +438,7 @@ impl Agent for Nic {
                 d.put(&OFFERED_GBPS, sum(|r| r.stats.arrived_bytes) as f64 * 8.0 / window);
                 d.put(&DROPS, sum(|r| r.stats.dropped_packets));
                 d.put(&PLACEMENT, self.spec.placement.policy.as_str());
-                d.put(&WRITE_HIT_RATE, ratio(traffic.write_llc_hits, traffic.writes));
+                d.put(&WRITE_HIT_RATE, ratio(traffic.write_llc_hits + traffic.write_private_hits, traffic.writes));
                 d.put(&READ_HIT_RATE, ratio(traffic.read_cache_hits, traffic.reads));
                 d.section("dma", |r| traffic.report(r));
                 latency.report(d, &LATENCY);
@@ -492,6 +513,34 @@ mod tests {
         assert_eq!(h.shared.hierarchy.stats.dma_lines_to_memory, 16 + 1);
         assert_eq!(h.notified(), [(ready, first + ns(1000.0))]);
         assert_eq!(h.waits(), [doorbell]);
+    }
+
+    #[test]
+    fn a_packets_unaligned_end_and_a_completion_smaller_than_a_line_are_partial_writes() {
+        let (mut h, mut agent, first) = nic(spec());
+        step_at(&mut h, &mut agent, first);
+        // 1000 B = 15 whole lines and 40 B of a 16th; the 16 B completion entry is part of a line.
+        let traffic = &h.shared.hierarchy.stats.devices[0];
+        assert_eq!((traffic.writes, traffic.partial_writes), (15, 2));
+        let whole = NicSpec {
+            queues: vec![QueueSpec { packet_bytes: 1024, completion_bytes: 64, ..spec().queues[0].clone() }],
+            ..spec()
+        };
+        let (mut h, mut agent, first) = nic(whole);
+        step_at(&mut h, &mut agent, first);
+        let traffic = &h.shared.hierarchy.stats.devices[0];
+        assert_eq!((traffic.writes, traffic.partial_writes), (17, 0));
+        // Buffers 1000 B apart: the second starts 40 B into a line, so both its ends are partial
+        // (bytes 1000-1999 of the pool: lines 15-31, 17 lines).
+        let packed = NicSpec {
+            queues: vec![QueueSpec { buffer_bytes: 1000, buffer_stride_bytes: 1000, completion_bytes: 64, ..spec().queues[0].clone() }],
+            ..spec()
+        };
+        let (mut h, mut agent, first) = nic(packed);
+        step_at(&mut h, &mut agent, first);
+        step_at(&mut h, &mut agent, first + ns(1000.0));
+        let traffic = &h.shared.hierarchy.stats.devices[0];
+        assert_eq!((traffic.writes, traffic.partial_writes), (15 + 1 + 15 + 1, 1 + 2));
     }
 
     #[test]
