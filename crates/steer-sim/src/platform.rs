@@ -203,6 +203,9 @@ params! {
         outstanding_misses: u32 = 16,
         /// Cycles to issue one cache-line access that hits (pipelined loads and stores).
         issue_cycles_per_line: f64 = 1.0,
+        /// Instructions in flight past the oldest unfinished one (reorder buffer; completion table):
+        /// how far a core runs ahead of a load whose data it waits for.
+        window_instructions: u32 = 256,
     }
 }
 
@@ -486,6 +489,7 @@ impl PlatformSpec {
         })?;
         ensure(self.core.freq_ghz > 0.0, &key("core.freq_ghz"), || "must be positive".into())?;
         ensure(self.core.outstanding_misses >= 1, &key("core.outstanding_misses"), || "must be at least 1".into())?;
+        ensure(self.core.window_instructions >= 1, &key("core.window_instructions"), || "must be at least 1".into())?;
         ensure(self.core.issue_cycles_per_line >= 0.0, &key("core.issue_cycles_per_line"), || {
             "must not be negative".into()
         })?;

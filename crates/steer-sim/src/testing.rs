@@ -19,7 +19,7 @@ pub fn tiny_platform() -> PlatformSpec {
     };
     let platform = PlatformSpec {
         topology: TopologySpec { sockets: 1, ccx_per_socket: 1, cores_per_ccx: 2, threads_per_core: 1 },
-        core: CoreSpec { freq_ghz: 1.0, outstanding_misses: 4, issue_cycles_per_line: 1.0 },
+        core: CoreSpec { freq_ghz: 1.0, outstanding_misses: 4, issue_cycles_per_line: 1.0, ..CoreSpec::default() },
         l1d: cache(1, 2, 4.0, Relation::Inclusive),
         l2: cache(4, 4, 14.0, Relation::Inclusive),
         l3: cache(16, 4, 40.0, Relation::Exclusive),

@@ -33,6 +33,9 @@ params! {
         element_bytes: u32 = 8,
         /// Compute cycles per element (the reduction's arithmetic).
         cycles_per_element: f64 = 1.0,
+        /// Instructions per element: its load and its add (assumed), what the core's instruction
+        /// window is counted in.
+        instructions_per_element: f64 = 2.0,
         /// Time between a message becoming visible and the application using it (ns).
         delay_ns: f64 = 0.0,
         /// Software prefetch this many lines ahead of the traversal (0: no prefetching).
@@ -59,7 +62,10 @@ impl WorkloadSpec for ReduceSpec {
         ensure(self.cycles_per_element >= 0.0, &format!("{path}.cycles_per_element"), || {
             "must not be negative".into()
         })?;
-        ensure(self.delay_ns >= 0.0, &format!("{path}.delay_ns"), || "must not be negative".into())
+        ensure(self.delay_ns >= 0.0, &format!("{path}.delay_ns"), || "must not be negative".into())?;
+        ensure(self.instructions_per_element > 0.0, &format!("{path}.instructions_per_element"), || {
+            "must be more than 0".into()
+        })
     }
 
     fn cpus(&self, _system: &SystemShape) -> Vec<u32> {
@@ -76,7 +82,7 @@ impl WorkloadSpec for ReduceSpec {
         let working_set = b.alloc(node, self.working_set_bytes.max(1)).line(line_bits);
         let program = Reduce {
             ring: b.rings_of(&self.device)[self.queue as usize],
-            window: b.platform.core.outstanding_misses as u64,
+            window: self.lookahead_lines(&b.platform.core, line_bits),
             line_bits,
             working_set,
             working_lines: self.working_set_bytes >> line_bits,
@@ -88,11 +94,21 @@ impl WorkloadSpec for ReduceSpec {
     }
 }
 
+impl ReduceSpec {
+    /// How many lines the traversal's loads run ahead of its arithmetic: as many as the core's
+    /// instruction window holds past the line being reduced (at least that one), and no more than
+    /// it has miss slots.
+    fn lookahead_lines(&self, core: &crate::platform::CoreSpec, line_bits: u32) -> u64 {
+        let elements_per_line = ((1u64 << line_bits) / self.element_bytes as u64).max(1) as f64;
+        let in_window = (core.window_instructions as f64 / (elements_per_line * self.instructions_per_element)) as u64;
+        in_window.clamp(1, core.outstanding_misses as u64)
+    }
+}
+
 pub struct Reduce {
     spec: ReduceSpec,
     ring: RingId,
-    /// How far loads run ahead of the arithmetic: the core's outstanding-miss window (an
-    /// out-of-order core's lookahead).
+    /// How far loads run ahead of the arithmetic, in lines (`ReduceSpec::lookahead_lines`).
     window: u64,
     line_bits: u32,
     working_set: Line,
@@ -197,6 +213,24 @@ mod tests {
             delay: Time::from_ns(delay_ns),
             taken: None,
         }
+    }
+
+    #[test]
+    fn loads_run_ahead_as_far_as_the_instruction_window_and_the_miss_slots_allow() {
+        let spec = ReduceSpec::default();
+        let core = |window_instructions, outstanding_misses| crate::platform::CoreSpec {
+            window_instructions,
+            outstanding_misses,
+            ..Default::default()
+        };
+        // POWER5: 100 instructions, 128 B lines of 16 elements of 2 instructions: 3 lines.
+        assert_eq!(spec.lookahead_lines(&core(100, 8), 7), 3);
+        // Zen 5: 448 instructions, 64 B lines of 8 elements: 28 lines, of which 24 miss slots allow.
+        assert_eq!(spec.lookahead_lines(&core(448, 24), 6), 24);
+        // A window shorter than one line still reduces the line it waits for.
+        assert_eq!(spec.lookahead_lines(&core(10, 8), 7), 1);
+        let heavier = ReduceSpec { instructions_per_element: 4.0, element_bytes: 16, ..spec };
+        assert_eq!(heavier.lookahead_lines(&core(100, 8), 7), 3);
     }
 
     #[test]
