@@ -533,7 +533,12 @@ mod tests {
         // Buffers 1000 B apart: the second starts 40 B into a line, so both its ends are partial
         // (bytes 1000-1999 of the pool: lines 15-31, 17 lines).
         let packed = NicSpec {
-            queues: vec![QueueSpec { buffer_bytes: 1000, buffer_stride_bytes: 1000, completion_bytes: 64, ..spec().queues[0].clone() }],
+            queues: vec![QueueSpec {
+                buffer_bytes: 1000,
+                buffer_stride_bytes: 1000,
+                completion_bytes: 64,
+                ..spec().queues[0].clone()
+            }],
             ..spec()
         };
         let (mut h, mut agent, first) = nic(packed);
