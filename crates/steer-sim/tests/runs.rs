@@ -480,9 +480,8 @@ fn sdci_shortens_the_ping_pong_by_the_memory_reads_it_saves() {
 
 #[test]
 fn napi_keeps_its_working_set_in_l2_under_sdci_and_socket_state_moves_between_cores() {
-    let r = run_builtin(
-        "iperf-rx",
-        &[
+    let irq_fills = |extra: &[&str]| {
+        let mut overrides = vec![
             "sim.warmup_us=300",
             "sim.measure_us=300",
             "platform=\"turin-9575f\"",
@@ -493,32 +492,21 @@ fn napi_keeps_its_working_set_in_l2_under_sdci_and_socket_state_moves_between_co
             // enter the L2, not about the footprint.
             "devices.0.queues.0.ring_entries=511",
             "devices.0.queues.0.pool_buffers=1022",
-        ],
-    );
-    let irq = &r["cores"]["0"]["dc_fills"];
-    // Injected lines enter the L2 where it evicts next (turin's `injected_insertion = "lru"`), so
-    // the injected pages do not push NAPI's own lines out.
-    assert!(f(&irq["l2"]) > 0.7, "{irq}");
+        ];
+        overrides.extend_from_slice(extra);
+        run_builtin("iperf-rx", &overrides)["cores"]["0"]["dc_fills"].clone()
+    };
+    let irq = irq_fills(&[]);
+    assert!(f(&irq["l2"]) > 0.8, "{irq}");
     // The socket state the application's core wrote last comes from there.
     assert!(f(&irq["peer_l2"]) + f(&irq["l3"]) > 0.05, "{irq}");
-    // Inserted as most recently used, the injected stream displaces them.
-    let mru = run_builtin(
-        "iperf-rx",
-        &[
-            "sim.warmup_us=300",
-            "sim.measure_us=300",
-            "platform=\"turin-9575f\"",
-            "offered_gbps=70.0",
-            "app_offset=1",
-            "tph_mode=\"iv\"",
-            // A ring that cycles within the short warm-up: this is about where injected lines
-            // enter the L2, not about the footprint.
-            "devices.0.queues.0.ring_entries=511",
-            "devices.0.queues.0.pool_buffers=1022",
-            "platform.l2.injected_insertion=\"mru\"",
-        ],
-    );
-    assert!(f(&mru["cores"]["0"]["dc_fills"]["l2"]) < 0.5, "{}", mru["cores"]["0"]["dc_fills"]);
+    // A kernel working set of 768 KiB: injected lines entering the L2 where it evicts next
+    // (turin's `injected_insertion = "lru"`) leave it there; entering as most recently used, the
+    // injected pages between two uses of a line push it out to the L3.
+    let large = "workloads.0.kernel_state_bytes=786432";
+    assert!(f(&irq_fills(&[large])["l2"]) > 0.75);
+    let mru = irq_fills(&[large, "platform.l2.injected_insertion=\"mru\""]);
+    assert!(f(&mru["l2"]) < 0.1 && f(&mru["l3"]) > 0.8, "{mru}");
 }
 
 #[test]

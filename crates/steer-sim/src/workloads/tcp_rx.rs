@@ -62,9 +62,20 @@ params! {
         /// Cycles of work per packet in recv (syscall, socket bookkeeping), besides the copy. Assumed.
         recv_cycles_per_packet: f64 = 400.0,
         /// Lines of socket state both halves write for each sk_buff: the receive queue and its
-        /// lock, receive-memory accounting, TCP's receive sequence state, the deferred-free list.
-        /// Assumed: 4.
-        socket_lines: u32 = 4,
+        /// lock, receive-memory accounting, TCP's receive sequence state, the deferred-free list,
+        /// what the application's side sends (window updates) and NAPI then completes. Calibrated
+        /// with `kernel_lines` by `steer fit fits/iperf-rx-kernel.toml` on seed 000's one-queue
+        /// DC-fill rows.
+        socket_lines: u32 = 48,
+        /// Lines of the IRQ CPU's own kernel state NAPI reads per sk_buff besides those above:
+        /// IP and TCP receive and GRO, the ACK it sends (its sk_buff and head, route, qdisc, TX
+        /// ring entry), per-page driver and page-pool work, per-CPU counters. Calibrated with
+        /// `socket_lines` (see there).
+        kernel_lines: u32 = 500,
+        /// Bytes of that state, read in turn from one sk_buff to the next. Assumed: 256 KiB, more
+        /// than an L1D holds, and within an L2 together with what else passes through it between
+        /// two reads of a line (with SDCI, the injected pages).
+        kernel_state_bytes: u64 = 262144,
     }
 }
 
@@ -85,6 +96,7 @@ impl WorkloadSpec for TcpRxSpec {
         ensure(self.napi_budget >= 1, &format!("{path}.napi_budget"), || "must be at least 1".into())?;
         ensure(self.skb_pool >= 1, &format!("{path}.skb_pool"), || "must be at least 1".into())?;
         ensure(self.tpa_pages >= 1, &format!("{path}.tpa_pages"), || "must be at least 1".into())?;
+        ensure(self.kernel_state_bytes >= 64, &format!("{path}.kernel_state_bytes"), || "must be at least 64".into())?;
         ensure(self.app_buffer_bytes >= 64, &format!("{path}.app_buffer_bytes"), || "must be at least 64".into())
     }
 
@@ -145,6 +157,9 @@ impl WorkloadSpec for TcpRxSpec {
                 frag_cache: b.alloc(napi_node, frag_cache_lines << line_bits).line(line_bits),
                 frag_cache_lines,
                 frag_cursor: 0,
+                kernel_state: b.alloc(napi_node, self.kernel_state_bytes).line(line_bits),
+                kernel_state_lines: (self.kernel_state_bytes >> line_bits).max(1),
+                kernel_cursor: 0,
                 open_aggregation: Vec::new(),
                 in_poll: false,
                 taken: 0,
@@ -272,6 +287,10 @@ struct Napi {
     frag_cache: Line,
     frag_cache_lines: u64,
     frag_cursor: u64,
+    /// The kernel state NAPI reads `kernel_lines` of per sk_buff, the next one at the cursor.
+    kernel_state: Line,
+    kernel_state_lines: u64,
+    kernel_cursor: u64,
     /// The aggregation in progress: its pages so far, which share one sk_buff and reach the
     /// socket together when the last one is in.
     open_aggregation: Vec<SkbPage>,
@@ -315,6 +334,10 @@ impl Napi {
                 self.frag_cursor = (self.frag_cursor + self.spec.head_lines as u64) % self.frag_cache_lines;
                 let skb = metadata.0..metadata.0 + self.spec.skb_lines as u64;
                 skb.chain(head.0..head.0 + self.spec.head_lines as u64).for_each(|line| cx.store(Line(line)));
+                for _ in 0..self.spec.kernel_lines {
+                    cx.load(Line(self.kernel_state.0 + self.kernel_cursor));
+                    self.kernel_cursor = (self.kernel_cursor + 1) % self.kernel_state_lines;
+                }
                 cx.compute(self.spec.napi_cycles_per_packet);
                 (metadata, head)
             }
@@ -562,6 +585,8 @@ mod tests {
             skb_lines: 2,
             head_lines: 1,
             socket_lines: 1,
+            kernel_lines: 2,
+            kernel_state_bytes: 192,
             tpa_pages: 2,
             skb_pool: 4,
             app_buffer_bytes: 8192,
@@ -588,6 +613,9 @@ mod tests {
             frag_cache: Line(0x600),
             frag_cache_lines: 2,
             frag_cursor: 0,
+            kernel_state: Line(0x680),
+            kernel_state_lines: 3,
+            kernel_cursor: 0,
             open_aggregation: Vec::new(),
             in_poll: false,
             taken: 0,
@@ -627,6 +655,8 @@ mod tests {
             Op::Store(Line(0x500)),
             Op::Store(Line(0x501)),
             Op::Store(Line(0x600)),
+            Op::Load(Line(0x680)),
+            Op::Load(Line(0x681)),
             Op::Compute(1000.0),
             Op::Store(page_line(&napi, 0)),
             Op::Compute(150.0),
@@ -659,6 +689,27 @@ mod tests {
         assert_eq!((next, ops, units), (Next::Yield, vec![Op::Drain], 1));
         assert_eq!(h.with_cx(ns(300.0), ns(300.0), |cx| ask(&mut napi, cx, ns(300.0))).0, Next::Wait);
         assert_eq!(h.waits(), [READY, KICK]);
+    }
+
+    #[test]
+    fn each_sk_buff_reads_the_next_lines_of_napis_kernel_state_in_turn() {
+        let (mut h, mut napi, _) = path();
+        let ring = napi.ring;
+        let kernel_loads = |ops: &[Op]| -> Vec<Line> {
+            ops.iter().filter_map(|op| if let Op::Load(line) = op { Some(*line) } else { None }).collect()
+        };
+        for k in 0..4 {
+            deliver(&mut h, ring, 4096, ns(k as f64), ns(100.0));
+        }
+        let mut loads = Vec::new();
+        for k in 0..3 {
+            let now = ns(100.0 + 100.0 * k as f64);
+            let (_, ops, _) = h.with_cx(now, now, |cx| ask(&mut napi, cx, now));
+            loads.push(kernel_loads(&ops));
+            h.with_cx(now, now, |cx| reach_call(&mut napi, PAGE_DONE, cx, now));
+        }
+        // Two lines per sk_buff from three: the second sk_buff (third page) wraps around.
+        assert_eq!(loads, [vec![Line(0x680), Line(0x681)], vec![], vec![Line(0x682), Line(0x680)]]);
     }
 
     #[test]
