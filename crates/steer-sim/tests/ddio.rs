@@ -96,11 +96,22 @@ fn a_write_hit_updates_in_place_and_never_allocates() {
     h.check_invariants().unwrap();
 }
 
+/// Two DDIO ways, LRU everywhere.
+fn lru() -> PlatformSpec {
+    platform(2, "lru")
+}
+
+/// An empty hierarchy of `platform` and its one device.
+fn with_nic(platform: &PlatformSpec) -> (Hierarchy, u32) {
+    let mut h = Hierarchy::new(platform);
+    let nic = h.register_device("nic0");
+    (h, nic)
+}
+
 /// The LLC set 0 lines 128 and 192 hold the DDIO ways of (written by the device, used by no core),
 /// and line 0, which core 0 has read and written: the state in which the device writes line 0.
 fn line_used_by_a_core_beside_two_ddio_lines(platform: &PlatformSpec) -> (Hierarchy, u32) {
-    let mut h = Hierarchy::new(platform);
-    let nic = h.register_device("nic0");
+    let (mut h, nic) = with_nic(platform);
     for line in [128, 192] {
         h.dma_write(nic, Line(line), Destination::L3 { ccx: 0 }, Time::ZERO);
     }
@@ -138,10 +149,7 @@ fn without_inclusive_ways_a_line_a_core_used_takes_a_ddio_way() {
 fn a_partial_write_of_an_uncached_line_reads_it_from_memory_first_where_the_platform_says_so() {
     let read = |h: &Hierarchy| h.memory.stats().map(|c| c.read_bytes).sum::<u64>();
     for rfo in [true, false] {
-        let mut platform = platform(2, "lru");
-        platform.io.partial_write_rfo = rfo;
-        let mut h = Hierarchy::new(&platform);
-        let nic = h.register_device("nic0");
+        let (mut h, nic) = with_nic(&PlatformSpec { io: IoSpec { partial_write_rfo: rfo, ..lru().io }, ..lru() });
         h.dma_write_partial(nic, Line(7), Destination::L3 { ccx: 0 }, Time::ZERO);
         // Now cached: a second partial write merges in the LLC.
         h.dma_write_partial(nic, Line(7), Destination::L3 { ccx: 0 }, Time::ZERO);
@@ -156,10 +164,7 @@ fn a_partial_write_of_an_uncached_line_reads_it_from_memory_first_where_the_plat
 #[test]
 fn a_line_a_second_core_reads_keeps_an_llc_copy_where_the_llc_keeps_shared_lines() {
     for keeps_shared in [true, false] {
-        let mut platform = platform(2, "lru");
-        platform.l3.keeps_shared = keeps_shared;
-        let mut h = Hierarchy::new(&platform);
-        let nic = h.register_device("nic0");
+        let (mut h, nic) = with_nic(&PlatformSpec { l3: CacheSpec { keeps_shared, ..lru().l3 }, ..lru() });
         h.dma_write(nic, Line(0), Destination::L3 { ccx: 0 }, Time::ZERO);
         // The first reader takes the line out of the LLC; the second is served by the first.
         assert_eq!(h.core_access(0, Line(0), false, Time::ZERO).source, Source::L3);
@@ -178,8 +183,7 @@ fn a_line_only_another_llc_holds_is_not_one_cores_used_and_takes_a_ddio_way() {
     let mut platform = platform(2, "lru");
     platform.topology = TopologySpec { sockets: 1, ccx_per_socket: 2, cores_per_ccx: 1, threads_per_core: 1 };
     platform.io.inclusive_ways = 2;
-    let mut h = Hierarchy::new(&platform);
-    let nic = h.register_device("nic0");
+    let (mut h, nic) = with_nic(&platform);
     h.dma_write(nic, Line(0), Destination::L3 { ccx: 0 }, Time::ZERO);
     for line in [128, 192, 0] {
         h.dma_write(nic, Line(line), Destination::L3 { ccx: 1 }, Time::ZERO);
