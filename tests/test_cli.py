@@ -245,7 +245,11 @@ def test_reproduce_prints_published_beside_simulated(steer_cli, tmp_path):
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)
     assert [r["id"] for r in rows][:2] == ["leon/prefetch-reads", "leon/inject-l3-reads"]
-    assert all(set(r) == {"id", "source", "metric", "unit", "published", "simulated", "relation", "role"} for r in rows)
+    keys = {"id", "source", "metric", "unit", "published", "simulated", "relation", "role", "within"}
+    assert all(set(r) == keys for r in rows)
+    # Each row carries the judgement the table prints; a row without a target carries none.
+    assert {r["id"]: r["within"] for r in rows}["leon/prefetch-reads"] is None
+    assert all(isinstance(r["within"], bool) for r in rows if r["id"] != "leon/prefetch-reads")
     assert {r["role"] for r in rows} == {"validation"}, "seed 003 only validates"
     reads = {r["id"]: r for r in rows}
     assert abs(reads["leon/prefetch-reads"]["simulated"] - 1.0) < 0.01

@@ -558,7 +558,7 @@ def parser() -> argparse.ArgumentParser:
     repro.add_argument("--only", metavar="PATTERN", help="rows whose id matches (glob or substring, e.g. leon)")
     output.add_json_option(
         repro,
-        "rows {id, role, source, metric, unit, published, simulated, relation} as JSON (to FILE or stdout)",
+        "rows {id, role, source, metric, unit, published, simulated, relation, within} as JSON (to FILE or stdout)",
     )
     with_set(repro)
     repro.add_argument(

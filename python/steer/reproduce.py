@@ -54,7 +54,8 @@ class Row:
         return "calibration" if any(fnmatch.fnmatch(self.id, p) for p in CALIBRATION_ROWS) else "validation"
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "role": self.role}
+        """The row's fields, its role and its judgement: `within` true or false, null without a target."""
+        return {**asdict(self), "role": self.role, "within": self.within_target}
 
 
 TOLERANCE = {"%": 10.0, "ns": 20.0}
