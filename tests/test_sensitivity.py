@@ -40,3 +40,36 @@ def test_sensitivity_moves_only_the_rows_of_the_parameters_platform(steer_cli):
     assert results["memory.interleave_bytes"]["moves"]["0.8"] is None, "no valid value 20% off a power of two"
     bad = steer_cli("reproduce", "--sensitivity", "--set", "queues=2")
     assert bad.returncode == 2 and "not with --set" in bad.stderr
+
+
+SCENARIO = """
+[params]
+queues = 1            # assumed: a parameter of the scenario's own, not a key path
+[[devices]]
+name = "nic0"
+dma_latency_ns = 400.0   # assumed
+[[devices.queues]]
+pool_buffers = 4088      # assumed: per queue
+[[devices]]
+name = "nic1"
+[[devices.queues]]
+ring_entries = 64        # published
+[[devices.queues]]
+ring_entries = 32        # calibrated on rows
+[[workloads]]
+kind = "tcp_rx"
+kernel_lines = 500       # calibrated on rows
+"""
+
+
+def test_a_scenarios_marked_values_are_named_by_their_array_element_and_set_without_platform():
+    found = marked_parameters("", SCENARIO, "s")
+    assert [(p.key, p.value, p.mark) for p in found] == [
+        ("queues", 1, "assumed"),
+        ("devices.0.dma_latency_ns", 400.0, "assumed"),
+        ("devices.0.queues.0.pool_buffers", 4088, "assumed"),
+        ("devices.1.queues.1.ring_entries", 32, "calibrated"),
+        ("workloads.0.kernel_lines", 500, "calibrated"),
+    ]
+    assert found[4].scaled(1.2) == "workloads.0.kernel_lines=600"
+    assert (found[4].owner, found[4].to_dict()["scenario"]) == ("s", "s")

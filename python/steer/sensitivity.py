@@ -1,8 +1,9 @@
 """`steer reproduce --sensitivity`: how far each `steer reproduce` row moves when one parameter that
-no source fixes (marked `assumed` or `calibrated` in its preset) changes by -20% and +20%.
+no source fixes (marked `assumed` or `calibrated` in its preset, or in a built-in scenario the rows
+run) changes by -20% and +20%.
 
-Only the runs on that parameter's platform change; the others are shared with the base run. The
-table says which assumptions the headline rows rest on.
+Only the runs on that parameter's platform (or of that scenario) change; the others are shared with
+the base run. The table says which assumptions the headline rows rest on.
 """
 
 from __future__ import annotations
@@ -20,32 +21,43 @@ MARK = re.compile(r"#.*\b(assumed|calibrated)\b")
 
 @dataclass(frozen=True)
 class Parameter:
-    """A numeric preset value marked `assumed` or `calibrated` in its comment."""
+    """A numeric value marked `assumed` or `calibrated` in its comment: of a preset (`preset` is
+    its name) or of a scenario file (`scenario` is its name, `preset` empty)."""
 
     preset: str
     key: str
     value: int | float
     mark: str
+    scenario: str = ""
 
     def scaled(self, factor: float) -> str:
         """The override setting it `factor` times its value (integers stay integers, at least 1)."""
+        path = self.key if self.scenario else f"platform.{self.key}"
         if isinstance(self.value, int):
-            return f"platform.{self.key}={max(1, round(self.value * factor))}"
-        return f"platform.{self.key}={self.value * factor:g}"
+            return f"{path}={max(1, round(self.value * factor))}"
+        return f"{path}={self.value * factor:g}"
+
+    @property
+    def owner(self) -> str:
+        return self.scenario or self.preset
 
     def to_dict(self) -> dict:
-        return {"preset": self.preset, "key": self.key, "value": self.value, "mark": self.mark}
+        where = {"scenario": self.scenario} if self.scenario else {"preset": self.preset}
+        return {**where, "key": self.key, "value": self.value, "mark": self.mark}
 
 
-def marked_parameters(preset: str, source: str) -> list[Parameter]:
-    """The numeric, non-zero values of a preset file whose comment marks them."""
+def marked_parameters(preset: str, source: str, scenario: str = "") -> list[Parameter]:
+    """The numeric, non-zero values of a preset (or scenario) file whose comment marks them. In
+    arrays of tables (a scenario's `[[workloads]]`) a key names its element: `workloads.0.x`; a
+    scenario's `[params]` are named as they are set, by their own name."""
     parsed = tomllib.loads(source)
     section = ""
+    seen: dict[str, int] = {}
     found = []
     for line in source.splitlines():
-        header = re.match(r"\s*\[([\w.]+)\]", line)
+        header = re.match(r"\s*\[(\[?)([\w.]+)\]", line)
         if header:
-            section = header.group(1)
+            section = table_path(parsed, header.group(2).split("."), seen, bool(header.group(1)))
             continue
         entry = re.match(r"\s*(\w+)\s*=", line)
         mark = MARK.search(line)
@@ -54,25 +66,47 @@ def marked_parameters(preset: str, source: str) -> list[Parameter]:
         key = f"{section}.{entry.group(1)}" if section else entry.group(1)
         value = parsed
         for part in key.split("."):
-            value = value[part]
+            value = value[int(part)] if isinstance(value, list) else value[part]
+        if scenario and section == "params":
+            key = entry.group(1)  # a scenario's own parameter is set by its name
         if isinstance(value, bool) or not isinstance(value, int | float) or value == 0:
             continue
-        found.append(Parameter(preset, key, value, mark.group(1)))
+        found.append(Parameter(preset, key, value, mark.group(1), scenario))
     return found
 
 
-class PlatformRunner(reproduce.Runner):
-    """Runs every experiment as the base runner did, re-running with `common` overrides only those
-    whose platform is `preset`."""
+def table_path(parsed: dict, parts: list[str], seen: dict[str, int], array: bool) -> str:
+    """The dotted path of a table header, with the index of each array-of-tables element it is in:
+    the element the last `[[...]]` header opened (`seen` counts them)."""
+    path: list[str] = []
+    node = parsed
+    for i, part in enumerate(parts):
+        node = node[part]
+        path.append(part)
+        if isinstance(node, list):
+            name = ".".join(path)
+            if array and i == len(parts) - 1:
+                seen[name] = seen.get(name, -1) + 1
+            index = seen.get(name, len(node) - 1)
+            node = node[index]
+            path.append(str(index))
+    return ".".join(path)
 
-    def __init__(self, base: reproduce.Runner, preset: str, common: Iterable[str]) -> None:
+
+class ChangedRunner(reproduce.Runner):
+    """Runs every experiment as the base runner did, re-running with `common` overrides only those
+    the parameter belongs to: whose platform is its preset, or of its scenario."""
+
+    def __init__(self, base: reproduce.Runner, parameter: Parameter, common: Iterable[str]) -> None:
         super().__init__(base.progress, common)
         self.base = base
-        self.preset = preset
+        self.parameter = parameter
 
     def run(self, scenario: str, *overrides: str) -> dict:
         result = self.base.run(scenario, *overrides)
-        return super().run(scenario, *overrides) if result["platform"] == self.preset else result
+        p = self.parameter
+        changed = scenario == p.scenario if p.scenario else result["platform"] == p.preset
+        return super().run(scenario, *overrides) if changed else result
 
 
 @dataclass(frozen=True)
@@ -93,30 +127,34 @@ class Sensitivity:
 def sensitivity(
     only: str | None = None, progress: Callable[[str], None] | None = None
 ) -> tuple[list[reproduce.Row], list[Sensitivity]]:
-    """The base rows and, for every marked parameter of a preset the rows run on, their moves."""
+    """The base rows and, for every marked parameter of a preset or a scenario the rows run, their
+    moves."""
     base_runner = reproduce.Runner(progress)
     base = reproduce.reproduce(only, runner=base_runner)
     presets = sorted({result["platform"] for result in base_runner.cache.values()})
+    scenarios = sorted({scenario for scenario, _ in base_runner.cache})
+    parameters = [p for preset in presets for p in marked_parameters(preset, api.preset_source(preset))]
+    for scenario in scenarios:
+        parameters += marked_parameters("", api.scenario_source(scenario)[0], scenario)
     results = []
-    for preset in presets:
-        for parameter in marked_parameters(preset, api.preset_source(preset)):
-            moves = {}
-            for factor in FACTORS:
-                runner = PlatformRunner(base_runner, preset, [parameter.scaled(factor)])
-                try:
-                    rows = reproduce.reproduce(only, runner=runner)
-                except api.ScenarioError:
-                    moves[factor] = None  # no valid value there (a power of two, say)
-                    continue
-                moves[factor] = {r.id: r.simulated - b.simulated for r, b in zip(rows, base, strict=True)}
-            results.append(Sensitivity(parameter, moves))
+    for parameter in parameters:
+        moves = {}
+        for factor in FACTORS:
+            runner = ChangedRunner(base_runner, parameter, [parameter.scaled(factor)])
+            try:
+                rows = reproduce.reproduce(only, runner=runner)
+            except api.ScenarioError:
+                moves[factor] = None  # no valid value there (a power of two, say)
+                continue
+            moves[factor] = {r.id: r.simulated - b.simulated for r, b in zip(rows, base, strict=True)}
+        results.append(Sensitivity(parameter, moves))
     return base, results
 
 
 def table_rows(results: list[Sensitivity]) -> list[list[str]]:
     rows = []
     for s in results:
-        cells = [s.parameter.preset, s.parameter.key, f"{s.parameter.value:g}", s.parameter.mark]
+        cells = [s.parameter.owner, s.parameter.key, f"{s.parameter.value:g}", s.parameter.mark]
         for factor in FACTORS:
             if s.moves[factor] is None:
                 cells.append("not a valid value")
@@ -127,4 +165,4 @@ def table_rows(results: list[Sensitivity]) -> list[list[str]]:
     return rows
 
 
-HEADERS = ["preset", "parameter", "value", "mark", "largest move at -20%", "largest move at +20%"]
+HEADERS = ["preset or scenario", "parameter", "value", "mark", "largest move at -20%", "largest move at +20%"]
