@@ -631,3 +631,21 @@ fn the_example_workload_claims_its_cpu() {
     let error = load_error(&format!("{example}\n[[workloads]]\nkind = \"stream\"\ncpu = 1\n"), &[]);
     assert!(error.ends_with(": workloads.1.cpu: CPU 1 already runs workloads.0"), "{error}");
 }
+
+#[test]
+fn a_reduction_needs_instructions_and_tcp_rx_a_kernel_state_of_a_line_or_more() {
+    let leon = steer_sim::scenario::builtin("leon-reduce").unwrap().source;
+    let error = load_error(leon, &["workloads.0.instructions_per_element=0"]);
+    assert!(error.contains("workloads.0.instructions_per_element: must be more than 0"), "{error}");
+    let iperf = steer_sim::scenario::builtin("iperf-rx").unwrap().source;
+    let error = load_error(iperf, &["workloads.0.kernel_state_bytes=63"]);
+    assert!(error.contains("workloads.0.kernel_state_bytes: must be at least 64"), "{error}");
+    let error = load_error(leon, &["platform.core.window_instructions=0"]);
+    assert!(error.contains("platform.core.window_instructions: must be at least 1"), "{error}");
+    let accepted = |text: &str, set: &str| {
+        load(&ScenarioSource { text, origin: "s.toml", default_name: "s" }, &[set.to_string()]).is_ok()
+    };
+    assert!(accepted(iperf, "workloads.0.kernel_state_bytes=64"));
+    assert!(accepted(leon, "workloads.0.instructions_per_element=0.5"));
+    assert!(accepted(leon, "platform.core.window_instructions=1"));
+}
