@@ -59,10 +59,8 @@ struct SetBits {
 
 pub struct Cache {
     sets: usize,
-    /// `sets - 1` when `sets` is a power of two (a mask instead of a division on every lookup).
-    set_mask: Option<u64>,
-    /// Slices and sets per slice when the sets are sliced (`Geometry::slices` > 1).
-    slicing: Option<(u64, u64)>,
+    /// How a line's set is found.
+    index: SetIndex,
     ways: usize,
     /// Line index per slot (`set * ways + way`), `INVALID` when empty.
     tags: Vec<u64>,
@@ -70,8 +68,42 @@ pub struct Cache {
     bits: Vec<SetBits>,
     policy: Replacement,
     all_ways: u64,
-    /// The slot of the last hit or fill: where `slot_of` looks first. A hint only.
+    /// The slot of the last hit or fill, and its set: where `slot_of` looks first (a line found
+    /// there needs no set computed). A hint only.
     last_used: usize,
+    last_set: usize,
+}
+
+/// How a cache finds a line's set: the line number's low bits, or modulo the set count, or a
+/// hashed slice and the low bits (or a modulo) within it.
+#[derive(Debug, Clone, Copy)]
+enum SetIndex {
+    Mask(u64),
+    Modulo(u64),
+    Sliced { slices: u64, per_slice: u64, mask: Option<u64> },
+}
+
+impl SetIndex {
+    fn new(sets: u64, slices: u64) -> SetIndex {
+        let mask_of = |n: u64| n.is_power_of_two().then(|| n - 1);
+        match (slices, mask_of(sets)) {
+            (1, Some(mask)) => SetIndex::Mask(mask),
+            (1, None) => SetIndex::Modulo(sets),
+            _ => SetIndex::Sliced { slices, per_slice: sets / slices, mask: mask_of(sets / slices) },
+        }
+    }
+
+    #[inline]
+    fn set_of(self, line: Line) -> usize {
+        (match self {
+            SetIndex::Mask(mask) => line.0 & mask,
+            SetIndex::Modulo(sets) => line.0 % sets,
+            SetIndex::Sliced { slices, per_slice, mask } => {
+                let within = mask.map_or_else(|| line.0 % per_slice, |mask| line.0 & mask);
+                slice_of(line, slices) * per_slice + within
+            }
+        }) as usize
+    }
 }
 
 /// The slice of `slices` a line belongs to. Intel does not publish its slice hash for slice counts
@@ -118,14 +150,14 @@ impl Cache {
         assert!(geometry.ways <= 64, "validated: at most 64 ways");
         Cache {
             sets: geometry.sets,
-            set_mask: (geometry.slices <= 1 && geometry.sets.is_power_of_two()).then(|| geometry.sets as u64 - 1),
-            slicing: (geometry.slices > 1).then(|| (geometry.slices as u64, (geometry.sets / geometry.slices) as u64)),
+            index: SetIndex::new(geometry.sets as u64, geometry.slices.max(1) as u64),
             ways: geometry.ways,
             tags: vec![INVALID; geometry.sets * geometry.ways],
             bits: vec![SetBits::default(); geometry.sets],
             policy: (info.build)(geometry.sets, geometry.ways, geometry.options),
             all_ways: if geometry.ways >= 64 { u64::MAX } else { (1u64 << geometry.ways) - 1 },
             last_used: 0,
+            last_set: 0,
         }
     }
 
@@ -138,23 +170,26 @@ impl Cache {
     }
 
     fn set_of(&self, line: Line) -> usize {
-        match (self.set_mask, self.slicing) {
-            (Some(mask), _) => (line.0 & mask) as usize,
-            (None, Some((slices, per_slice))) => (slice_of(line, slices) * per_slice + line.0 % per_slice) as usize,
-            (None, None) => (line.0 % self.sets as u64) as usize,
-        }
+        self.index.set_of(line)
     }
 
     #[inline]
     fn slot_of(&self, line: Line) -> Option<(usize, usize)> {
+        // Way prediction: accesses cluster on a line, so try the slot used last before computing
+        // the set and searching it. A line is stored only in its own set, so a match is the
+        // line's slot, in the set recorded with it.
+        if self.tags[self.last_used] == line.0 {
+            return Some((self.last_set, self.last_used - self.last_set * self.ways));
+        }
         let set = self.set_of(line);
         let base = set * self.ways;
-        // Way prediction: accesses cluster on a line, so try the slot used last before the
-        // search. A line is stored only in its own set, so a match is the line's slot.
-        if self.tags[self.last_used] == line.0 {
-            return Some((set, self.last_used - base));
-        }
         self.tags[base..base + self.ways].iter().position(|&tag| tag == line.0).map(|way| (set, way))
+    }
+
+    /// Records the slot of a hit or fill for way prediction.
+    fn remember(&mut self, set: usize, way: usize) {
+        self.last_set = set;
+        self.last_used = set * self.ways + way;
     }
 
     /// Starts loading the host memory a lookup of `line` reads: its set's tags, bits and
@@ -180,7 +215,7 @@ impl Cache {
     pub fn access(&mut self, line: Line, write: bool) -> Lookup {
         match self.slot_of(line) {
             Some((set, way)) => {
-                self.last_used = set * self.ways + way;
+                self.remember(set, way);
                 self.policy.on_hit(set, way, write);
                 let bits = &mut self.bits[set];
                 let bit = 1u64 << way;
@@ -227,7 +262,7 @@ impl Cache {
             };
             (way, Some(evicted))
         };
-        self.last_used = set * self.ways + way;
+        self.remember(set, way);
         self.tags[self.last_used] = line.0;
         let bits = &mut self.bits[set];
         let bit = 1u64 << way;
