@@ -109,15 +109,15 @@ impl SetIndex {
 /// The slice of `slices` a line belongs to. Intel does not publish its slice hash for slice counts
 /// that are not powers of two; what decides conflicts is that it spreads lines over the slices
 /// pseudo-randomly and fixes each line's slice. A full mix of the line number (MurmurHash3's
-/// finaliser, scaled to the slice count) does; a plain multiplicative hash does not, as lines a
-/// fixed stride apart (the same buffer of two queues) then share slices far more often than chance.
+/// finaliser, scaled to the slice count by its top bits, so without its last shift, which only
+/// changes the low bits) does; a plain multiplicative hash does not, as lines a fixed stride apart
+/// (the same buffer of two queues) then share slices far more often than chance.
 fn slice_of(line: Line, slices: u64) -> u64 {
     let mut x = line.0;
     x ^= x >> 33;
     x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
     x ^= x >> 33;
     x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    x ^= x >> 33;
     ((x as u128 * slices as u128) >> 64) as u64
 }
 
@@ -403,6 +403,21 @@ mod tests {
         assert_eq!(c.insert(b, false, 1), None, "another slice: no conflict");
         assert_eq!(c.insert(same, false, 1).map(|e| e.line), Some(a), "the same slice and index");
         c.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_lines_slice_and_set_by_hand() {
+        // The slices of 18 of a few lines, computed apart from this code (a Python transcription).
+        let lines = [1, 2, 3, 0x54800, (1 << 40) + 7, 0x7_0000_1234, 0xdead_beef_cafe];
+        assert_eq!(lines.map(|l| slice_of(Line(l), 18)), [12, 4, 0, 17, 6, 1, 10]);
+        // 2 slices of 3 sets (not a power of two): line 7 is in slice 0, at 7 mod 3 = 1 within it.
+        assert_eq!(slice_of(Line(7), 2), 0);
+        assert_eq!(SetIndex::new(6, 2).set_of(Line(7)), 1);
+        let other = (8..).map(Line).find(|&l| slice_of(l, 2) == 1).unwrap();
+        assert_eq!(SetIndex::new(6, 2).set_of(other), 3 + (other.0 % 3) as usize);
+        assert_eq!(SetIndex::new(36864, 18).set_of(Line(0x54800)), 17 * 2048 + 0x54800 % 2048);
+        assert_eq!(SetIndex::new(48, 1).set_of(Line(100)), 4);
+        assert_eq!(SetIndex::new(64, 1).set_of(Line(100)), 36);
     }
 
     #[test]
