@@ -549,6 +549,15 @@ mod tests {
     }
 
     #[test]
+    fn rss_queues_expand_to_one_queue_each_on_consecutive_cpus_sharing_the_load() {
+        let spec =
+            NicSpec { queues: vec![QueueSpec { count: 3, consumer_cpu: 1, ..spec().queues[0].clone() }], ..spec() };
+        let expanded = spec.expanded_queues();
+        let shape: Vec<(u32, u32, f64)> = expanded.iter().map(|q| (q.count, q.consumer_cpu, q.offered_gbps)).collect();
+        assert_eq!(shape, [(1, 1, 8.0 / 3.0), (1, 2, 8.0 / 3.0), (1, 3, 8.0 / 3.0)]);
+    }
+
+    #[test]
     fn arrivals_without_a_posted_descriptor_are_dropped_and_counted() {
         let (mut h, mut nic, first) = nic(spec());
         for k in 0..3 {
