@@ -702,6 +702,15 @@ mod tests {
     }
 
     #[test]
+    fn load_ids_count_from_zero_in_each_unit() {
+        let unit = |line: Line, tag: u32| (vec![Op::Load(line), Op::WaitFor(LoadId(0)), Op::Call(tag)], Next::Unit);
+        let (mut cpu, mut h, calls) = cpu_of(vec![("p", vec![unit(A, 0), unit(Line(0x2000), 1)])]);
+        h.step(&mut cpu, Time::ZERO, Time::MAX);
+        // The second unit's load 0 is its own (issued at 102 ns, data at 202), not the first's.
+        assert_eq!(*calls.borrow(), [("p", 0, ns(101.0)), ("p", 1, ns(202.0))]);
+    }
+
+    #[test]
     fn the_cpu_stops_at_the_run_ahead_limit_between_operations_and_goes_on_from_there() {
         let unit = vec![Op::LoadDependent(A), Op::Compute(10.0), Op::Call(0)];
         let (mut cpu, mut h, calls) = cpu_of(vec![("p", vec![(unit, Next::Unit)])]);
