@@ -120,3 +120,42 @@ fn dependent_loads_serialise_and_independent_ones_overlap() {
     assert_eq!(h.core_access(0, Line(77), false, timer.now).source, Source::L1);
     assert_eq!(h.stats.l1d.prefetch.useful, 1);
 }
+
+/// Two cores of one CCX, the second core's L2 with a `stream` prefetcher of degree 1, distance 4.
+fn two_cores_with_an_l2_stream() -> PlatformSpec {
+    let mut platform = platform(PrefetcherSpec::default());
+    platform.topology.cores_per_ccx = 2;
+    platform.l2.prefetcher = PrefetcherSpec { kind: "stream".into(), degree: 1, distance: 4 };
+    platform.validate("platform").unwrap();
+    platform
+}
+
+/// Core 0 writes lines 0..12 (they sit dirty in its L2); core 1 then reads them in order, `gap`
+/// apart. Returns where each of core 1's reads was filled from.
+fn read_a_peers_lines(gap: Time) -> Vec<Source> {
+    let mut h = Hierarchy::new(&two_cores_with_an_l2_stream());
+    let mut now = Time::ZERO;
+    for line in 0..12 {
+        h.core_access(0, Line(line), true, now);
+    }
+    let sources = (0..12)
+        .map(|line| {
+            now += gap;
+            h.core_access(1, Line(line), false, now).source
+        })
+        .collect();
+    h.check_invariants().unwrap();
+    sources
+}
+
+#[test]
+fn an_l2_stream_fills_from_the_own_l2_only_what_arrives_before_the_core_asks() {
+    // 0 and 1 start the stream, 2 confirms it and prefetches 6, 3 prefetches 7, ..., 7 prefetches 11.
+    // Asked for a microsecond later, lines 6..12 are in the L2 already: fills from the own L2.
+    let slow = read_a_peers_lines(Time::from_us(1.0));
+    assert_eq!(&slow[..6], &[Source::PeerL2; 6]);
+    assert_eq!(&slow[6..], &[Source::L2; 6]);
+    // Asked for 1 ns apart, each prefetch is 4 ns ahead of its use, less than the 25 ns a peer's
+    // L2 takes: the core waits for it, and the fill counts where the prefetch read it from.
+    assert_eq!(read_a_peers_lines(Time::from_ns(1.0)), vec![Source::PeerL2; 12]);
+}

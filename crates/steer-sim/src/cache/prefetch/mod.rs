@@ -52,6 +52,7 @@ pub static PREFETCHERS: [PrefetcherInfo];
 
 mod next_line;
 mod none;
+mod stream;
 mod stride;
 
 /// The registry `prefetcher.kind` names an entry of.
@@ -109,5 +110,16 @@ mod tests {
         assert!(spec.build().is_some());
         assert!(PrefetcherSpec::default().build().is_none());
         assert!(PrefetcherSpec { kind: Name::new("magic"), ..Default::default() }.validate("p").is_err());
+    }
+
+    #[test]
+    fn stream_follows_consecutive_lines_up_or_down_and_nothing_else() {
+        let spec = PrefetcherSpec { kind: Name::new("stream"), degree: 2, distance: 4 };
+        // Up: confirmed at 12 -> 16, 17; at 13 -> 17, 18.
+        assert_eq!(run(spec.build().unwrap().as_mut(), &[10, 11, 12, 13]), vec![16, 17, 17, 18]);
+        // Down: confirmed at 48 -> 44, 43.
+        assert_eq!(run(spec.build().unwrap().as_mut(), &[50, 49, 48]), vec![44, 43]);
+        // A stride of 3 is not a stream.
+        assert!(run(spec.build().unwrap().as_mut(), &[0, 3, 6, 9]).is_empty());
     }
 }

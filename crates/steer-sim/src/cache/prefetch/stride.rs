@@ -11,12 +11,15 @@ use crate::units::Line;
 pub static KIND: PrefetcherInfo = PrefetcherInfo {
     name: "stride",
     description: "per 4 KiB region, detect a repeating stride and fetch ahead along it, within the region",
-    build: |spec| Some(Box::new(Stride::new(spec.degree as i64, spec.distance as i64))),
+    build: |spec| Some(Box::new(Stride::new(spec.degree as i64, spec.distance as i64, false))),
 };
 
-struct Stride {
+/// The table behind `stride` and, following only consecutive lines, `stream`.
+pub(super) struct Stride {
     degree: i64,
     distance: i64,
+    /// Follow only strides of one line up or down (a stream prefetcher).
+    unit_only: bool,
     /// Region -> (last line, stride, times the stride repeated).
     table: FxHashMap<u64, (u64, i64, u32)>,
 }
@@ -27,8 +30,8 @@ const REGION_LINES: u64 = 64;
 const REGIONS: usize = 64;
 
 impl Stride {
-    fn new(degree: i64, distance: i64) -> Stride {
-        Stride { degree, distance, table: FxHashMap::default() }
+    pub(super) fn new(degree: i64, distance: i64, unit_only: bool) -> Stride {
+        Stride { degree, distance, unit_only, table: FxHashMap::default() }
     }
 }
 
@@ -42,6 +45,11 @@ impl Prefetcher for Stride {
         let entry = self.table.entry(region).or_insert((line, 0, 0));
         let delta = line as i64 - entry.0 as i64;
         if delta == 0 {
+            return;
+        }
+        if self.unit_only && delta.abs() != 1 {
+            // A jump ends the stream; a new one may start here.
+            *entry = (line, 0, 0);
             return;
         }
         if delta == entry.1 {
