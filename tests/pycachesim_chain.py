@@ -1,7 +1,7 @@
 """The pycachesim hierarchy steer's trace mode is compared with, shared by the tests and the bench.
 
 steer's per-level counters are defined like pycachesim's; with every level non-inclusive, LRU, and
-write hits not refreshing recency (`PYCACHESIM_LIKE`), a replay through steer counts exactly like
+write hits not refreshing recency, and no prefetcher (`PYCACHESIM_LIKE`), a replay through steer counts exactly like
 a pycachesim chain L1 -> L2 -> L3 -> MainMemory of the same geometry.
 """
 
@@ -14,7 +14,7 @@ PYCACHESIM_LIKE = [
     f"{level}.{key}={value}"
     for level in LEVELS
     for key, value in (("replacement", "lru"), ("write_hit_updates_recency", "false"))
-] + ["l2.relation=non_inclusive", "l3.relation=non_inclusive"]
+] + ["l2.relation=non_inclusive", "l3.relation=non_inclusive", 'l2.prefetcher.kind="none"']
 
 
 def build_chain(geometry: dict[str, tuple[int, int]]):

@@ -34,8 +34,12 @@ fn reads_answered_by_the_write_queue_are_reads_dram_did_not_serve() {
 
 #[test]
 fn memory_placement_sends_payload_through_dram() {
-    // Without the controllers' write queue, which would answer reads of lines just written.
-    let r = run_builtin("rx-default", &["placement=\"memory\"", "platform.memory.write_queue_ns=0"]);
+    // Without the controllers' write queue, which would answer reads of lines just written, and
+    // without the L2 prefetcher, whose timely prefetches would count as fills from the L2.
+    let r = run_builtin(
+        "rx-default",
+        &["placement=\"memory\"", "platform.memory.write_queue_ns=0", "platform.l2.prefetcher.kind=\"none\""],
+    );
     let rx_gbs = f(&r["devices"]["nic0"]["rx_gbps"]) / 8.0;
     let written = f(&r["dram"]["write_gbps"]);
     let read = f(&r["dram"]["read_gbps"]);
@@ -492,6 +496,11 @@ fn napi_keeps_its_working_set_in_l2_under_sdci_and_socket_state_moves_between_co
             // enter the L2, not about the footprint.
             "devices.0.queues.0.ring_entries=511",
             "devices.0.queues.0.pool_buffers=1022",
+            // Enough kernel lines per sk_buff to read a 768 KiB working set within the warm-up,
+            // and no L2 prefetcher, which would fetch evicted kernel lines back from the L3
+            // ahead of use: the fills show where NAPI's lines stay.
+            "workloads.0.kernel_lines=500",
+            "platform.l2.prefetcher.kind=\"none\"",
         ];
         overrides.extend_from_slice(extra);
         run_builtin("iperf-rx", &overrides)["cores"]["0"]["dc_fills"].clone()
@@ -507,6 +516,36 @@ fn napi_keeps_its_working_set_in_l2_under_sdci_and_socket_state_moves_between_co
     assert!(f(&irq_fills(&[large])["l2"]) > 0.75);
     let mru = irq_fills(&[large, "platform.l2.injected_insertion=\"mru\""]);
     assert!(f(&mru["l2"]) < 0.1 && f(&mru["l3"]) > 0.8, "{mru}");
+}
+
+#[test]
+fn the_l2_stream_prefetcher_takes_payload_ahead_of_the_copy_from_a_peers_l2_not_from_dram() {
+    let app_fills = |tph: &str, prefetcher: &str| {
+        let overrides = [
+            "sim.warmup_us=300",
+            "sim.measure_us=300",
+            "platform=\"turin-9575f\"",
+            "offered_gbps=70.0",
+            "app_offset=1",
+            "devices.0.queues.0.ring_entries=511",
+            "devices.0.queues.0.pool_buffers=1022",
+            &format!("tph_mode=\"{tph}\""),
+            &format!("platform.l2.prefetcher.kind=\"{prefetcher}\""),
+        ];
+        let r = run_builtin("iperf-rx", &overrides);
+        (f(&r["cores"]["1"]["dc_fills"]["l2"]), f(&r["cores"]["1"]["dc_fills"]["dram"]))
+    };
+    // Without a prefetcher the copy's fills are half payload (from DRAM or the IRQ core's L2),
+    // half its own user buffer (L2).
+    let (l2_plain, _) = app_fills("iv", "none");
+    assert!((l2_plain - 0.5).abs() < 0.02, "{l2_plain}");
+    // With SDCI the payload sits in the IRQ core's L2, 20 ns away: 24 lines ahead, most
+    // prefetches arrive before the copy asks.
+    let (l2_sdci, _) = app_fills("iv", "stream");
+    assert!(l2_sdci > l2_plain + 0.1, "{l2_sdci} vs {l2_plain}");
+    // From DRAM (130 ns) the same prefetches are mostly late: the fills still count DRAM.
+    let (l2_off, dram_off) = app_fills("off", "stream");
+    assert!(l2_off < l2_plain + 0.07 && dram_off > 0.4, "{l2_off} {dram_off}");
 }
 
 #[test]

@@ -71,7 +71,7 @@ params! {
         /// IP and TCP receive and GRO, the ACK it sends (its sk_buff and head, route, qdisc, TX
         /// ring entry), per-page driver and page-pool work, per-CPU counters. Calibrated with
         /// `socket_lines` (see there).
-        kernel_lines: u32 = 500,
+        kernel_lines: u32 = 150,
         /// Bytes of that state, read in turn from one sk_buff to the next. Assumed: 256 KiB, more
         /// than an L1D holds, and within an L2 together with what else passes through it between
         /// two reads of a line (with SDCI, the injected pages).
