@@ -117,8 +117,9 @@ mod tests {
         let spec = PrefetcherSpec { kind: Name::new("stream"), degree: 2, distance: 4 };
         // Up: confirmed at 12 -> 16, 17; at 13 -> 17, 18.
         assert_eq!(run(spec.build().unwrap().as_mut(), &[10, 11, 12, 13]), vec![16, 17, 17, 18]);
-        // Down: confirmed at 48 -> 44, 43.
+        // Down: confirmed at 48 -> 44, 43; not below the 4 KiB region (lines 64..128) it runs in.
         assert_eq!(run(spec.build().unwrap().as_mut(), &[50, 49, 48]), vec![44, 43]);
+        assert!(run(spec.build().unwrap().as_mut(), &[66, 65, 64]).is_empty());
         // A stride of 3 is not a stream.
         assert!(run(spec.build().unwrap().as_mut(), &[0, 3, 6, 9]).is_empty());
     }
