@@ -381,6 +381,8 @@ pub struct Hierarchy {
     /// When each prefetched line's data arrives and where it is read from (removed at first use
     /// or useless eviction).
     prefetch_ready: FxHashMap<u64, (Time, Source)>,
+    /// The lines a prefetcher asks for on one access (kept to reuse its allocation).
+    prefetch_wanted: Vec<Line>,
     /// Physical core of each logical CPU and CCX of each core, precomputed: they are needed on
     /// every access.
     core_of_cpu: Vec<u32>,
@@ -436,6 +438,7 @@ impl Hierarchy {
                 (0..t.cores()).map(|_| platform.l2.prefetcher.build()).collect(),
             ],
             prefetch_ready: FxHashMap::default(),
+            prefetch_wanted: Vec::new(),
             core_of_cpu: (0..t.cpus()).map(|cpu| t.core_of_cpu(cpu)).collect(),
             ccx_of_core: (0..t.cores()).map(|core| t.ccx_of_core(core)).collect(),
             ddio_mask: platform.io.ddio_mask(platform.l3.ways),
@@ -661,11 +664,13 @@ impl Hierarchy {
     fn run_prefetcher(&mut self, cpu: u32, level: Level, trigger: Trigger, now: Time) {
         let core = self.core_of_cpu[cpu as usize] as usize;
         let Some(prefetcher) = self.prefetchers[level as usize][core].as_mut() else { return };
-        let mut wanted = Vec::new();
+        let mut wanted = std::mem::take(&mut self.prefetch_wanted);
         prefetcher.on_access(trigger, &mut wanted);
-        for line in wanted {
+        for &line in &wanted {
             self.prefetch(cpu, line, level, now);
         }
+        wanted.clear();
+        self.prefetch_wanted = wanted;
     }
 
     /// Prefetches a line for `cpu` into `level` (a software or hardware prefetch). Returns the
