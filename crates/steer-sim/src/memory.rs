@@ -77,8 +77,8 @@ impl Channel {
         }
     }
 
-    /// Books `service` for a request at `now`; returns how long the request waits.
-    /// Whether `line` is in the write queue, written at or before `now` and not yet drained.
+    /// Whether `line` is in the write queue, written at or before `now` and not yet drained. The
+    /// bucket count only spares the scan when no queued write can be the line.
     fn in_write_queue(&self, line: Line, now: Time, residency: Time) -> bool {
         self.queued[bucket_of(line)] > 0
             && self.write_queue.iter().any(|&(l, at)| l == line && at <= now && now < at + residency)
@@ -96,6 +96,7 @@ impl Channel {
         self.write_queue.push_back((line, now));
     }
 
+    /// Books `service` for a request at `now`; returns how long the request waits.
     fn book(&mut self, now: Time, service: Time) -> Time {
         let mut slice = now.0 / SLICE.0;
         if slice < self.first {

@@ -89,5 +89,11 @@ mod tests {
         // Node 0 from itself, its HBM (node 8), its socket's next DDR node, the other socket's.
         let distances = &nodes[0].distances;
         assert_eq!([distances[0], distances[8], distances[1], distances[4]], [10, 11, 20, 30]);
+        // Without HBM every node is a DDR node with its share (Xeon Max has as many of each kind).
+        let mut ddr_only = crate::platform::preset("turin-9575f").unwrap();
+        ddr_only.memory.nodes_per_socket = 4;
+        let nodes = super::topology(&ddr_only).nodes().to_vec();
+        assert_eq!(nodes.len(), 4);
+        assert_eq!(nodes[3].cpus, (48..64).collect::<Vec<_>>());
     }
 }
