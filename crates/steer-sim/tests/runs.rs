@@ -256,6 +256,16 @@ fn bad_input_names_the_key_and_the_position() {
     let negative = load_error(&MINIMAL.replace("consumer_cpu = 1", "consumer_cpu = 1\noffered_gbps = -5.0"), &[]);
     assert!(negative.starts_with("s.toml:10:1: devices.0.queues.0.offered_gbps: must be positive"), "{negative}");
 
+    // turin-9655 has one memory node (NPS1): node 1 is the first that does not exist.
+    let node = load_error(MINIMAL, &["devices.0.numa_node=1"]);
+    assert!(node.contains("devices.0.numa_node: node 1 does not exist (the platform has 1)"), "{node}");
+    // Queues from CPU 0 on, one CPU more than the platform has.
+    let queues = load_error(MINIMAL, &["devices.0.queues.0.consumer_cpu=0", "devices.0.queues.0.count=193"]);
+    assert!(
+        queues.contains("devices.0.queues.0.consumer_cpu: CPU 192 out of range (the platform has 192)"),
+        "{queues}"
+    );
+
     let negative_int = load_error(MINIMAL, &["seed=-3"]);
     assert!(negative_int.starts_with("--set seed: seed: invalid value"), "{negative_int}");
 
