@@ -492,20 +492,27 @@ fn sdci_shortens_the_ping_pong_by_the_memory_reads_it_saves() {
     assert!(dram_off >= 2 * messages && dram_on < messages / 2, "{dram_off} {dram_on} for {messages}");
 }
 
+/// Seed 000's one-queue iperf-rx (IRQ on CPU 0, iperf on CPU 1), briefly, with a ring that cycles
+/// within the short warm-up: for where lines come from, not for the footprint.
+fn short_one_queue_iperf(extra: &[&str]) -> Value {
+    let mut overrides = vec![
+        "sim.warmup_us=300",
+        "sim.measure_us=300",
+        "platform=\"turin-9575f\"",
+        "offered_gbps=70.0",
+        "app_offset=1",
+        "devices.0.queues.0.ring_entries=511",
+        "devices.0.queues.0.pool_buffers=1022",
+    ];
+    overrides.extend_from_slice(extra);
+    run_builtin("iperf-rx", &overrides)
+}
+
 #[test]
 fn napi_keeps_its_working_set_in_l2_under_sdci_and_socket_state_moves_between_cores() {
     let irq_fills = |extra: &[&str]| {
         let mut overrides = vec![
-            "sim.warmup_us=300",
-            "sim.measure_us=300",
-            "platform=\"turin-9575f\"",
-            "offered_gbps=70.0",
-            "app_offset=1",
             "tph_mode=\"iv\"",
-            // A ring that cycles within the short warm-up: this is about where injected lines
-            // enter the L2, not about the footprint.
-            "devices.0.queues.0.ring_entries=511",
-            "devices.0.queues.0.pool_buffers=1022",
             // Enough kernel lines per sk_buff to read a 768 KiB working set within the warm-up,
             // and no L2 prefetcher, which would fetch evicted kernel lines back from the L3
             // ahead of use: the fills show where NAPI's lines stay.
@@ -513,7 +520,7 @@ fn napi_keeps_its_working_set_in_l2_under_sdci_and_socket_state_moves_between_co
             "platform.l2.prefetcher.kind=\"none\"",
         ];
         overrides.extend_from_slice(extra);
-        run_builtin("iperf-rx", &overrides)["cores"]["0"]["dc_fills"].clone()
+        short_one_queue_iperf(&overrides)["cores"]["0"]["dc_fills"].clone()
     };
     let irq = irq_fills(&[]);
     assert!(f(&irq["l2"]) > 0.8, "{irq}");
@@ -531,18 +538,10 @@ fn napi_keeps_its_working_set_in_l2_under_sdci_and_socket_state_moves_between_co
 #[test]
 fn the_l2_stream_prefetcher_takes_payload_ahead_of_the_copy_from_a_peers_l2_not_from_dram() {
     let app_fills = |tph: &str, prefetcher: &str| {
-        let overrides = [
-            "sim.warmup_us=300",
-            "sim.measure_us=300",
-            "platform=\"turin-9575f\"",
-            "offered_gbps=70.0",
-            "app_offset=1",
-            "devices.0.queues.0.ring_entries=511",
-            "devices.0.queues.0.pool_buffers=1022",
+        let r = short_one_queue_iperf(&[
             &format!("tph_mode=\"{tph}\""),
             &format!("platform.l2.prefetcher.kind=\"{prefetcher}\""),
-        ];
-        let r = run_builtin("iperf-rx", &overrides);
+        ]);
         (f(&r["cores"]["1"]["dc_fills"]["l2"]), f(&r["cores"]["1"]["dc_fills"]["dram"]))
     };
     // Without a prefetcher the copy's fills are half payload (from DRAM or the IRQ core's L2),
