@@ -684,20 +684,11 @@ impl Hierarchy {
         let in_l2 = self.l2[core as usize].contains(line);
         let (latency, source) = match level {
             Level::L1 | Level::L2 if in_l1 || (level == Level::L2 && in_l2) => return None,
-            Level::L1 | Level::L2 => {
-                let (latency, source) = if in_l2 {
-                    (self.latency[1], Source::L2)
-                } else {
-                    let (source, dirty, latency) = self.fetch_below_l2(core, line, false, now);
-                    self.fill_l2(core, line, dirty, now);
-                    (latency, source)
-                };
-                if level == Level::L1 {
-                    self.fill_l1(core, line, false, false, now);
-                    self.l1[core as usize].mark_prefetched(line);
-                } else {
-                    self.l2[core as usize].mark_prefetched(line);
-                }
+            Level::L1 => self.prefetch_from_l2(cpu, core, line, now),
+            Level::L2 => {
+                let (source, dirty, latency) = self.fetch_below_l2(core, line, false, now);
+                self.fill_l2(core, line, dirty, now);
+                self.l2[core as usize].mark_prefetched(line);
                 (latency, source)
             }
             Level::L3 => {
@@ -714,6 +705,31 @@ impl Hierarchy {
         self.level_stats(level).prefetch.issued += 1;
         self.prefetch_ready.insert(line.0, (now + latency, source));
         Some(latency)
+    }
+
+    /// An L1D prefetch asks the L2 as a demand miss of the L1D would: it uses (and waits for) a
+    /// line the L2's prefetcher is still fetching, a miss goes below, and the L2's prefetcher
+    /// trains on it. Returns the prefetch's latency and where it reads the line from.
+    fn prefetch_from_l2(&mut self, cpu: u32, core: u32, line: Line, now: Time) -> (Time, Source) {
+        let l2 = self.l2[core as usize].access(line, false);
+        self.stats.l2.request(false, l2.hit());
+        let (latency, source) = if l2.hit() {
+            let first = self.first_use(Level::L2, l2, line, now);
+            (self.latency[1] + first.wait, first.source(Source::L2))
+        } else {
+            let (source, dirty, latency) = self.fetch_below_l2(core, line, false, now);
+            self.fill_l2(core, line, dirty, now);
+            (latency, source)
+        };
+        self.fill_l1(core, line, false, false, now);
+        self.l1[core as usize].mark_prefetched(line);
+        self.train(
+            cpu,
+            Level::L2,
+            Trigger { line, hit: l2.hit(), prefetch_hit: l2 == Lookup::Hit { prefetched: true } },
+            now,
+        );
+        (latency, source)
     }
 
     /// Finds a line missing from `core`'s private caches: own L3, a peer in the CCX, another

@@ -159,3 +159,47 @@ fn an_l2_stream_fills_from_the_own_l2_only_what_arrives_before_the_core_asks() {
     // L2 takes: the core waits for it, and the fill counts where the prefetch read it from.
     assert_eq!(read_a_peers_lines(Time::from_ns(1.0)), vec![Source::PeerL2; 12]);
 }
+
+#[test]
+fn an_l1_prefetch_of_a_line_the_l2_is_still_fetching_waits_for_it_and_reports_its_source() {
+    let spec = platform(PrefetcherSpec::default());
+    let mut h = Hierarchy::new(&spec);
+    let start = Time::from_us(1.0);
+    // A line already in the L2 is an L2 hit for an L1 prefetch.
+    h.core_access(0, Line(500), false, start);
+    // Four more lines of its L1 set (16 sets of 4 ways) push it out of the L1, not the L2.
+    for i in 1..=4 {
+        h.core_access(0, Line(500 + 16 * i), false, start);
+    }
+    let l2_hit = h.prefetch(0, Line(500), Level::L1, start).unwrap();
+    assert_eq!(l2_hit, Clock::new(spec.core.freq_ghz).cycles(spec.l2.latency_cycles));
+    // Line 9 is prefetched into the L2 from DRAM, and into the L1 10 ns later: the L1's copy
+    // arrives an L2 hit after the L2's.
+    let from_dram = h.prefetch(0, Line(9), Level::L2, start).unwrap();
+    let ten_ns = Time::from_ns(10.0);
+    let into_l1 = h.prefetch(0, Line(9), Level::L1, start + ten_ns).unwrap();
+    assert_eq!(into_l1, from_dram - ten_ns + l2_hit);
+    assert_eq!((h.stats.l2.prefetch.useful, h.stats.l2.prefetch.late), (1, 1));
+    // The core asking 10 ns later still waits, and its fill counts DRAM, where the data came from.
+    let access = h.core_access(0, Line(9), false, start + ten_ns + ten_ns);
+    assert_eq!(access.source, Source::Dram);
+    assert_eq!(h.stats.l1d.prefetch.late, 1);
+    h.check_invariants().unwrap();
+}
+
+#[test]
+fn the_l2_prefetcher_trains_on_the_l1_prefetchers_requests() {
+    // Software prefetches into the L1D of lines 0, 1, 2 miss the L2 as demand misses would:
+    // the L2's stream (degree 1, distance 4) starts on 0 and 1 and fetches 6 on 2.
+    let mut h = Hierarchy::new(&two_cores_with_an_l2_stream());
+    let mut now = Time::ZERO;
+    for line in 0..3 {
+        now += Time::from_us(1.0);
+        h.prefetch(1, Line(line), Level::L1, now);
+    }
+    assert_eq!(h.stats.l2.prefetch.issued, 1);
+    assert_eq!(h.stats.l2.misses, 3);
+    now += Time::from_us(1.0);
+    assert_eq!(h.core_access(1, Line(6), false, now).source, Source::L2);
+    assert_eq!(h.stats.l2.prefetch.useful, 1);
+}
