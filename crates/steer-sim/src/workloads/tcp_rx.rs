@@ -558,13 +558,13 @@ mod tests {
     fn sk_buffs_come_from_slabs_until_the_reserve_is_spent_the_last_freed_first() {
         let (_, napi, _) = path();
         let mut socket = napi.socket.borrow_mut();
-        let mut slab = SkbSlab { next: Line(0x500), left: 2, lines: 2, per_slab: 2 };
-        // Two slabs of two 2-line objects: 0x500, 0x502, then 0x504, 0x506; then none.
-        let taken: Vec<_> = (0..4).map(|_| slab.alloc(&mut socket)).collect();
-        assert_eq!(taken, [0x500, 0x502, 0x504, 0x506].map(|l| Some(Line(l))));
+        let mut slab = SkbSlab { next: Line(0x500), left: 2, lines: 2, per_slab: 3 };
+        // Two slabs of three 2-line objects: 0x500, 0x502, 0x504, then 0x506, 0x508, 0x50a; then none.
+        let taken: Vec<_> = (0..6).map(|_| slab.alloc(&mut socket)).collect();
+        assert_eq!(taken, [0x500, 0x502, 0x504, 0x506, 0x508, 0x50a].map(|l| Some(Line(l))));
         assert_eq!(slab.alloc(&mut socket), None);
-        socket.free_skbs.extend([Line(0x502), Line(0x506)]);
-        assert_eq!(slab.alloc(&mut socket), Some(Line(0x506)));
+        socket.free_skbs.extend([Line(0x502), Line(0x508)]);
+        assert_eq!(slab.alloc(&mut socket), Some(Line(0x508)));
     }
 
     #[test]
