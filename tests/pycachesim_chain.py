@@ -14,7 +14,12 @@ PYCACHESIM_LIKE = [
     f"{level}.{key}={value}"
     for level in LEVELS
     for key, value in (("replacement", "lru"), ("write_hit_updates_recency", "false"))
-] + ["l2.relation=non_inclusive", "l3.relation=non_inclusive", 'l2.prefetcher.kind="none"']
+] + [
+    "l2.relation=non_inclusive",
+    "l3.relation=non_inclusive",
+    'l1d.prefetcher.kind="none"',
+    'l2.prefetcher.kind="none"',
+]
 
 
 def build_chain(geometry: dict[str, tuple[int, int]]):

@@ -538,9 +538,13 @@ fn napi_keeps_its_working_set_in_l2_under_sdci_and_socket_state_moves_between_co
 #[test]
 fn the_l2_stream_prefetcher_takes_payload_ahead_of_the_copy_from_a_peers_l2_not_from_dram() {
     let app_fills = |tph: &str, prefetcher: &str| {
+        // The L1D's prefetcher off and the L2's distance fixed: this is about the L2's timing,
+        // not the calibrated values.
         let r = short_one_queue_iperf(&[
             &format!("tph_mode=\"{tph}\""),
             &format!("platform.l2.prefetcher.kind=\"{prefetcher}\""),
+            "platform.l2.prefetcher.distance=24",
+            "platform.l1d.prefetcher.kind=\"none\"",
         ]);
         (f(&r["cores"]["1"]["dc_fills"]["l2"]), f(&r["cores"]["1"]["dc_fills"]["dram"]))
     };
