@@ -203,3 +203,17 @@ fn the_l2_prefetcher_trains_on_the_l1_prefetchers_requests() {
     assert_eq!(h.core_access(1, Line(6), false, now).source, Source::L2);
     assert_eq!(h.stats.l2.prefetch.useful, 1);
 }
+
+#[test]
+fn an_l1_prefetch_using_a_line_the_l2_prefetched_keeps_the_l2_prefetcher_going() {
+    // The L2's next_line prefetcher fetches the line after each miss and after each first use of
+    // a line it prefetched. L1 prefetches of 0 (a miss: 1 follows) and of 1 (the first use of
+    // prefetched 1: 2 follows) drive it as the L1D's own misses would.
+    let mut spec = platform(PrefetcherSpec::default());
+    spec.l2.prefetcher = PrefetcherSpec { kind: "next_line".into(), degree: 1, distance: 1 };
+    let mut h = Hierarchy::new(&spec);
+    h.prefetch(0, Line(0), Level::L1, Time::from_us(1.0));
+    h.prefetch(0, Line(1), Level::L1, Time::from_us(2.0));
+    assert_eq!(h.stats.l2.prefetch.issued, 2);
+    assert_eq!(h.core_access(0, Line(2), false, Time::from_us(3.0)).source, Source::L2);
+}
