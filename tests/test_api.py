@@ -45,7 +45,9 @@ def test_typed_views(result):
     assert core.role == "rx_loop" and core["workload"]["packets"] == core.workload.packets > 0
     assert result.fills[1] == result["cores"]["1"]["fills"]
     assert set(result.fills[1]) == set(FILL_SOURCES)
-    assert result.fills[1]["l2"] > 0.9
+    # Injected into the L2: the loop's reads are served there, or from the L1D where its
+    # prefetcher brought the line first.
+    assert result.fills[1]["l2"] + result.fills[1]["l1"] > 0.99 and result.fills[1]["l2"] > 0.8
     nic = result.devices["nic0"]
     assert nic.placement == "l2" and nic.rx_gbps == pytest.approx(40.0, rel=0.05) and nic.latency_ns is None
     assert result.sim.measured_ns == 100_000

@@ -256,8 +256,8 @@ def dram_bars(runs: Any, by: str | None = None):
 def role_fills(row, counters: str = "fills") -> dict[str, dict[str, float]]:
     """Per core role, the fraction of accesses by source, pooled over the role's cores.
 
-    With ``fill_counts`` in the result, cores are pooled by their counts (a busy core weighs
-    more); otherwise their fractions are averaged.
+    With ``fill_counts`` (``dc_fill_counts`` for ``dc_fills``) in the result, cores are pooled by
+    their counts (a busy core weighs more); otherwise their fractions are averaged.
     """
     cpus = sorted({m.group(1) for c in row.index if (m := re.fullmatch(r"cores\.([^.]+)\.role", c))})
     pooled: dict[str, dict[str, float]] = {}
@@ -267,12 +267,10 @@ def role_fills(row, counters: str = "fills") -> dict[str, dict[str, float]]:
             continue
         prefix = f"cores.{cpu}.{counters}."
         fractions = {c[len(prefix) :]: row[c] for c in row.index if c.startswith(prefix) and is_number(row[c])}
-        counts_prefix = f"cores.{cpu}.fill_counts."
+        counts_prefix = f"cores.{cpu}.{'dc_fill_counts' if counters == 'dc_fills' else 'fill_counts'}."
         counts = {
             c[len(counts_prefix) :]: row[c] for c in row.index if c.startswith(counts_prefix) and is_number(row[c])
         }
-        if counters == "dc_fills":
-            counts.pop("l1", None)
         weights = counts if counts and set(fractions) <= set(counts) else fractions
         totals = pooled.setdefault(role, {})
         for source in fractions:

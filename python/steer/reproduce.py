@@ -195,14 +195,14 @@ FILL_SOURCES = (("memory", ("dram",)), ("local-l2", ("l2",)), ("other-cache", ("
 
 
 def role_fills(result: dict, role: str) -> dict[str, float]:
-    """DC-fill fractions (L1 hits excluded) by AMD's source categories, for cores running `role`
-    (`combined`: every core of the path), from the summed fill counts."""
+    """DC-fill fractions (L1D fills, demand and prefetch) by AMD's source categories, for cores
+    running `role` (`combined`: every core of the path), from the summed fill counts."""
     counts: dict[str, int] = {}
     for core in result["cores"].values():
         if role == "combined" or role in core["role"].split("+"):
-            for source, count in core["fill_counts"].items():
+            for source, count in core["dc_fill_counts"].items():
                 counts[source] = counts.get(source, 0) + count
-    total = sum(count for source, count in counts.items() if source != "l1") or 1
+    total = sum(counts.values()) or 1
     return {name: 100 * sum(counts.get(s, 0) for s in sources) / total for name, sources in FILL_SOURCES}
 
 

@@ -358,8 +358,10 @@ stat!(CYCLES, "cycles", "cycles", "core cycles spent working for this program");
 stat!(FILLS, "fills", "fraction", "fraction of the CPU's demand accesses satisfied at each source (l1 = hit)");
 stat!(DC_FILLS, "dc_fills", "fraction", "fraction of the CPU's L1D fills by source, as AMD's DC-fill counters");
 stat!(FILL_COUNTS, "fill_counts", "accesses", "the CPU's demand accesses by where they were satisfied");
+stat!(DC_FILL_COUNTS, "dc_fill_counts", "fills", "the CPU's L1D fills (demand and prefetch) by source");
 stat!(FILL_SOURCE, "source", "fraction", "share of the accesses satisfied at this source");
 stat!(FILL_COUNT, "source", "accesses", "accesses satisfied at this source");
+stat!(DC_FILL_COUNT, "source", "fills", "L1D fills from this source");
 
 /// A program the CPU hosts, its state and its activity.
 struct Hosted {
@@ -568,14 +570,20 @@ impl Agent for Cpu {
     fn report(&self, out: &mut Report, view: &ReportView) {
         let cpu = self.timer.cpu;
         let counts = &view.shared.hierarchy.stats.fills[cpu as usize];
+        let dc_counts = &view.shared.hierarchy.stats.dc_fills[cpu as usize];
         out.section("cores", |cores| {
             cores.section(&cpu.to_string(), |core| {
                 core.put(&ROLE, self.role());
                 core.section(FILLS.key, |r| fractions(r, counts, false));
-                core.section(DC_FILLS.key, |r| fractions(r, counts, true));
+                core.section(DC_FILLS.key, |r| fractions(r, dc_counts, true));
                 core.section(FILL_COUNTS.key, |r| {
                     for source in Source::ALL {
                         r.put_named(source.name(), &FILL_COUNT, counts[source as usize]);
+                    }
+                });
+                core.section(DC_FILL_COUNTS.key, |r| {
+                    for source in Source::ALL.iter().filter(|&&s| s != Source::L1) {
+                        r.put_named(source.name(), &DC_FILL_COUNT, dc_counts[*source as usize]);
                     }
                 });
                 for (i, hosted) in self.hosted.iter().enumerate() {

@@ -248,6 +248,10 @@ pub struct HierarchyStats {
     /// Demand accesses per logical CPU by source, indexed like `Source::ALL`.
     #[serde(skip)]
     pub fills: Vec<[u64; 6]>,
+    /// L1D fills per logical CPU by source, a demand miss's or an L1D prefetch's (a demand that
+    /// finds a prefetched line fills nothing more), as a core's "any data cache fills" counters.
+    #[serde(skip)]
+    pub dc_fills: Vec<[u64; 6]>,
     pub dma_lines_to_memory: u64,
     pub dma_lines_to_cache: u64,
     pub dma_reads_from_cache: u64,
@@ -444,7 +448,11 @@ impl Hierarchy {
             ddio_mask: platform.io.ddio_mask(platform.l3.ways),
             inclusive_mask: platform.io.inclusive_mask(),
             partial_write_rfo: platform.io.partial_write_rfo,
-            stats: HierarchyStats { fills: vec![[0; 6]; t.cpus() as usize], ..Default::default() },
+            stats: HierarchyStats {
+                fills: vec![[0; 6]; t.cpus() as usize],
+                dc_fills: vec![[0; 6]; t.cpus() as usize],
+                ..Default::default()
+            },
             topology: t,
         }
     }
@@ -465,6 +473,7 @@ impl Hierarchy {
         let devices = self.stats.devices.len();
         self.stats = HierarchyStats {
             fills: vec![[0; 6]; cpus],
+            dc_fills: vec![[0; 6]; cpus],
             devices: vec![DeviceTraffic::default(); devices],
             ..Default::default()
         };
@@ -577,7 +586,9 @@ impl Hierarchy {
             }
             (first.source(Source::L1), self.latency[0] + first.wait)
         } else {
-            self.serve_l1_miss(cpu, core, line, write, now)
+            let (source, latency) = self.serve_l1_miss(cpu, core, line, write, now);
+            self.stats.dc_fills[cpu as usize][source as usize] += 1;
+            (source, latency)
         };
         self.train(
             cpu,
@@ -723,6 +734,7 @@ impl Hierarchy {
         };
         self.fill_l1(core, line, false, false, now);
         self.l1[core as usize].mark_prefetched(line);
+        self.stats.dc_fills[cpu as usize][source as usize] += 1;
         self.train(
             cpu,
             Level::L2,

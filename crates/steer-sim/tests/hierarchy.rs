@@ -202,6 +202,7 @@ fn asking_the_caches_keeping_a_directory_and_switching_to_one_agree() {
                 (&hierarchies[0].stats.l1d, &hierarchies[0].stats.l2, &hierarchies[0].stats.l3)
             );
             assert_eq!(h.stats.fills, hierarchies[0].stats.fills);
+            assert_eq!(h.stats.dc_fills, hierarchies[0].stats.dc_fills);
             h.check_invariants().unwrap();
         }
     }

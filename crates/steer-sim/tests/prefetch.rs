@@ -48,6 +48,12 @@ fn a_stride_prefetcher_turns_demand_misses_into_prefetch_hits() {
     assert_eq!(stats.prefetch.issued, 5);
     assert_eq!(stats.prefetch.useful, 4);
     assert_eq!(stats.prefetch.late, 0);
+    // The L1D was filled 8 times, all from DRAM: 3 demand misses and 5 prefetches (the 4 demand
+    // accesses that found a prefetched line filled nothing), as a core's DC-fill counters count.
+    let dram = Source::Dram as usize;
+    assert_eq!(h.stats.dc_fills[0][dram], 8);
+    assert_eq!(h.stats.dc_fills[0].iter().sum::<u64>(), 8);
+    assert_eq!(h.stats.fills[0][Source::L1 as usize], 4);
     h.check_invariants().unwrap();
 }
 
@@ -65,6 +71,8 @@ fn a_prefetch_used_before_its_data_arrives_is_late_and_waits() {
     assert_eq!(access.source, Source::Dram);
     assert_eq!(h.stats.l1d.prefetch.late, 1);
     assert!(access.latency >= Time::from_ns(90.0), "waited only {}", access.latency);
+    // 3 demand misses and 2 prefetches (9 and 12) filled the L1D; the late use of 9 filled nothing.
+    assert_eq!(h.stats.dc_fills[0][Source::Dram as usize], 5);
     // Without a prefetcher the same line is a plain DRAM miss.
     let mut plain = Hierarchy::new(&platform(PrefetcherSpec::default()));
     assert_eq!(strided_walk(&mut plain, Time::from_us(1.0)), vec![Source::Dram; 7]);

@@ -66,12 +66,12 @@ params! {
         /// what the application's side sends (window updates) and NAPI then completes. Calibrated
         /// with `kernel_lines` by `steer fit fits/iperf-rx-kernel.toml` on seed 000's one-queue
         /// DC-fill rows.
-        socket_lines: u32 = 64,
+        socket_lines: u32 = 48,
         /// Lines of the IRQ CPU's own kernel state NAPI reads per sk_buff besides those above:
         /// IP and TCP receive and GRO, the ACK it sends (its sk_buff and head, route, qdisc, TX
         /// ring entry), per-page driver and page-pool work, per-CPU counters. Calibrated with
         /// `socket_lines` (see there).
-        kernel_lines: u32 = 350,
+        kernel_lines: u32 = 250,
         /// Bytes of that state, read in turn from one sk_buff to the next. Assumed: 256 KiB, more
         /// than an L1D holds, and within an L2 together with what else passes through it between
         /// two reads of a line (with SDCI, the injected pages).
