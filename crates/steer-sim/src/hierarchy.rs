@@ -586,9 +586,7 @@ impl Hierarchy {
             }
             (first.source(Source::L1), self.latency[0] + first.wait)
         } else {
-            let (source, latency) = self.serve_l1_miss(cpu, core, line, write, now);
-            self.stats.dc_fills[cpu as usize][source as usize] += 1;
-            (source, latency)
+            self.serve_l1_miss(cpu, core, line, write, now)
         };
         self.train(
             cpu,
@@ -600,7 +598,8 @@ impl Hierarchy {
         Access { source, latency }
     }
 
-    /// The part of `core_access` after an L1 miss (kept out of line: most accesses hit the L1).
+    /// The part of `core_access` after an L1 miss (kept out of line: most accesses hit the L1),
+    /// and an L1D prefetch's request: fills the L1D, counted by source as a DC fill.
     #[inline(never)]
     fn serve_l1_miss(&mut self, cpu: u32, core: u32, line: Line, write: bool, now: Time) -> (Source, Time) {
         let l2 = self.l2[core as usize].access(line, false);
@@ -621,6 +620,7 @@ impl Hierarchy {
             self.l2[core as usize].set_exclusive(line, true);
         }
         self.fill_l1(core, line, write, write, now);
+        self.stats.dc_fills[cpu as usize][source as usize] += 1;
         self.train(
             cpu,
             Level::L2,
@@ -695,7 +695,13 @@ impl Hierarchy {
         let in_l2 = self.l2[core as usize].contains(line);
         let (latency, source) = match level {
             Level::L1 | Level::L2 if in_l1 || (level == Level::L2 && in_l2) => return None,
-            Level::L1 => self.prefetch_from_l2(cpu, core, line, now),
+            // The L1D's prefetch asks the L2 as its demand miss would: it waits for a line the
+            // L2's prefetcher is still fetching, and trains that prefetcher.
+            Level::L1 => {
+                let (source, latency) = self.serve_l1_miss(cpu, core, line, false, now);
+                self.l1[core as usize].mark_prefetched(line);
+                (latency, source)
+            }
             Level::L2 => {
                 let (source, dirty, latency) = self.fetch_below_l2(core, line, false, now);
                 self.fill_l2(core, line, dirty, now);
@@ -716,32 +722,6 @@ impl Hierarchy {
         self.level_stats(level).prefetch.issued += 1;
         self.prefetch_ready.insert(line.0, (now + latency, source));
         Some(latency)
-    }
-
-    /// An L1D prefetch asks the L2 as a demand miss of the L1D would: it uses (and waits for) a
-    /// line the L2's prefetcher is still fetching, a miss goes below, and the L2's prefetcher
-    /// trains on it. Returns the prefetch's latency and where it reads the line from.
-    fn prefetch_from_l2(&mut self, cpu: u32, core: u32, line: Line, now: Time) -> (Time, Source) {
-        let l2 = self.l2[core as usize].access(line, false);
-        self.stats.l2.request(false, l2.hit());
-        let (latency, source) = if l2.hit() {
-            let first = self.first_use(Level::L2, l2, line, now);
-            (self.latency[1] + first.wait, first.source(Source::L2))
-        } else {
-            let (source, dirty, latency) = self.fetch_below_l2(core, line, false, now);
-            self.fill_l2(core, line, dirty, now);
-            (latency, source)
-        };
-        self.fill_l1(core, line, false, false, now);
-        self.l1[core as usize].mark_prefetched(line);
-        self.stats.dc_fills[cpu as usize][source as usize] += 1;
-        self.train(
-            cpu,
-            Level::L2,
-            Trigger { line, hit: l2.hit(), prefetch_hit: l2 == Lookup::Hit { prefetched: true } },
-            now,
-        );
-        (latency, source)
     }
 
     /// Finds a line missing from `core`'s private caches: own L3, a peer in the CCX, another
