@@ -499,3 +499,18 @@ impl Agent for QueryAgent {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_query_is_an_agent_named_query_in_stall_reports() {
+        let platform = crate::platform::preset("xeon-max-9468").unwrap();
+        let mut b = Builder::new(&platform, 1);
+        QdpSpec { column_b: ColumnB::Ddr, ..QdpSpec::default() }.build(&mut b);
+        let (agents, _, _) = b.into_parts();
+        let names: Vec<String> = agents.iter().map(|(a, _)| a.name()).collect();
+        assert!(names.iter().any(|n| n == "query"), "{names:?}");
+    }
+}
