@@ -617,7 +617,7 @@ impl Cpu {
     }
 }
 
-/// Fractions of `counts` by source (`skip_l1`: of L1 misses only).
+/// Fractions of `counts` by source (`skip_l1`: without an `l1` entry, as for L1D fills).
 fn fractions(out: &mut Report, counts: &[u64; 6], skip_l1: bool) {
     let counted = |source: &Source| !(skip_l1 && *source == Source::L1);
     let total: u64 = Source::ALL.iter().filter(|s| counted(s)).map(|s| counts[*s as usize]).sum();

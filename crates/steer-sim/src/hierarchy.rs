@@ -263,6 +263,18 @@ pub struct HierarchyStats {
     pub line_ops: u64,
 }
 
+impl HierarchyStats {
+    /// All counters at zero, with a row per logical CPU and per device.
+    fn zeroed(cpus: usize, devices: usize) -> HierarchyStats {
+        HierarchyStats {
+            fills: vec![[0; 6]; cpus],
+            dc_fills: vec![[0; 6]; cpus],
+            devices: vec![DeviceTraffic::default(); devices],
+            ..Default::default()
+        }
+    }
+}
+
 /// A cache array allocated when it is first filled: a platform has far more cores than a
 /// scenario uses, and a cache never filled answers every lookup with a miss.
 struct LazyCache {
@@ -448,11 +460,7 @@ impl Hierarchy {
             ddio_mask: platform.io.ddio_mask(platform.l3.ways),
             inclusive_mask: platform.io.inclusive_mask(),
             partial_write_rfo: platform.io.partial_write_rfo,
-            stats: HierarchyStats {
-                fills: vec![[0; 6]; t.cpus() as usize],
-                dc_fills: vec![[0; 6]; t.cpus() as usize],
-                ..Default::default()
-            },
+            stats: HierarchyStats::zeroed(t.cpus() as usize, 0),
             topology: t,
         }
     }
@@ -469,14 +477,7 @@ impl Hierarchy {
     }
 
     pub fn reset_stats(&mut self) {
-        let cpus = self.stats.fills.len();
-        let devices = self.stats.devices.len();
-        self.stats = HierarchyStats {
-            fills: vec![[0; 6]; cpus],
-            dc_fills: vec![[0; 6]; cpus],
-            devices: vec![DeviceTraffic::default(); devices],
-            ..Default::default()
-        };
+        self.stats = HierarchyStats::zeroed(self.stats.fills.len(), self.stats.devices.len());
         self.memory.reset_stats();
     }
 
