@@ -84,13 +84,30 @@ placement = ["memory"]
     assert len(tasks) == 2
     again = sweeps.plan(sweeps.load_sweep(tmp_path / "sweep.toml"))
     assert [t.run_id for t in tasks] == [t.run_id for t in again]
-    # The id is the hash of the resolved scenario and the version: the default placement is the same run.
+    # The id is the hash of the resolved scenario and the build: the default placement is the same run.
     plain = sweeps.plan(
         sweeps.sweep_from_dict({"scenario": "rx-default", "set": sweep.sets, "grid": {"offered_gbps": [10.0]}})
     )
     assert plain[0].run_id == tasks[0].run_id
     assert steer.store.run_id(tasks[0].resolved) == tasks[0].run_id
-    assert steer.store.run_id(tasks[0].resolved, version="0.0.0") != tasks[0].run_id
+    assert steer.store.run_id(tasks[0].resolved, build="0.0.0") != tasks[0].run_id
+
+
+def test_a_rebuilt_core_gives_new_run_ids(tmp_path, monkeypatch):
+    # A resumed sweep or fit must not reuse results of a model changed under the same version.
+    core = tmp_path / "core.so"
+    core.write_bytes(b"one build")
+    monkeypatch.setattr(steer.store._core, "__file__", str(core))
+    try:
+        steer.store.build_identity.cache_clear()
+        first = steer.store.run_id("[sim]\n")
+        assert steer.store.build_identity().startswith(f"{steer.__version__}+")
+        core.write_bytes(b"another build")
+        steer.store.build_identity.cache_clear()
+        assert steer.store.run_id("[sim]\n") != first
+    finally:
+        monkeypatch.undo()
+        steer.store.build_identity.cache_clear()
 
 
 @pytest.mark.parametrize(

@@ -8,13 +8,15 @@ Layout::
 
 Every file is written to a temporary file beside it and renamed into place, so a reader (or a
 sweep resumed after the previous one was killed) sees whole records or none. The run id is a
-hash of the resolved scenario and the steer version: the same point run by the same steer has
-the same id, which is how a resumed sweep knows what is already done.
+hash of the resolved scenario and of the steer that runs it (its version and a digest of its
+compiled core): the same point run by the same build has the same id, which is how a resumed
+sweep knows what is already done, and a rebuilt model never reuses results of the one before.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib
 import json
@@ -22,7 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from steer import output
+from steer import _core, output
 from steer._core import ScenarioError, __version__
 from steer.result import flatten
 
@@ -44,9 +46,18 @@ def require(module: str, purpose: str):
         raise ScenarioError(f"{purpose} needs {module}: pip install 'steer[{extra}]'") from None
 
 
-def run_id(resolved_toml: str, version: str = __version__) -> str:
-    """The id of a run: a hash of the resolved scenario and the steer version that runs it."""
-    digest = hashlib.sha256(f"{resolved_toml}\nsteer {version}\n".encode()).hexdigest()
+@functools.cache
+def build_identity() -> str:
+    """The steer version and a digest of its compiled core: what a result depends on besides
+    its scenario. A model changed and rebuilt under the same version gets a new identity."""
+    core = hashlib.sha256(Path(_core.__file__).read_bytes()).hexdigest()
+    return f"{__version__}+{core[:12]}"
+
+
+def run_id(resolved_toml: str, build: str | None = None) -> str:
+    """The id of a run: a hash of the resolved scenario and the build that runs it."""
+    build = build_identity() if build is None else build
+    digest = hashlib.sha256(f"{resolved_toml}\nsteer {build}\n".encode()).hexdigest()
     return digest[:16]
 
 
