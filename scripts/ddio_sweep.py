@@ -1,14 +1,18 @@
 """DDIO hit rates and DRAM traffic of ddio-l2fwd over packet sizes and ring sizes (docs/ddio.md).
 
 Prints: packet bytes, RX descriptors, DMA write hit rate, DMA read hit rate, DRAM read and write GB/s.
+Arguments are further KEY=VALUE settings applied to every point (e.g. platform.l3.clean_victims=false).
 """
+
+import sys
 
 import steer
 
 for packet in (64, 512, 1024, 1500):
     for ring in (256, 1024, 4096):
         result = steer.run(
-            "ddio-l2fwd", [f"packet_bytes={packet}", f"rx_ring={ring}", "sim.measure_us=1000", "sim.warmup_us=3000"]
+            "ddio-l2fwd",
+            [f"packet_bytes={packet}", f"rx_ring={ring}", "sim.measure_us=1000", "sim.warmup_us=3000", *sys.argv[1:]],
         )
         nic = result["devices"]["nic0"]
         rates = (

@@ -376,6 +376,8 @@ pub struct Hierarchy {
     l3_relation: Relation,
     /// `l3.keeps_shared`.
     l3_keeps_shared: bool,
+    /// `l3.clean_victims`.
+    l3_clean_victims: bool,
     /// Where a line injected into an L2 enters its replacement order.
     l2_injected_insertion: InjectedInsertion,
     latency: [Time; 5],
@@ -430,6 +432,7 @@ impl Hierarchy {
             l2_relation: platform.l2.relation,
             l3_relation: platform.l3.relation,
             l3_keeps_shared: platform.l3.keeps_shared && platform.l3.relation == Relation::Exclusive,
+            l3_clean_victims: platform.l3.clean_victims,
             l2_injected_insertion: platform.l2.injected_insertion,
             latency: [
                 clock.cycles(platform.l1d.latency_cycles),
@@ -904,7 +907,7 @@ impl Hierarchy {
                     if dirty {
                         l3.mark_dirty(victim.line);
                     }
-                } else {
+                } else if dirty || self.l3_clean_victims {
                     self.l3_install(ccx, victim.line, dirty, now);
                 }
             }

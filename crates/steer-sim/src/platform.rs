@@ -96,6 +96,9 @@ params! {
         /// For an exclusive L3: whether it keeps a copy of a line one core of its CCX reads from
         /// another's private caches (Skylake-SP's non-inclusive LLC keeps lines two cores share).
         keeps_shared: bool = false,
+        /// For an exclusive L3: whether a clean line an L2 evicts is installed (true) or dropped
+        /// (false: only dirty victims are written into the L3).
+        clean_victims: bool = true,
     }
 }
 

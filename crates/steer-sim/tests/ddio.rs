@@ -193,3 +193,24 @@ fn a_line_only_another_llc_holds_is_not_one_cores_used_and_takes_a_ddio_way() {
     assert_eq!([128, 192].map(|l| h.in_l3(1, Line(l))), [false, true]);
     h.check_invariants().unwrap();
 }
+
+#[test]
+fn an_llc_that_drops_clean_victims_keeps_only_the_dirty_lines_an_l2_evicts() {
+    for clean_victims in [true, false] {
+        let (mut h, _) = with_nic(&PlatformSpec { l3: CacheSpec { clean_victims, ..lru().l3 }, ..lru() });
+        // The L2 has 16 sets of 4 ways: lines 0, 16, 32, .. share set 0. Line 0 is read (clean),
+        // line 16 written (dirty); six more lines of the set push both out of the L2 (the L1's
+        // write-back of line 16 refreshes it in the L2 once).
+        h.core_access(0, Line(0), false, Time::ZERO);
+        h.core_access(0, Line(16), true, Time::ZERO);
+        for line in [32, 48, 64, 80, 96, 112] {
+            h.core_access(0, Line(line), false, Time::ZERO);
+        }
+        assert!(!h.in_l2(0, Line(0)) && !h.in_l2(0, Line(16)));
+        assert!(h.in_l3(0, Line(16)), "a dirty victim is always installed");
+        assert_eq!(h.in_l3(0, Line(0)), clean_victims, "clean_victims = {clean_victims}");
+        let again = h.core_access(0, Line(0), false, Time::ZERO).source;
+        assert_eq!(again, if clean_victims { Source::L3 } else { Source::Dram });
+        h.check_invariants().unwrap();
+    }
+}
