@@ -129,6 +129,29 @@ fn dependent_loads_serialise_and_independent_ones_overlap() {
     assert_eq!(h.stats.l1d.prefetch.useful, 1);
 }
 
+#[test]
+fn a_software_prefetch_into_the_l1d_holds_a_miss_slot_and_one_into_the_l2_does_not() {
+    let spec = platform(PrefetcherSpec::default());
+    let clock = Clock::new(spec.core.freq_ghz);
+    // One miss slot: a load of another DRAM line after a prefetch of line 77.
+    let load_after_prefetch = |level: Option<Level>| {
+        let mut h = Hierarchy::new(&spec);
+        let mut timer = CoreTimer::new(0, clock, 1.0, 1);
+        if let Some(level) = level {
+            timer.prefetch(&mut h, Line(77), level);
+        }
+        timer.issue(&mut h, Line(5000), false)
+    };
+    let alone = load_after_prefetch(None);
+    assert!(alone > Time::from_ns(50.0), "a DRAM load took {alone}");
+    // The L1D prefetch waits for its data in the one slot: the load starts after it.
+    let after_l1 = load_after_prefetch(Some(Level::L1));
+    assert!(after_l1.as_ns() > 1.5 * alone.as_ns(), "after an L1D prefetch: {after_l1}, alone {alone}");
+    // A prefetch into the L2 queues there: the load only pays the prefetch's issue.
+    let after_l2 = load_after_prefetch(Some(Level::L2));
+    assert!(after_l2 < alone + Time::from_ns(5.0), "after an L2 prefetch: {after_l2}, alone {alone}");
+}
+
 /// Two cores of one CCX, the second core's L2 with a `stream` prefetcher of degree 1, distance 4.
 fn two_cores_with_an_l2_stream() -> PlatformSpec {
     let mut platform = platform(PrefetcherSpec::default());
