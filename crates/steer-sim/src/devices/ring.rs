@@ -221,9 +221,12 @@ impl RxRing {
         }
     }
 
-    /// Posts free buffers to empty descriptors, in the pool's recycle order.
+    /// Posts free buffers to empty descriptors, in the pool's recycle order. A descriptor the
+    /// device has written stays in use until the consumer takes its completion: the driver
+    /// refills a slot only once it has processed it, so a full ring of unprocessed packets
+    /// leaves no descriptor to post to, however many buffers are free.
     pub fn refill(&mut self) {
-        while self.posted.len() < self.shape.entries as usize {
+        while self.posted.len() + self.completions.len() < self.shape.entries as usize {
             let next = match self.shape.recycle {
                 Recycle::Fifo => self.free.pop_front(),
                 Recycle::Lifo => self.free.pop_back(),
@@ -390,13 +393,31 @@ mod tests {
         for buffer in [0, 1, 2] {
             let c = completion(&r, buffer, 64);
             r.complete(c);
+            r.take();
         }
-        // Three completions written in a ring of two: slot 1 next.
+        // Three completions written (and processed) in a ring of two: slot 1 next.
         assert_eq!(r.next_completion_entry(), Addr(0x3010));
         r.accept(64, true);
         r.refill();
         // One descriptor emptied and refilled from the free list.
         assert_eq!(r.next_descriptor_addr(), Addr(0x1010));
+    }
+
+    #[test]
+    fn a_ring_full_of_unprocessed_packets_posts_nothing_however_many_buffers_are_free() {
+        let mut r = ring(2, 8, Recycle::Lifo);
+        for _ in 0..2 {
+            let buffer = r.accept(64, true).unwrap();
+            let c = completion(&r, buffer, 64);
+            r.complete(c);
+        }
+        r.refill();
+        assert_eq!(r.accept(64, true), None, "both descriptors hold packets not yet processed");
+        let taken = r.take().unwrap();
+        r.finish(&taken);
+        r.refill();
+        assert_eq!(r.accept(64, true), Some(7), "the processed slot is posted again, with the last freed buffer");
+        assert_eq!(r.accept(64, true), None);
     }
 
     #[test]
