@@ -1,6 +1,6 @@
 //! Shared pieces of unit tests: a tiny platform with round latencies, and rings to feed programs.
 
-use crate::devices::ring::{Completion, Recycle, RingId, RingMemory, RingShape, RxRing};
+use crate::devices::ring::{Completion, Recycle, RingId, RingMemory, RingShape, RingSignals, RxRing};
 use crate::engine::{Harness, Signal};
 use crate::platform::{CacheSpec, CoreSpec, MemorySpec, PlatformSpec, Relation, TopologySpec};
 use crate::system::Shared;
@@ -33,7 +33,9 @@ pub fn tiny_platform() -> PlatformSpec {
 /// Signals of the ring `ring_harness` makes: completions ready, and the device's doorbell.
 pub const READY: Signal = Signal(0);
 pub const DOORBELL: Signal = Signal(1);
-/// Further signals a test may use.
+/// The ring's TX room signal.
+pub const SENT: Signal = Signal(5);
+/// Signals in all; 2 to 4 are free for a test's own use.
 pub const SIGNALS: u32 = 6;
 
 /// A harness on the tiny platform with one ring of `entries` descriptors and `pool` buffers of
@@ -41,14 +43,20 @@ pub const SIGNALS: u32 = 6;
 /// 0x1000 (16 B each), TX descriptor ring at 0x2000, completion ring at 0x3000 (16 B entries).
 pub fn ring_harness(entries: u32, pool: u32, recycle: Recycle) -> (Harness, RingId) {
     let mut shared = Shared::new(&tiny_platform());
-    let shape = RingShape { entries, descriptor_bytes: 16, completion_bytes: 16, recycle, consumer_cpu: 0 };
+    let shape =
+        RingShape { entries, descriptor_bytes: 16, completion_bytes: 16, recycle, consumer_cpu: 0, tx_entries: 0 };
     let memory = RingMemory {
         buffers: (0..pool as u64).map(|i| Addr(0x10_0000 + i * 4096)).collect(),
         descriptor_ring: Addr(0x1000),
         tx_descriptor_ring: Addr(0x2000),
         completion_ring: Addr(0x3000),
     };
-    shared.rings.push(RxRing::new("nic0 queue 0".into(), shape, memory, READY, DOORBELL));
+    shared.rings.push(RxRing::new(
+        "nic0 queue 0".into(),
+        shape,
+        memory,
+        RingSignals { ready: READY, doorbell: DOORBELL, sent: SENT },
+    ));
     (Harness::new(shared, SIGNALS), RingId(0))
 }
 

@@ -16,6 +16,7 @@ use crate::system::Builder;
 
 pub mod copy_policy;
 pub mod offload;
+pub mod pcie;
 pub mod placement;
 pub mod ring;
 pub mod tph;

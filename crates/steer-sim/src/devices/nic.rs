@@ -2,11 +2,13 @@
 //! closed queue, when the host's program asks for the peer's next message), are DMA-written
 //! (header line, payload lines, one completion entry) wherever the placement policy says, and are
 //! dropped when no descriptor is posted. A queue's TX engine DMA-reads packets the host posts for
-//! transmission, one at a time at the link's rate. With PCIe TPH (`tph`), the driver steers each
+//! transmission, one at a time at the link's rate. Both directions cross the device's PCIe link
+//! (`pcie`), which may hold them back or, for received packets, drop them. With PCIe TPH (`tph`), the driver steers each
 //! queue's writes to the first CPU of its IRQ's affinity, and an affinity change restarts the queue.
 
+use crate::devices::pcie::{PcieLink, PcieSpec};
 use crate::devices::placement::{self, DmaKind, DmaWrite, PlacementPolicy, PlacementSpec};
-use crate::devices::ring::{Completion, Recycle, RingId, RingMemory, RingShape, RxRing};
+use crate::devices::ring::{Completion, Recycle, RingId, RingMemory, RingShape, RingSignals, RxRing};
 use crate::devices::tph::{NicTph, NicTphSpec, StMap};
 use crate::devices::DeviceSpec;
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
@@ -58,6 +60,9 @@ params! {
         buffer_stride_bytes: u32 = 0,
         /// Which free buffer refills a descriptor.
         recycle: Recycle = Recycle::Fifo,
+        /// Packets the host may have posted for TX and the NIC not yet read: TX descriptors plus
+        /// any software queue in front of them; a forwarder waits for room (0: no limit).
+        tx_entries: u32 = 0,
     }
 }
 
@@ -76,6 +81,8 @@ params! {
         placement: PlacementSpec = PlacementSpec::default(),
         /// RX queues.
         queues: Vec<QueueSpec> = vec![QueueSpec::default()],
+        /// The PCIe link to the root complex (not modelled by default).
+        pcie: PcieSpec = PcieSpec::default(),
         /// PCIe TPH: the device's capability, the driver's ST mode, which writes carry hints, IRQ
         /// affinity changes. Hints steer writes under `placement.policy = "tph"`.
         tph: NicTphSpec = NicTphSpec::default(),
@@ -135,6 +142,7 @@ impl DeviceSpec for NicSpec {
         let policy = placement::find(&self.placement, &key("placement"))?;
         (policy.check)(platform).map_err(|m| crate::error::ConfigError::new(key("placement.policy"), m))?;
         self.tph.validate(&key("tph"), self.expanded_queues().len(), cpus)?;
+        self.pcie.validate(&key("pcie"))?;
         let mut total = 0.0;
         for (i, q) in self.queues.iter().enumerate() {
             let qkey = |k: &str| format!("{path}.queues.{i}.{k}");
@@ -193,10 +201,10 @@ impl DeviceSpec for NicSpec {
                 completion_bytes: q.completion_bytes,
                 recycle: q.recycle,
                 consumer_cpu: q.consumer_cpu,
+                tx_entries: q.tx_entries,
             };
-            let ready = b.signal();
-            let ring =
-                b.add_ring(&self.name, RxRing::new(format!("{} queue {i}", self.name), shape, memory, ready, doorbell));
+            let signals = RingSignals { ready: b.signal(), doorbell, sent: b.signal() };
+            let ring = b.add_ring(&self.name, RxRing::new(format!("{} queue {i}", self.name), shape, memory, signals));
             let mut rng = Rng::new(b.seed ^ (i as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
             let interarrival_ns = q.packet_bytes as f64 * 8.0 / q.offered_gbps;
             // Each open queue starts at a deterministic, seed-dependent phase.
@@ -226,6 +234,7 @@ impl DeviceSpec for NicSpec {
             placement: placement::build(&self.placement, &st_map),
             tph: NicTph::new(&self.tph, &platform.tph, st_map, &irq_cpus),
             dma_latency: Time::from_ns(self.dma_latency_ns),
+            pcie: PcieLink::new(&self.pcie),
             line_bits: platform.line_bits(),
             queues: states,
             doorbell,
@@ -276,6 +285,7 @@ pub struct Nic {
     /// The device's TPH capability and its driver's state.
     pub tph: NicTph,
     dma_latency: Time,
+    pcie: PcieLink,
     line_bits: u32,
     queues: Vec<QueueState>,
     doorbell: Signal,
@@ -317,11 +327,16 @@ impl Nic {
     fn deliver(&mut self, cx: &mut Cx, q: usize, bytes: u32, now: Time) {
         let state = &self.queues[q];
         let ring = &mut cx.shared.rings[state.ring.0 as usize];
-        let Some(buffer) = ring.accept(bytes, now >= state.stopped_until) else { return };
+        let entry = ring.next_completion_entry();
+        let link_wait = if ring.has_posted() && now >= state.stopped_until {
+            self.pcie.receive(now, ring.shape.descriptor_bytes, &[bytes, ring.shape.completion_bytes])
+        } else {
+            None
+        };
+        let Some(buffer) = ring.accept(bytes, link_wait.is_some()) else { return };
         let consumer_cpu = ring.shape.consumer_cpu;
         let start = ring.buffer_addr(buffer);
-        let entry = ring.next_completion_entry();
-        let ready = now + self.dma_latency;
+        let ready = now + self.dma_latency + link_wait.unwrap_or(Time::ZERO);
         ring.complete(Completion { buffer, bytes, ready, entry, arrival: now });
         let signal = ring.ready;
         let hierarchy = &mut cx.shared.hierarchy;
@@ -361,8 +376,13 @@ impl Nic {
         let Some(packet) = ring.pop_tx() else { return };
         let start = ring.buffer_addr(packet.buffer);
         ring.transmitted(&packet, now + self.dma_latency);
-        // The link serialises packets: the next one starts when this one is on the wire.
-        state.tx_free_at = now + Time::from_ns(packet.bytes as f64 * 8.0 / self.spec.link_gbps);
+        let (sent, descriptor_bytes) = (ring.sent, ring.shape.descriptor_bytes);
+        cx.notify(sent, now);
+        // The Ethernet link serialises packets, and the PCIe link their reads: the next one
+        // starts when this one is on the wire and its data has come across.
+        let read = self.pcie.transmit(now, descriptor_bytes, start, packet.bytes);
+        let wire = now + Time::from_ns(packet.bytes as f64 * 8.0 / self.spec.link_gbps);
+        state.tx_free_at = wire.max(read);
         let (first, last) = (start.line(self.line_bits), start.offset(packet.bytes as u64 - 1).line(self.line_bits));
         for line in first.0..=last.0 {
             cx.shared.hierarchy.dma_read(self.device, Line(line), now);
@@ -567,6 +587,58 @@ mod tests {
         let stats = &h.shared.rings[0].stats;
         assert_eq!((stats.arrived_packets, stats.dropped_packets, stats.dropped_bytes), (3, 1, 1000));
         assert_eq!(h.shared.rings[0].in_flight_bytes, 2000);
+    }
+
+    #[test]
+    fn a_pcie_link_slower_than_the_wire_paces_transmission_and_each_send_makes_room() {
+        // 2.5 GT/s x1 with 8b/10b: 0.25 B/ns each way. One 1000 B packet every 10 µs.
+        let spec = NicSpec {
+            pcie: PcieSpec { gts: 2.5, lanes: 1, ..PcieSpec::default() },
+            queues: vec![QueueSpec { offered_gbps: 0.8, ..spec().queues[0].clone() }],
+            ..spec()
+        };
+        let (mut h, mut nic, first) = nic(spec);
+        step_at(&mut h, &mut nic, first);
+        step_at(&mut h, &mut nic, first + ns(10_000.0));
+        let at = first + ns(15_000.0);
+        let ring = &mut h.shared.rings[0];
+        assert_eq!(ring.buffer_addr(0).0 % 64, 0);
+        let packets: Vec<_> = (0..2).map(|_| ring.take().unwrap()).collect();
+        packets.iter().for_each(|c| {
+            ring.finish(c);
+            ring.post_tx(c)
+        });
+        let sent = ring.sent;
+        assert_eq!(step_at(&mut h, &mut nic, at), Step::At(at + ns(5000.0)), "the next arrival comes first");
+        assert!(h.notified().contains(&(sent, at)), "a send makes room for the host's next packet");
+        // The read's completions: 16 B of descriptor and 1000 B in 16 of 64 B, 20 B each besides
+        // their data: 1356 B at 0.25 B/ns, 5424 ns; the wire would take 800.
+        assert_eq!(step_at(&mut h, &mut nic, at + ns(5000.0)), Step::At(at + ns(5424.0)));
+        assert_eq!(h.shared.rings[0].stats.transmitted_packets, 1);
+        step_at(&mut h, &mut nic, at + ns(5424.0));
+        assert_eq!(h.shared.rings[0].stats.transmitted_packets, 2);
+    }
+
+    #[test]
+    fn a_received_packet_waits_for_the_pcie_link_and_is_dropped_when_the_nic_buffer_is_full() {
+        // 0.25 B/ns up; each 1000 B packet takes 1160 B of TLPs (descriptor request, four 256 B
+        // writes, the completion entry): 4640 ns, against one packet per µs.
+        let spec = NicSpec {
+            pcie: PcieSpec { gts: 2.5, lanes: 1, rx_buffer_kib: 1.0, ..PcieSpec::default() },
+            queues: vec![QueueSpec { ring_entries: 4, ..spec().queues[0].clone() }],
+            ..spec()
+        };
+        let (mut h, mut nic, first) = nic(spec);
+        for k in 0..3 {
+            step_at(&mut h, &mut nic, first + ns(1000.0 * k as f64));
+        }
+        let ring = &mut h.shared.rings[0];
+        assert_eq!(ring.take().unwrap().ready, first + ns(1000.0));
+        // The second waits 3640 ns behind the first (910 B, within the 1 KiB buffer).
+        assert_eq!(ring.take().unwrap().ready, first + ns(1000.0 + 1000.0 + 3640.0));
+        // The third finds 1820 B waiting: dropped at the NIC, with descriptors to spare.
+        assert!(ring.take().is_none());
+        assert_eq!((ring.stats.arrived_packets, ring.stats.dropped_packets), (3, 1));
     }
 
     #[test]

@@ -95,6 +95,9 @@ pub struct RingShape {
     pub recycle: Recycle,
     /// The CPU that consumes the queue (its IRQ's CPU).
     pub consumer_cpu: u32,
+    /// Packets the host may have posted for TX that the device has not yet read: the TX
+    /// descriptors plus any software queue in front of them (0: no limit).
+    pub tx_entries: u32,
 }
 
 /// An RX queue's host side.
@@ -129,6 +132,16 @@ pub struct RxRing {
     pub ready: Signal,
     /// Notified when the host hands the device work.
     pub doorbell: Signal,
+    /// Notified when the device has read a packet posted for TX (room for another).
+    pub sent: Signal,
+}
+
+/// The signals a ring's host and device side wake each other with.
+#[derive(Debug, Clone, Copy)]
+pub struct RingSignals {
+    pub ready: Signal,
+    pub doorbell: Signal,
+    pub sent: Signal,
 }
 
 /// Where a ring's memory is.
@@ -142,7 +155,7 @@ pub struct RingMemory {
 }
 
 impl RxRing {
-    pub fn new(name: String, shape: RingShape, memory: RingMemory, ready: Signal, doorbell: Signal) -> RxRing {
+    pub fn new(name: String, shape: RingShape, memory: RingMemory, signals: RingSignals) -> RxRing {
         let pool = memory.buffers.len() as u32;
         let posted = shape.entries.min(pool);
         RxRing {
@@ -164,8 +177,9 @@ impl RxRing {
             in_flight_bytes: 0,
             stats: QueueStats::default(),
             tx_latency: Distribution::default(),
-            ready,
-            doorbell,
+            ready: signals.ready,
+            doorbell: signals.doorbell,
+            sent: signals.sent,
         }
     }
 
@@ -192,6 +206,11 @@ impl RxRing {
 
     pub fn buffer_addr(&self, buffer: u32) -> Addr {
         self.buffers[buffer as usize]
+    }
+
+    /// Whether a buffer is posted for the device's next packet.
+    pub fn has_posted(&self) -> bool {
+        !self.posted.is_empty()
     }
 
     /// The descriptor the driver writes when it next posts a buffer.
@@ -310,6 +329,14 @@ impl RxRing {
         !self.tx.is_empty()
     }
 
+    /// How many more packets the host may post for TX now.
+    pub fn tx_room(&self) -> usize {
+        match self.shape.tx_entries {
+            0 => usize::MAX,
+            entries => (entries as usize).saturating_sub(self.tx.len()),
+        }
+    }
+
     pub fn pop_tx(&mut self) -> Option<TxPacket> {
         self.tx.pop_front()
     }
@@ -347,14 +374,15 @@ mod tests {
     use super::*;
 
     fn ring(entries: u32, pool: u32, recycle: Recycle) -> RxRing {
-        let shape = RingShape { entries, descriptor_bytes: 16, completion_bytes: 16, recycle, consumer_cpu: 0 };
+        let shape =
+            RingShape { entries, descriptor_bytes: 16, completion_bytes: 16, recycle, consumer_cpu: 0, tx_entries: 2 };
         let memory = RingMemory {
             buffers: (0..pool as u64).map(|i| Addr(0x10_0000 + i * 4096)).collect(),
             descriptor_ring: Addr(0x1000),
             tx_descriptor_ring: Addr(0x2000),
             completion_ring: Addr(0x3000),
         };
-        RxRing::new("q".into(), shape, memory, Signal(0), Signal(1))
+        RxRing::new("q".into(), shape, memory, RingSignals { ready: Signal(0), doorbell: Signal(1), sent: Signal(2) })
     }
 
     fn completion(ring: &RxRing, buffer: u32, bytes: u32) -> Completion {

@@ -75,13 +75,21 @@ impl Program for L2fwd {
     }
 
     /// One burst: rx_burst takes every ready completion up to the burst size and refills their
-    /// descriptors; then each packet's first line is rewritten and the packet posted for TX.
+    /// descriptors; then each packet's first line is rewritten and the packet posted for TX. A
+    /// blocking TX (FastClick's `BLOCKING true`) takes no more than the TX queue has room for,
+    /// and with no room waits for the NIC to send.
     fn next(&mut self, cx: &mut ProgramCx) -> Next {
         let now = cx.now();
         let bits = self.line_bits;
         let ring = cx.ring(self.ring);
+        let room = ring.tx_room();
+        if room == 0 {
+            let sent = ring.sent;
+            cx.wait_on(sent);
+            return Next::Wait;
+        }
         let mut reposted = Vec::new();
-        while self.burst.len() < self.spec.burst as usize {
+        while self.burst.len() < room.min(self.spec.burst as usize) {
             match ring.poll(now) {
                 Poll::Ready(_) => {
                     let completion = ring.take().expect("a ready completion");
@@ -138,7 +146,7 @@ mod tests {
     use super::*;
     use crate::cpu::{ask, reach_call, Op};
     use crate::devices::ring::Recycle;
-    use crate::testing::{deliver, ns, ring_harness, DOORBELL, READY};
+    use crate::testing::{deliver, ns, ring_harness, DOORBELL, READY, SENT};
 
     fn program(ring: RingId, burst: u32) -> L2fwd {
         let spec = L2fwdSpec { burst, work_cycles: 20.0, driver_cycles: 100.0, ..L2fwdSpec::default() };
@@ -190,6 +198,23 @@ mod tests {
         let r = &mut h.shared.rings[0];
         assert_eq!((r.pop_tx().unwrap().buffer, r.pop_tx().unwrap().buffer), (0, 1));
         assert!(p.burst.is_empty());
+    }
+
+    #[test]
+    fn a_burst_takes_no_more_than_the_tx_room_and_with_none_waits_for_the_nic_to_send() {
+        let (mut h, ring) = ring_harness(4, 8, Recycle::Lifo);
+        h.shared.rings[0].shape.tx_entries = 1;
+        let mut p = program(ring, 4);
+        for i in 0..2 {
+            deliver(&mut h, ring, 64, ns(i as f64), ns(10.0));
+        }
+        let (next, ops, _) = h.with_cx(ns(20.0), ns(20.0), |cx| ask(&mut p, cx, ns(20.0)));
+        assert_eq!(next, Next::Unit);
+        assert_eq!(ops.iter().filter(|op| matches!(op, Op::Call(_))).count(), 1, "room for one packet");
+        h.with_cx(ns(30.0), ns(30.0), |cx| reach_call(&mut p, 0, cx, ns(30.0)));
+        assert_eq!(h.with_cx(ns(40.0), ns(40.0), |cx| ask(&mut p, cx, ns(40.0))).0, Next::Wait);
+        assert_eq!(h.waits(), [SENT], "the TX queue is full: it waits for the NIC, not for packets");
+        assert_eq!(h.shared.rings[0].stats.consumed_packets, 1, "the second packet stays on the ring");
     }
 
     #[test]
