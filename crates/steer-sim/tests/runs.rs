@@ -362,7 +362,9 @@ fn l2fwd_forwards_every_packet_and_ddio_keeps_a_small_ring_out_of_dram() {
         );
     }
     assert!(f(&nic["dma_write_hit_rate"]) > 0.9, "{nic}");
-    assert_eq!(f(&nic["dma_read_hit_rate"]), 1.0);
+    // 12.2 Mpps of 1024 B packets load the Gen3 x16 link's read completions to about 98%: TX reads
+    // queue, and a few lines leave the DDIO ways before the NIC reads them.
+    assert!(f(&nic["dma_read_hit_rate"]) > 0.999, "{nic}");
     // Set conflicts in the hashed LLC leak a few lines of the DDIO ways; the rest stays out of DRAM.
     let total = |r: &Value| f(&r["dram"]["total_gbps"]);
     let latency = &nic["latency_ns"];
