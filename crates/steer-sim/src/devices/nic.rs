@@ -3,8 +3,9 @@
 //! (header line, payload lines, one completion entry) wherever the placement policy says, and are
 //! dropped when no descriptor is posted. A queue's TX engine DMA-reads packets the host posts for
 //! transmission, one at a time at the link's rate. Both directions cross the device's PCIe link
-//! (`pcie`), which may hold them back or, for received packets, drop them. With PCIe TPH (`tph`), the driver steers each
-//! queue's writes to the first CPU of its IRQ's affinity, and an affinity change restarts the queue.
+//! (`pcie`), which may hold them back or, for received packets, drop them. With PCIe TPH (`tph`),
+//! the driver steers each queue's writes to the first CPU of its IRQ's affinity, and an affinity
+//! change restarts the queue.
 
 use crate::devices::pcie::{PcieLink, PcieSpec};
 use crate::devices::placement::{self, DmaKind, DmaWrite, PlacementPolicy, PlacementSpec};
@@ -375,12 +376,12 @@ impl Nic {
         let ring = &mut cx.shared.rings[state.ring.0 as usize];
         let Some(packet) = ring.pop_tx() else { return };
         let start = ring.buffer_addr(packet.buffer);
-        ring.transmitted(&packet, now + self.dma_latency);
-        let (sent, descriptor_bytes) = (ring.sent, ring.shape.descriptor_bytes);
-        cx.notify(sent, now);
         // The Ethernet link serialises packets, and the PCIe link their reads: the next one
         // starts when this one is on the wire and its data has come across.
-        let read = self.pcie.transmit(now, descriptor_bytes, start, packet.bytes);
+        let read = self.pcie.transmit(now, ring.shape.descriptor_bytes, start, packet.bytes);
+        ring.transmitted(&packet, read.max(now + self.dma_latency));
+        let sent = ring.sent;
+        cx.notify(sent, now);
         let wire = now + Time::from_ns(packet.bytes as f64 * 8.0 / self.spec.link_gbps);
         state.tx_free_at = wire.max(read);
         let (first, last) = (start.line(self.line_bits), start.offset(packet.bytes as u64 - 1).line(self.line_bits));
@@ -614,7 +615,14 @@ mod tests {
         // The read's completions: 16 B of descriptor and 1000 B in 16 of 64 B, 20 B each besides
         // their data: 1356 B at 0.25 B/ns, 5424 ns; the wire would take 800.
         assert_eq!(step_at(&mut h, &mut nic, at + ns(5000.0)), Step::At(at + ns(5424.0)));
-        assert_eq!(h.shared.rings[0].stats.transmitted_packets, 1);
+        let ring = &h.shared.rings[0];
+        assert_eq!(ring.stats.transmitted_packets, 1);
+        let done = ring.tx_latency.summary().unwrap().p50;
+        assert_eq!(
+            done,
+            (at + ns(5424.0) - packets[0].arrival).as_ns(),
+            "done when its data is across, past the 1 µs DMA"
+        );
         step_at(&mut h, &mut nic, at + ns(5424.0));
         assert_eq!(h.shared.rings[0].stats.transmitted_packets, 2);
     }
