@@ -650,6 +650,27 @@ mod tests {
     }
 
     #[test]
+    fn a_packet_dropped_for_want_of_a_descriptor_does_not_use_the_pcie_link() {
+        // One descriptor; 1000 B packets every µs take 4640 ns each of a 0.25 B/ns link.
+        let spec = NicSpec {
+            pcie: PcieSpec { gts: 2.5, lanes: 1, ..PcieSpec::default() },
+            queues: vec![QueueSpec { ring_entries: 1, ..spec().queues[0].clone() }],
+            ..spec()
+        };
+        let (mut h, mut nic, first) = nic(spec);
+        step_at(&mut h, &mut nic, first);
+        step_at(&mut h, &mut nic, first + ns(1000.0));
+        let ring = &mut h.shared.rings[0];
+        assert_eq!(ring.stats.dropped_packets, 1);
+        let taken = ring.take().unwrap();
+        ring.release(&taken);
+        step_at(&mut h, &mut nic, first + ns(2000.0));
+        // The third waits only for the first's 4640 ns, not for the dropped one's too.
+        let third = h.shared.rings[0].take().unwrap();
+        assert_eq!(third.ready, first + ns(2000.0 + 1000.0 + 2640.0));
+    }
+
+    #[test]
     fn the_tx_engine_serialises_packets_onto_the_link() {
         let (mut h, mut nic, first) = nic(spec());
         step_at(&mut h, &mut nic, first);
