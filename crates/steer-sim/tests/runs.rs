@@ -377,6 +377,22 @@ fn l2fwd_forwards_every_packet_and_ddio_keeps_a_small_ring_out_of_dram() {
 }
 
 #[test]
+fn an_overloaded_forwarder_holds_one_ring_of_packets_and_finds_its_lines_as_often_reading_as_writing() {
+    // One core cannot forward 99 Gb/s of 1024 B packets: its ring fills and the NIC drops.
+    let overloaded =
+        ["cores=1", "packet_bytes=1024", "rx_ring=256", "offered_gbps=99.0", "sim.warmup_us=500", "sim.measure_us=300"];
+    let result = run_builtin("ddio-l2fwd", &overloaded);
+    let nic = &result["devices"]["nic0"];
+    assert!(nic["drops"].as_u64().unwrap() > 0, "{nic}");
+    let waiting = nic["queues"][0]["in_flight_bytes_end"].as_u64().unwrap();
+    assert!(waiting <= 256 * 1024 && waiting >= 200 * 1024, "a ring's worth waits, no more: {waiting} B");
+    // A buffer waits a ring after the NIC writes it, is read for TX and is rewritten at once, so
+    // both accesses find it only if it survived the same traffic since the write.
+    let (write, read) = (f(&nic["dma_write_hit_rate"]), f(&nic["dma_read_hit_rate"]));
+    assert!((write - read).abs() < 0.01, "write {write}, read {read}");
+}
+
+#[test]
 fn ddio_needs_a_platform_with_ddio_ways() {
     let text = steer_sim::scenario::builtin("sdci-l2fwd").unwrap().source;
     let error =
