@@ -1,8 +1,9 @@
 //! A device's PCIe link to the root complex, one direction each way. Every transfer crosses it
 //! as transaction-layer packets (TLPs): DMA writes go up in TLPs of at most the maximum payload;
 //! DMA reads send requests up (no data, at most the maximum read request each) and take their
-//! data down in completions the root complex splits at its read completion boundary. Each TLP costs its header and 8 B of framing, sequence number and
-//! LCRC besides its data (a 3-DW header and no ECRC make 20 B: Intel's PCIe throughput notes).
+//! data down in completions the root complex splits at its read completion boundary. Each TLP
+//! costs its header and 8 B of framing, sequence number and LCRC besides its data (a 3-DW header
+//! and no ECRC make 20 B: Intel's PCIe throughput notes).
 //! DLLPs (acknowledgements, flow-control updates) are left out. A direction carries one TLP at a
 //! time at the link's rate, so a transfer waits for the ones before it; a received packet that
 //! would wait longer than the device's buffer can hold is dropped at the device.
@@ -17,6 +18,9 @@ const LINK_BYTES_PER_TLP: u64 = 8;
 const REQUEST_HEADER_BYTES: u64 = 16;
 /// A completion's header (3 DW).
 const COMPLETION_HEADER_BYTES: u64 = 12;
+/// Where a descriptor is read from, for counting its completions: descriptors are naturally
+/// aligned, so one read completes in one TLP.
+const DESCRIPTOR: Addr = Addr(0);
 
 params! {
     /// The device's PCIe link.
@@ -130,22 +134,20 @@ impl PcieLink {
     /// A received packet at `now`: the device fetches the RX descriptor (`descriptor_bytes`),
     /// then writes the packet's `writes` (bytes each) up the link. Returns how long they wait
     /// behind earlier traffic, or `None` (dropped, nothing sent) when the device's buffer
-    /// cannot hold what is already waiting. Descriptors are naturally aligned.
+    /// cannot hold what is already waiting.
     pub fn receive(&mut self, now: Time, descriptor_bytes: u32, writes: &[u32]) -> Option<Time> {
         if !self.modelled() {
             return Some(Time::ZERO);
         }
-        let waiting_bytes = (self.upstream.free_at - self.upstream.free_at.min(now)).as_ns() * self.bytes_per_ns;
-        if waiting_bytes > self.spec.rx_buffer_kib * 1024.0 {
+        let wait = self.upstream.free_at.max(now) - now;
+        if wait.as_ns() * self.bytes_per_ns > self.spec.rx_buffer_kib * 1024.0 {
             return None;
         }
-        let descriptor = Addr(0);
-        self.downstream.send(now, self.completion_bytes(descriptor, descriptor_bytes), self.bytes_per_ns);
+        self.downstream.send(now, self.completion_bytes(DESCRIPTOR, descriptor_bytes), self.bytes_per_ns);
         let up =
             self.request_bytes(descriptor_bytes) + writes.iter().map(|&bytes| self.write_bytes(bytes)).sum::<u64>();
-        let start = self.upstream.free_at.max(now);
         self.upstream.send(now, up, self.bytes_per_ns);
-        Some(start - now)
+        Some(wait)
     }
 
     /// The device reads a packet of `bytes` at `addr` for TX at `now`, after its descriptor
@@ -155,10 +157,9 @@ impl PcieLink {
         if !self.modelled() {
             return now;
         }
-        let descriptor = Addr(0);
         let up = self.request_bytes(descriptor_bytes) + self.request_bytes(bytes);
         self.upstream.send(now, up, self.bytes_per_ns);
-        let down = self.completion_bytes(descriptor, descriptor_bytes) + self.completion_bytes(addr, bytes);
+        let down = self.completion_bytes(DESCRIPTOR, descriptor_bytes) + self.completion_bytes(addr, bytes);
         self.downstream.send(now, down, self.bytes_per_ns)
     }
 }
