@@ -590,14 +590,20 @@ mod tests {
         assert_eq!(h.shared.rings[0].in_flight_bytes, 2000);
     }
 
+    /// `spec()` with its queue changed by `queue`, on a PCIe link of 2.5 GT/s x1 (8b/10b: 0.25 B/ns
+    /// each way) whose NIC buffer holds `rx_buffer_kib`.
+    fn on_slow_link(queue: QueueSpec, rx_buffer_kib: f64) -> NicSpec {
+        NicSpec {
+            pcie: PcieSpec { gts: 2.5, lanes: 1, rx_buffer_kib, ..PcieSpec::default() },
+            queues: vec![queue],
+            ..spec()
+        }
+    }
+
     #[test]
     fn a_pcie_link_slower_than_the_wire_paces_transmission_and_each_send_makes_room() {
-        // 2.5 GT/s x1 with 8b/10b: 0.25 B/ns each way. One 1000 B packet every 10 µs.
-        let spec = NicSpec {
-            pcie: PcieSpec { gts: 2.5, lanes: 1, ..PcieSpec::default() },
-            queues: vec![QueueSpec { offered_gbps: 0.8, ..spec().queues[0].clone() }],
-            ..spec()
-        };
+        // One 1000 B packet every 10 µs.
+        let spec = on_slow_link(QueueSpec { offered_gbps: 0.8, ..spec().queues[0].clone() }, 256.0);
         let (mut h, mut nic, first) = nic(spec);
         step_at(&mut h, &mut nic, first);
         step_at(&mut h, &mut nic, first + ns(10_000.0));
@@ -631,11 +637,7 @@ mod tests {
     fn a_received_packet_waits_for_the_pcie_link_and_is_dropped_when_the_nic_buffer_is_full() {
         // 0.25 B/ns up; each 1000 B packet takes 1160 B of TLPs (descriptor request, four 256 B
         // writes, the completion entry): 4640 ns, against one packet per µs.
-        let spec = NicSpec {
-            pcie: PcieSpec { gts: 2.5, lanes: 1, rx_buffer_kib: 1.0, ..PcieSpec::default() },
-            queues: vec![QueueSpec { ring_entries: 4, ..spec().queues[0].clone() }],
-            ..spec()
-        };
+        let spec = on_slow_link(QueueSpec { ring_entries: 4, ..spec().queues[0].clone() }, 1.0);
         let (mut h, mut nic, first) = nic(spec);
         for k in 0..3 {
             step_at(&mut h, &mut nic, first + ns(1000.0 * k as f64));
@@ -652,11 +654,7 @@ mod tests {
     #[test]
     fn a_packet_dropped_for_want_of_a_descriptor_does_not_use_the_pcie_link() {
         // One descriptor; 1000 B packets every µs take 4640 ns each of a 0.25 B/ns link.
-        let spec = NicSpec {
-            pcie: PcieSpec { gts: 2.5, lanes: 1, ..PcieSpec::default() },
-            queues: vec![QueueSpec { ring_entries: 1, ..spec().queues[0].clone() }],
-            ..spec()
-        };
+        let spec = on_slow_link(QueueSpec { ring_entries: 1, ..spec().queues[0].clone() }, 256.0);
         let (mut h, mut nic, first) = nic(spec);
         step_at(&mut h, &mut nic, first);
         step_at(&mut h, &mut nic, first + ns(1000.0));
