@@ -395,6 +395,15 @@ mod tests {
         }
     }
 
+    /// The device writes `n` packets of 64 B into posted buffers, completions and all.
+    fn write_packets(r: &mut RxRing, n: usize) {
+        for _ in 0..n {
+            let buffer = r.accept(64, true).unwrap();
+            let c = completion(r, buffer, 64);
+            r.complete(c);
+        }
+    }
+
     #[test]
     fn a_full_ring_drops_and_a_released_buffer_is_posted_again() {
         let mut r = ring(2, 2, Recycle::Fifo);
@@ -434,11 +443,7 @@ mod tests {
     #[test]
     fn a_ring_full_of_unprocessed_packets_posts_nothing_however_many_buffers_are_free() {
         let mut r = ring(2, 8, Recycle::Lifo);
-        for _ in 0..2 {
-            let buffer = r.accept(64, true).unwrap();
-            let c = completion(&r, buffer, 64);
-            r.complete(c);
-        }
+        write_packets(&mut r, 2);
         r.refill();
         assert_eq!(r.accept(64, true), None, "both descriptors hold packets not yet processed");
         let taken = r.take().unwrap();
@@ -483,11 +488,7 @@ mod tests {
     #[test]
     fn a_restart_drops_what_was_not_taken_and_reposts_its_buffers() {
         let mut r = ring(2, 2, Recycle::Fifo);
-        for _ in 0..2 {
-            let buffer = r.accept(64, true).unwrap();
-            let c = completion(&r, buffer, 64);
-            r.complete(c);
-        }
+        write_packets(&mut r, 2);
         r.restart(Addr(0x9000));
         assert_eq!((r.stats.dropped_packets, r.in_flight_bytes), (2, 0));
         assert_eq!(r.next_completion_entry(), Addr(0x9000));
