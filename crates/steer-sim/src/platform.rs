@@ -4,6 +4,7 @@
 
 use crate::cache::prefetch::PrefetcherSpec;
 use crate::cache::replacement::{self, PolicyOptions, ReplacementPolicies};
+use crate::cache::slice_hash::SliceHash;
 use crate::cache::Geometry;
 use crate::error::{ensure, ConfigError, ConfigResult};
 use crate::params::{choice, params, Name};
@@ -93,6 +94,10 @@ params! {
         /// hash of its address, its set within the slice from the address bits above the line
         /// offset; 1: one array indexed by the address bits alone.
         slices: u32 = 1,
+        /// With slices: how a line's slice is chosen, `uniform` (pseudo-random) or `skylake_sp`
+        /// (McCalpin's measurement of Skylake-SP's hash for 18 slices; model addresses taken as
+        /// physical).
+        slice_hash: SliceHash = SliceHash::Uniform,
         /// For an exclusive L3: whether it keeps a copy of a line one core of its CCX reads from
         /// another's private caches (Skylake-SP's non-inclusive LLC keeps lines two cores share).
         keeps_shared: bool = false,
@@ -112,6 +117,7 @@ impl CacheSpec {
             sets: (self.lines() / self.ways as u64) as usize,
             ways: self.ways as usize,
             slices: self.slices as usize,
+            slice_hash: self.slice_hash,
             policy: replacement::find(&self.replacement).map(|p| p.name).unwrap_or("lru"),
             options: PolicyOptions { write_hit_updates_recency: self.write_hit_updates_recency },
         }
@@ -137,6 +143,11 @@ impl CacheSpec {
         ensure(self.slices >= 1 && sets.is_multiple_of(self.slices as u64), &key("slices"), || {
             format!("{sets} sets do not divide into {} slices", self.slices)
         })?;
+        if self.slices > 1 {
+            if let Some(message) = self.slice_hash.unsupported(self.slices, self.line_bytes) {
+                return Err(ConfigError::new(key("slice_hash"), message));
+            }
+        }
         ensure(self.latency_cycles >= 0.0, &key("latency_cycles"), || "must not be negative".into())?;
         self.replacement.check(&key("replacement"))?;
         let policy = replacement::find(&self.replacement).expect("a checked name");
@@ -705,6 +716,16 @@ mod tests {
         );
         spec.l3.slices = 0;
         assert_eq!(spec.validate("platform").unwrap_err().path, "platform.l3.slices");
+        // The measured Skylake-SP hash exists for its 18 slices only; without slices it is unused.
+        let mut spec = preset("skylake-sp-6140").unwrap();
+        spec.l3.slice_hash = SliceHash::SkylakeSp;
+        assert!(spec.validate("platform").is_ok());
+        spec.l3.slices = 36;
+        let err = spec.validate("platform").unwrap_err();
+        assert_eq!(err.path, "platform.l3.slice_hash");
+        assert!(err.message.contains("got 36 slices of 64 B"), "{}", err.message);
+        spec.l3.slices = 1;
+        assert!(spec.validate("platform").is_ok());
         let mut spec = preset("skylake-sp-6140").unwrap();
         spec.io.inclusive_ways = 12;
         assert_eq!(spec.validate("platform").unwrap_err().path, "platform.io.inclusive_ways");

@@ -676,7 +676,7 @@ impl<E: Entry> LruSets<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use steer_sim::cache::replacement;
+    use steer_sim::cache::{replacement, slice_hash::SliceHash};
 
     /// 32-bit entries (searched and rewritten by `quarters` on x86-64) and 64-bit ones (plain
     /// loops) answer and hold the same under random operations, for every way count.
@@ -689,6 +689,7 @@ mod tests {
                     sets: 4,
                     ways,
                     slices: 1,
+                    slice_hash: SliceHash::Uniform,
                     policy: "lru",
                     options: replacement::PolicyOptions { write_hit_updates_recency },
                 };

@@ -13,6 +13,7 @@
 
 use steer_sim::cache::prefetch::PrefetcherSpec;
 use steer_sim::cache::replacement::{self, PolicyOptions, ReplacementPolicy};
+use steer_sim::cache::slice_hash::SliceHash;
 use steer_sim::cache::{Cache, Evicted, Geometry, Lookup};
 use steer_sim::hierarchy::{Hierarchy, Holding, LevelStats};
 use steer_sim::platform::{CacheSpec, PlatformSpec, Relation, TopologySpec, WayMaskSpec};
@@ -316,7 +317,14 @@ fn caches_behave_as_a_plain_cache_under_random_operations() {
                 Box::new((info.build)(sets, ways, options))
             };
             let mut plain = PlainCache { sets, ways, slots: vec![None; sets * ways], policy: reference };
-            let mut cache = Cache::new(&Geometry { sets, ways, slices: 1, policy: info.name, options });
+            let mut cache = Cache::new(&Geometry {
+                sets,
+                ways,
+                slices: 1,
+                slice_hash: SliceHash::Uniform,
+                policy: info.name,
+                options,
+            });
             let mut rng = Rng::new(seed);
             let mut line = 0;
             for step in 0..20_000 {

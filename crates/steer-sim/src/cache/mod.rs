@@ -3,9 +3,11 @@
 
 pub mod prefetch;
 pub mod replacement;
+pub mod slice_hash;
 
 use crate::units::Line;
 use replacement::{PolicyOptions, Replacement, ReplacementPolicy};
+use slice_hash::SliceHash;
 
 const INVALID: u64 = u64::MAX;
 
@@ -41,6 +43,8 @@ pub struct Geometry {
     pub ways: usize,
     /// Slices the sets are split into (1: none); `sets` is a multiple of it.
     pub slices: usize,
+    /// How a line's slice is chosen (read when `slices` > 1).
+    pub slice_hash: SliceHash,
     pub policy: &'static str,
     pub options: PolicyOptions,
 }
@@ -80,16 +84,16 @@ pub struct Cache {
 enum SetIndex {
     Mask(u64),
     Modulo(u64),
-    Sliced { slices: u64, per_slice: u64, mask: Option<u64> },
+    Sliced { slices: u64, per_slice: u64, mask: Option<u64>, hash: SliceHash },
 }
 
 impl SetIndex {
-    fn new(sets: u64, slices: u64) -> SetIndex {
+    fn new(sets: u64, slices: u64, hash: SliceHash) -> SetIndex {
         let mask_of = |n: u64| n.is_power_of_two().then(|| n - 1);
         match (slices, mask_of(sets)) {
             (1, Some(mask)) => SetIndex::Mask(mask),
             (1, None) => SetIndex::Modulo(sets),
-            _ => SetIndex::Sliced { slices, per_slice: sets / slices, mask: mask_of(sets / slices) },
+            _ => SetIndex::Sliced { slices, per_slice: sets / slices, mask: mask_of(sets / slices), hash },
         }
     }
 
@@ -98,27 +102,12 @@ impl SetIndex {
         (match self {
             SetIndex::Mask(mask) => line.0 & mask,
             SetIndex::Modulo(sets) => line.0 % sets,
-            SetIndex::Sliced { slices, per_slice, mask } => {
+            SetIndex::Sliced { slices, per_slice, mask, hash } => {
                 let within = mask.map_or_else(|| line.0 % per_slice, |mask| line.0 & mask);
-                slice_of(line, slices) * per_slice + within
+                hash.slice_of(line, slices) * per_slice + within
             }
         }) as usize
     }
-}
-
-/// The slice of `slices` a line belongs to. Intel does not publish its slice hash for slice counts
-/// that are not powers of two; what decides conflicts is that it spreads lines over the slices
-/// pseudo-randomly and fixes each line's slice. A full mix of the line number (MurmurHash3's
-/// finaliser, scaled to the slice count by its top bits, so without its last shift, which only
-/// changes the low bits) does; a plain multiplicative hash does not, as lines a fixed stride apart
-/// (the same buffer of two queues) then share slices far more often than chance.
-fn slice_of(line: Line, slices: u64) -> u64 {
-    let mut x = line.0;
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    ((x as u128 * slices as u128) >> 64) as u64
 }
 
 /// Asks the host CPU to start loading the memory of `items` into its caches. A hint only: nothing
@@ -150,7 +139,7 @@ impl Cache {
         assert!(geometry.ways <= 64, "validated: at most 64 ways");
         Cache {
             sets: geometry.sets,
-            index: SetIndex::new(geometry.sets as u64, geometry.slices.max(1) as u64),
+            index: SetIndex::new(geometry.sets as u64, geometry.slices.max(1) as u64, geometry.slice_hash),
             ways: geometry.ways,
             tags: vec![INVALID; geometry.sets * geometry.ways],
             bits: vec![SetBits::default(); geometry.sets],
@@ -369,9 +358,14 @@ mod tests {
             sets,
             ways,
             slices: 1,
+            slice_hash: SliceHash::Uniform,
             policy: "lru",
             options: PolicyOptions { write_hit_updates_recency: true },
         })
+    }
+
+    fn slice_of(line: Line, slices: u64) -> u64 {
+        SliceHash::Uniform.slice_of(line, slices)
     }
 
     #[test]
@@ -396,7 +390,8 @@ mod tests {
     fn a_sliced_cache_sets_lines_by_slice_and_index_within_it() {
         // 2 slices of 1 set x 1 way: two lines conflict exactly when their slices agree.
         let options = PolicyOptions { write_hit_updates_recency: true };
-        let mut c = Cache::new(&Geometry { sets: 2, ways: 1, slices: 2, policy: "lru", options });
+        let geometry = Geometry { sets: 2, ways: 1, slices: 2, slice_hash: SliceHash::Uniform, policy: "lru", options };
+        let mut c = Cache::new(&geometry);
         let (a, b) = (Line(0), (1..).map(Line).find(|&l| slice_of(l, 2) != slice_of(Line(0), 2)).unwrap());
         let same = (1..).map(Line).find(|&l| slice_of(l, 2) == slice_of(Line(0), 2)).unwrap();
         c.insert(a, false, 1);
@@ -406,33 +401,19 @@ mod tests {
     }
 
     #[test]
-    fn a_lines_slice_and_set_by_hand() {
-        // The slices of 18 of a few lines, computed apart from this code (a Python transcription).
-        let lines = [1, 2, 3, 0x54800, (1 << 40) + 7, 0x7_0000_1234, 0xdead_beef_cafe];
-        assert_eq!(lines.map(|l| slice_of(Line(l), 18)), [12, 4, 0, 17, 6, 1, 10]);
+    fn a_lines_set_by_hand() {
+        let uniform = SliceHash::Uniform;
         // 2 slices of 3 sets (not a power of two): line 7 is in slice 0, at 7 mod 3 = 1 within it.
         assert_eq!(slice_of(Line(7), 2), 0);
-        assert_eq!(SetIndex::new(6, 2).set_of(Line(7)), 1);
+        assert_eq!(SetIndex::new(6, 2, uniform).set_of(Line(7)), 1);
         let other = (8..).map(Line).find(|&l| slice_of(l, 2) == 1).unwrap();
-        assert_eq!(SetIndex::new(6, 2).set_of(other), 3 + (other.0 % 3) as usize);
-        // 0x54800 lines is a multiple of 2048: the first set of its slice.
-        assert_eq!(SetIndex::new(36864, 18).set_of(Line(0x54800)), 17 * 2048);
-        assert_eq!(SetIndex::new(48, 1).set_of(Line(100)), 4);
-        assert_eq!(SetIndex::new(64, 1).set_of(Line(100)), 36);
-    }
-
-    #[test]
-    fn the_slice_hash_spreads_lines_a_fixed_stride_apart_as_chance_would() {
-        // Lines one queue's allocation apart (0x54800 lines in ddio-l2fwd) share a slice of 18
-        // about 1 time in 18: a multiplicative hash put 64% of them together.
-        let stride = 0x54800;
-        let same = (0..10_000u64).filter(|&k| slice_of(Line(k), 18) == slice_of(Line(k + stride), 18)).count();
-        assert!((400..=720).contains(&same), "{same} of 10000 share a slice");
-        let per_slice = (0..18_000u64).fold([0u32; 18], |mut n, k| {
-            n[slice_of(Line(k * 37), 18) as usize] += 1;
-            n
-        });
-        assert!(per_slice.iter().all(|&n| (850..=1150).contains(&n)), "{per_slice:?}");
+        assert_eq!(SetIndex::new(6, 2, uniform).set_of(other), 3 + (other.0 % 3) as usize);
+        // 0x54800 lines is a multiple of 2048: the first set of its slice (17 uniformly, 16 by
+        // the measured Skylake-SP hash).
+        assert_eq!(SetIndex::new(36864, 18, uniform).set_of(Line(0x54800)), 17 * 2048);
+        assert_eq!(SetIndex::new(36864, 18, SliceHash::SkylakeSp).set_of(Line(0x54805)), 16 * 2048 + 5);
+        assert_eq!(SetIndex::new(48, 1, uniform).set_of(Line(100)), 4);
+        assert_eq!(SetIndex::new(64, 1, uniform).set_of(Line(100)), 36);
     }
 
     #[test]
