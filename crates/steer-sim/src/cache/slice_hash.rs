@@ -94,16 +94,19 @@ fn skylake_sp(line: Line) -> u64 {
     SKYLAKE_SP_BASE[((line.0 ^ permutation) & 0xfff) as usize] as u64
 }
 
-/// Reads a base sequence, one decimal slice number per line, at compile time: a table of the wrong
-/// length or with a slice out of range does not build.
+/// Reads a base sequence, one decimal slice number per line (`#` starts a comment to the end of
+/// its line), at compile time: a table of the wrong length or with a slice out of range does not
+/// build.
 const fn parse_base(text: &str, slices: u8) -> [u8; 4096] {
     let bytes = text.as_bytes();
     let mut table = [0u8; 4096];
-    let (mut i, mut count, mut value, mut in_number) = (0, 0, 0u8, false);
+    let (mut i, mut count, mut value, mut in_number, mut in_comment) = (0, 0, 0u8, false, false);
     while i <= bytes.len() {
-        let digit = i < bytes.len() && bytes[i].is_ascii_digit();
+        let byte = if i < bytes.len() { bytes[i] } else { b'\n' };
+        in_comment = (in_comment || byte == b'#') && byte != b'\n';
+        let digit = !in_comment && byte.is_ascii_digit();
         if digit {
-            value = value * 10 + (bytes[i] - b'0');
+            value = value * 10 + (byte - b'0');
             in_number = true;
         } else if in_number {
             assert!(count < 4096 && value < slices, "a base sequence of 4096 slice numbers");
