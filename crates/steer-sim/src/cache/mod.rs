@@ -150,10 +150,6 @@ impl Cache {
         }
     }
 
-    pub fn ways(&self) -> usize {
-        self.ways
-    }
-
     pub fn all_ways(&self) -> u64 {
         self.all_ways
     }
@@ -329,6 +325,11 @@ impl Cache {
     /// agree with the tags.
     pub fn check_invariants(&self) -> Result<(), String> {
         for set in 0..self.sets {
+            let bits = self.bits[set];
+            let marks = bits.dirty | bits.prefetched | bits.exclusive;
+            if marks & !bits.valid != 0 {
+                return Err(format!("set {set}: ways {:#x} are marked but hold no line", marks & !bits.valid));
+            }
             let tags = &self.tags[set * self.ways..(set + 1) * self.ways];
             for (way, &tag) in tags.iter().enumerate() {
                 if (tag != INVALID) != (self.bits[set].valid >> way & 1 == 1) {
@@ -383,6 +384,27 @@ mod tests {
         );
         assert!(c.contains(Line(0)) && c.contains(Line(4)) && !c.contains(Line(2)));
         assert_eq!(c.occupancy(), 2);
+        c.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn dirty_and_exclusive_marks_belong_to_their_own_way() {
+        // 1 set x 3 ways: lines 0, 1, 2 in ways 0, 1, 2; only the middle one is marked.
+        let mut c = cache(1, 3);
+        c.insert(Line(0), false, c.all_ways());
+        c.insert(Line(1), true, c.all_ways());
+        c.insert(Line(2), false, c.all_ways());
+        assert_eq!([0, 1, 2].map(|l| c.is_dirty(Line(l))), [false, true, false]);
+        c.set_exclusive(Line(1), true);
+        c.set_exclusive(Line(1), true);
+        assert_eq!([0, 1, 2].map(|l| c.is_exclusive(Line(l))), [false, true, false], "setting twice keeps it");
+        c.set_exclusive(Line(2), true);
+        c.set_exclusive(Line(1), false);
+        assert_eq!([0, 1, 2].map(|l| c.is_exclusive(Line(l))), [false, false, true]);
+        // Removing a line takes its marks and no other line's.
+        c.set_exclusive(Line(1), true);
+        assert_eq!(c.remove(Line(1)), Some(true));
+        assert_eq!([0, 2].map(|l| c.is_exclusive(Line(l))), [false, true]);
         c.check_invariants().unwrap();
     }
 
