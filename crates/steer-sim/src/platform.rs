@@ -726,6 +726,17 @@ mod tests {
         assert!(err.message.contains("got 36 slices of 64 B"), "{}", err.message);
         spec.l3.slices = 1;
         assert!(spec.validate("platform").is_ok());
+        // Lines are a power of two of at least 8 bytes.
+        for bytes in [4, 48] {
+            let mut spec = preset("turin-9655").unwrap();
+            spec.l1d.line_bytes = bytes;
+            assert_eq!(spec.validate("platform").unwrap_err().path, "platform.l1d.line_bytes", "{bytes} B");
+        }
+        // A way mask names a CPU or a device by name.
+        let agent = |agent: &str| WayMaskSpec { agent: agent.into(), mask: 1 }.parsed_agent();
+        assert_eq!(agent("device:nic0"), Ok(MaskAgent::Device("nic0".into())));
+        assert_eq!(agent("cpu:3"), Ok(MaskAgent::Cpu(3)));
+        assert!(agent("device:").is_err() && agent("cpu:x").is_err() && agent("nic0").is_err());
         let mut spec = preset("skylake-sp-6140").unwrap();
         spec.io.inclusive_ways = 12;
         assert_eq!(spec.validate("platform").unwrap_err().path, "platform.io.inclusive_ways");

@@ -409,6 +409,22 @@ mod tests {
     }
 
     #[test]
+    fn mark_dirty_marks_the_line_alone_and_lines_lists_each_with_its_dirty_bit() {
+        // 2 sets x 2 ways: lines 1 and 3 in set 1, ways 0 and 1; line 2 in set 0.
+        let mut c = cache(2, 2);
+        for line in [1, 3, 2] {
+            c.insert(Line(line), false, c.all_ways());
+        }
+        assert!(c.mark_dirty(Line(3)));
+        assert!(c.mark_dirty(Line(3)), "marking again keeps it");
+        assert!(!c.mark_dirty(Line(5)), "absent: nothing to mark");
+        let mut lines: Vec<_> = c.lines().collect();
+        lines.sort_by_key(|(line, _)| line.0);
+        assert_eq!(lines, [(Line(1), false), (Line(2), false), (Line(3), true)]);
+        c.check_invariants().unwrap();
+    }
+
+    #[test]
     fn a_sliced_cache_sets_lines_by_slice_and_index_within_it() {
         // 2 slices of 1 set x 1 way: two lines conflict exactly when their slices agree.
         let options = PolicyOptions { write_hit_updates_recency: true };
