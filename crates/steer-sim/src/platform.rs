@@ -667,6 +667,16 @@ mod tests {
     }
 
     #[test]
+    fn a_cpus_core_ccx_socket_and_apic_id_by_hand() {
+        // 2 sockets x 3 CCXs x 4 cores, 2 threads: 24 cores, 48 CPUs; CPU 29 is core 5's second
+        // thread, in CCX 1 of socket 0; CCX 4 is in socket 1.
+        let t = TopologySpec { sockets: 2, ccx_per_socket: 3, cores_per_ccx: 4, threads_per_core: 2 };
+        assert_eq!((t.cores(), t.ccx_count(), t.cpus()), (24, 6, 48));
+        assert_eq!((t.core_of_cpu(29), t.ccx_of_core(5), t.socket_of_ccx(1), t.socket_of_ccx(4)), (5, 1, 0, 1));
+        assert_eq!((t.apic_id(29), t.apic_id(5)), (11, 10));
+    }
+
+    #[test]
     fn memory_nodes_list_ddr_then_hbm_with_their_sockets_and_latencies() {
         let spec = preset("xeon-max-9468").unwrap();
         let nodes = spec.memory_nodes();
