@@ -677,6 +677,19 @@ mod tests {
     }
 
     #[test]
+    fn a_cpus_numa_node_by_hand() {
+        // Xeon Max in SNC4: 2 sockets x 4 nodes of 12 cores, 96 cores. CPU 61 is core 61 in node 5
+        // (socket 1's second); CPU 96 + 61 is its sibling; two nodes per socket would put core 61
+        // in node 2 (socket 1's first half) and one in node 1.
+        let mut p = preset("xeon-max-9468").unwrap();
+        assert_eq!([0, 11, 12, 47, 48, 61, 95, 157].map(|cpu| p.node_of_cpu(cpu)), [0, 0, 1, 3, 4, 5, 7, 5]);
+        p.memory.nodes_per_socket = 2;
+        assert_eq!([0, 23, 24, 61, 95].map(|cpu| p.node_of_cpu(cpu)), [0, 0, 1, 2, 3]);
+        p.memory.nodes_per_socket = 1;
+        assert_eq!(p.node_of_cpu(61), 1);
+    }
+
+    #[test]
     fn memory_nodes_list_ddr_then_hbm_with_their_sockets_and_latencies() {
         let spec = preset("xeon-max-9468").unwrap();
         let nodes = spec.memory_nodes();
