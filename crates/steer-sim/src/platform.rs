@@ -718,6 +718,33 @@ mod tests {
     }
 
     #[test]
+    fn impossible_topologies_cores_and_masks_are_rejected_at_their_bound() {
+        let error_path = |p: &PlatformSpec| p.validate("platform").err().map(|e| e.path);
+        // The directory tracks 384 caches: a private hierarchy per core and an L3 per CCX.
+        let mut p = preset("turin-9655").unwrap();
+        (p.topology.ccx_per_socket, p.topology.cores_per_ccx) = (8, 47);
+        assert_eq!(error_path(&p), None, "376 cores + 8 CCXs = 384");
+        p.topology.cores_per_ccx = 48;
+        assert_eq!(error_path(&p).as_deref(), Some("platform.topology"), "384 cores + 8 CCXs");
+        // A way mask's CPU must exist: 192 CPUs on the 9655.
+        let mut p = preset("turin-9655").unwrap();
+        p.l3.way_masks = vec![WayMaskSpec { agent: "cpu:191".into(), mask: 1 }];
+        assert_eq!(error_path(&p), None);
+        p.l3.way_masks[0].agent = "cpu:192".into();
+        assert_eq!(error_path(&p).as_deref(), Some("platform.l3.way_masks.0.agent"));
+        // A clock must be positive.
+        let mut p = preset("turin-9655").unwrap();
+        p.core.freq_ghz = 0.0;
+        assert_eq!(error_path(&p).as_deref(), Some("platform.core.freq_ghz"));
+        // A DDIO mask names ways the 11-way L3 has: 0x7ff, not 0x800.
+        let mut p = preset("skylake-sp-6140").unwrap();
+        p.io.ddio_mask = 0x7ff;
+        assert_eq!(error_path(&p), None);
+        p.io.ddio_mask = 0x800;
+        assert_eq!(error_path(&p).as_deref(), Some("platform.io.ddio_mask"));
+    }
+
+    #[test]
     fn impossible_caches_are_rejected_with_their_key() {
         let mut spec = preset("turin-9655").unwrap();
         spec.l2.ways = 0;
