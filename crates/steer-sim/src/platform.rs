@@ -646,8 +646,11 @@ mod tests {
         for preset in PRESETS {
             let table: toml::Table = preset.source.parse().unwrap();
             assert_eq!(table["name"].as_str(), Some(preset.name));
-            assert!(!preset.description().is_empty(), "{}", preset.name);
+            assert_eq!(Some(preset.description().as_str()), table["description"].as_str(), "{}", preset.name);
         }
+        let names = preset_names();
+        assert_eq!(names.len(), PRESETS.len() + 1);
+        assert!(names.contains(&"turin-9655") && names.last() == Some(&"host"), "{names:?}");
     }
 
     #[test]
@@ -736,6 +739,21 @@ mod tests {
         let mut p = preset("turin-9655").unwrap();
         p.core.freq_ghz = 0.0;
         assert_eq!(error_path(&p).as_deref(), Some("platform.core.freq_ghz"));
+        // Steering tags are 16 bits: the last CPU's (APIC id 191 on the 9655) plus the base.
+        let mut p = preset("turin-9655").unwrap();
+        p.tph.st_base = 65535 - 191;
+        assert_eq!(error_path(&p), None);
+        p.tph.st_base += 1;
+        assert_eq!(error_path(&p).as_deref(), Some("platform.tph.st_base"));
+        // Memory channels carry something; interleaving is a power of two of at least a line.
+        let mut p = preset("turin-9655").unwrap();
+        p.memory.channel_gbs = 0.0;
+        assert_eq!(error_path(&p).as_deref(), Some("platform.memory.channel_gbs"));
+        let mut p = preset("turin-9655").unwrap();
+        p.memory.interleave_bytes = 32;
+        assert_eq!(error_path(&p).as_deref(), Some("platform.memory.interleave_bytes"));
+        p.memory.interleave_bytes = 64;
+        assert_eq!(error_path(&p), None);
         // A DDIO mask names ways the 11-way L3 has: 0x7ff, not 0x800.
         let mut p = preset("skylake-sp-6140").unwrap();
         p.io.ddio_mask = 0x7ff;
