@@ -172,15 +172,20 @@ impl crate::params::Registry for ReplacementPolicies {
     }
 }
 
-pub fn names() -> Vec<&'static str> {
-    POLICIES.iter().map(|p| p.name).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const OPTS: PolicyOptions = PolicyOptions { write_hit_updates_recency: true };
+
+    #[test]
+    fn tree_plru_takes_power_of_two_ways_up_to_64() {
+        let check = find("tree_plru").unwrap().check_ways;
+        assert!(check(8).is_ok() && check(64).is_ok());
+        assert_eq!(check(12), Err("tree_plru needs a power-of-two way count up to 64, got 12".into()));
+        assert!(check(128).is_err());
+        assert!(POLICIES.iter().filter(|p| p.name != "tree_plru").all(|p| (p.check_ways)(12).is_ok()));
+    }
 
     #[test]
     fn a_demoted_way_is_the_next_victim_under_every_policy() {
