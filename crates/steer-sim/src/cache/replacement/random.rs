@@ -53,6 +53,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn random_victims_of_the_seeded_sequence_by_hand() {
+        // xorshift64* from 0x9E3779B97F4A7C15, each draw modulo 4 ways (a Python transcription).
+        let mut r = Random::new(1);
+        assert_eq!((0..8).map(|_| r.victim(0, 0b1111)).collect::<Vec<_>>(), [2, 3, 0, 1, 1, 2, 1, 0]);
+        // A use or a fill takes a way out of the demoted ones, and only that way.
+        let mut r = Random::new(1);
+        for way in [1, 2, 3] {
+            r.demote(0, way);
+        }
+        r.on_hit(0, 1, false);
+        r.on_fill(0, 3);
+        assert!((0..20).all(|_| r.victim(0, 0b1111) == 2));
+        r.on_fill(0, 2);
+        assert_eq!((0..8).map(|_| r.victim(0, 0b1111)).collect::<Vec<_>>(), [0, 2, 1, 0, 1, 0, 1, 0], "draws 21-28");
+    }
+
+    #[test]
     fn random_picks_demoted_ways_first_then_every_allowed_way_and_never_another() {
         let mut r = Random::new(1);
         r.demote(0, 5);
