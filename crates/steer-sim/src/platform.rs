@@ -143,11 +143,7 @@ impl CacheSpec {
         ensure(self.slices >= 1 && sets.is_multiple_of(self.slices as u64), &key("slices"), || {
             format!("{sets} sets do not divide into {} slices", self.slices)
         })?;
-        if self.slices > 1 {
-            if let Some(message) = self.slice_hash.unsupported(self.slices, self.line_bytes) {
-                return Err(ConfigError::new(key("slice_hash"), message));
-            }
-        }
+        self.slice_hash.check(self.slices, self.line_bytes).map_err(|m| ConfigError::new(key("slice_hash"), m))?;
         ensure(self.latency_cycles >= 0.0, &key("latency_cycles"), || "must not be negative".into())?;
         self.replacement.check(&key("replacement"))?;
         let policy = replacement::find(&self.replacement).expect("a checked name");

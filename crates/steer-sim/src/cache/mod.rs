@@ -446,8 +446,8 @@ mod tests {
         assert_eq!(SetIndex::new(6, 2, uniform).set_of(Line(7)), 1);
         let other = (8..).map(Line).find(|&l| slice_of(l, 2) == 1).unwrap();
         assert_eq!(SetIndex::new(6, 2, uniform).set_of(other), 3 + (other.0 % 3) as usize);
-        // 0x54800 lines is a multiple of 2048: the first set of its slice (17 uniformly, 16 by
-        // the measured Skylake-SP hash).
+        // 0x54800 lines is a multiple of 2048: the first set of its slice (17 uniformly); five
+        // lines on, the measured Skylake-SP hash puts it in slice 16, at 5 within it.
         assert_eq!(SetIndex::new(36864, 18, uniform).set_of(Line(0x54800)), 17 * 2048);
         assert_eq!(SetIndex::new(36864, 18, SliceHash::SkylakeSp).set_of(Line(0x54805)), 16 * 2048 + 5);
         assert_eq!(SetIndex::new(48, 1, uniform).set_of(Line(100)), 4);

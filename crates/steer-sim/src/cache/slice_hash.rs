@@ -26,16 +26,15 @@ choice! {
 }
 
 impl SliceHash {
-    /// Why this hash cannot serve a cache of `slices` slices of `line_bytes` B lines, if it cannot.
-    pub fn unsupported(self, slices: u32, line_bytes: u32) -> Option<String> {
+    /// Whether this hash can serve a cache of `slices` slices of `line_bytes` B lines (any hash
+    /// serves an unsliced cache, which never asks it).
+    pub fn check(self, slices: u32, line_bytes: u32) -> Result<(), String> {
         match self {
-            SliceHash::Uniform => None,
-            SliceHash::SkylakeSp => (slices != SKYLAKE_SP_SLICES || line_bytes != 64).then(|| {
-                format!(
-                    "the measured Skylake-SP hash covers {SKYLAKE_SP_SLICES} slices of 64 B lines \
-                     (got {slices} slices of {line_bytes} B)"
-                )
-            }),
+            SliceHash::SkylakeSp if slices > 1 && (slices != SKYLAKE_SP_SLICES || line_bytes != 64) => Err(format!(
+                "the measured Skylake-SP hash covers {SKYLAKE_SP_SLICES} slices of 64 B lines \
+                 (got {slices} slices of {line_bytes} B)"
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -173,10 +172,11 @@ mod tests {
 
     #[test]
     fn skylake_sp_serves_only_its_own_geometry() {
-        assert_eq!(SliceHash::SkylakeSp.unsupported(18, 64), None);
-        let message = SliceHash::SkylakeSp.unsupported(16, 64).unwrap();
+        assert_eq!(SliceHash::SkylakeSp.check(18, 64), Ok(()));
+        let message = SliceHash::SkylakeSp.check(16, 64).unwrap_err();
         assert!(message.contains("18 slices of 64 B lines (got 16 slices of 64 B)"), "{message}");
-        assert!(SliceHash::SkylakeSp.unsupported(18, 128).is_some());
-        assert_eq!(SliceHash::Uniform.unsupported(5, 128), None);
+        assert!(SliceHash::SkylakeSp.check(18, 128).is_err());
+        assert_eq!(SliceHash::SkylakeSp.check(1, 128), Ok(()), "unsliced: never asked");
+        assert_eq!(SliceHash::Uniform.check(5, 128), Ok(()));
     }
 }
