@@ -1223,6 +1223,20 @@ mod tests {
     }
 
     #[test]
+    fn a_filled_cache_list_out_of_step_with_the_caches_is_reported() {
+        // Either list alone is enough: core 0's L2 is filled, the L3 not yet (it takes victims).
+        let forget_core: fn(&mut Hierarchy) = |h| h.filled_cores.clear();
+        let invent_l3: fn(&mut Hierarchy) = |h| h.filled_l3s.push(0);
+        for (corrupt, listed) in [(forget_core, "[] or L3s []"), (invent_l3, "[0] or L3s [0]")] {
+            let mut h = hierarchy();
+            read(&mut h, 0, Line(5));
+            h.check_invariants().unwrap();
+            corrupt(&mut h);
+            assert_eq!(h.check_invariants().unwrap_err(), format!("filled cores {listed} not listed as such"));
+        }
+    }
+
+    #[test]
     fn a_directory_entry_no_cache_backs_is_reported_with_its_line() {
         let mut h = Hierarchy::with_holding(&tiny_platform(), Holding::Directory);
         read(&mut h, 0, Line(5));

@@ -425,6 +425,26 @@ mod tests {
     }
 
     #[test]
+    fn a_mark_on_a_way_without_a_line_is_an_invariant_failure_whichever_marks_it_holds() {
+        // 2 sets x 2 ways: line 1 in set 1, way 0, carries every non-empty combination of the
+        // three marks in turn; once the valid bits are cleared the marks name a way that holds no
+        // line (reported before the tags are looked at).
+        for marks in 1..8 {
+            let [dirty, prefetched, exclusive] = [1, 2, 4].map(|bit| marks & bit != 0);
+            let mut c = cache(2, 2);
+            c.insert(Line(1), dirty, c.all_ways());
+            if prefetched {
+                c.mark_prefetched(Line(1));
+            }
+            c.set_exclusive(Line(1), exclusive);
+            c.check_invariants().unwrap();
+            c.corrupt_valid_bits();
+            let expected = Err("set 1: ways 0x1 are marked but hold no line".to_string());
+            assert_eq!(c.check_invariants(), expected, "dirty {dirty}, prefetched {prefetched}, exclusive {exclusive}");
+        }
+    }
+
+    #[test]
     fn a_sliced_cache_sets_lines_by_slice_and_index_within_it() {
         // 2 slices of 1 set x 1 way: two lines conflict exactly when their slices agree.
         let options = PolicyOptions { write_hit_updates_recency: true };

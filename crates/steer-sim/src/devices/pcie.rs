@@ -224,6 +224,18 @@ mod tests {
     }
 
     #[test]
+    fn a_packet_behind_exactly_a_full_buffer_is_taken_and_one_byte_more_is_dropped() {
+        // Gen2 x1 carries 0.5 B/ns exactly; the first packet leaves 1232 B waiting (as above).
+        for (buffer_bytes, taken) in [(1232.0, true), (1231.0, false)] {
+            let spec = PcieSpec { gts: 5.0, lanes: 1, rx_buffer_kib: buffer_bytes / 1024.0, ..PcieSpec::default() };
+            let mut link = PcieLink::new(&spec);
+            link.receive(Time::ZERO, 16, &[1024, 64]);
+            let expected = taken.then(|| Time::from_ns(1232.0 / 0.5));
+            assert_eq!(link.receive(Time::ZERO, 16, &[1024, 64]), expected, "buffer of {buffer_bytes} B");
+        }
+    }
+
+    #[test]
     fn an_unmodelled_link_never_delays_or_drops() {
         let mut link = PcieLink::new(&PcieSpec::default());
         for _ in 0..1000 {
