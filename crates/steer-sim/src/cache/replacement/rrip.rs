@@ -126,6 +126,87 @@ mod tests {
         hits as f64 / total as f64
     }
 
+    fn set_values(policy: &Rrip, set: usize) -> &[u8] {
+        &policy.rrpv[set * policy.ways..(set + 1) * policy.ways]
+    }
+
+    #[test]
+    fn a_fill_predicts_long_a_hit_near_a_demotion_distant_and_the_victim_search_ages_by_hand() {
+        let mut rrip = Rrip::new(2, 4, OPTS, RripMode::Static);
+        for way in 0..4 {
+            rrip.on_fill(1, way);
+        }
+        rrip.on_hit(1, 0, false);
+        rrip.rrpv[4 + 2] = 1;
+        assert_eq!(set_values(&rrip, 1), [0, 2, 1, 2]);
+        assert_eq!(set_values(&rrip, 0), [3; 4], "set 0 untouched");
+        // No way distant: every allowed way ages by one until one is; the first of them wins.
+        assert_eq!(rrip.victim(1, 0b1111), 1);
+        assert_eq!(set_values(&rrip, 1), [1, 3, 2, 3]);
+        // Only ways 0 and 2 allowed: they age twice, the others keep their values.
+        assert_eq!(rrip.victim(1, 0b0101), 2);
+        assert_eq!(set_values(&rrip, 1), [2, 3, 3, 3]);
+        rrip.demote(1, 0);
+        assert_eq!(set_values(&rrip, 1), [3, 3, 3, 3]);
+        assert_eq!(rrip.victim(1, 0b1000), 3, "already distant: no ageing");
+    }
+
+    #[test]
+    fn bimodal_insertion_is_long_once_in_32_fills() {
+        let mut rrip = Rrip::new(1, 1, OPTS, RripMode::Bimodal);
+        let values: Vec<u8> = (0..64)
+            .map(|_| {
+                rrip.on_fill(0, 0);
+                rrip.rrpv[0]
+            })
+            .collect();
+        let long: Vec<usize> = (0..64).filter(|&i| values[i] == RRPV_MAX - 1).collect();
+        assert_eq!(long, [31, 63], "the 32nd and 64th fills");
+        assert!(values.iter().all(|&v| v >= RRPV_MAX - 1));
+    }
+
+    #[test]
+    fn dynamic_leader_sets_vote_with_their_misses_and_followers_take_the_winner() {
+        let mut rrip = Rrip::new(64, 1, OPTS, RripMode::Dynamic);
+        let fill = |rrip: &mut Rrip, set: usize| {
+            rrip.on_fill(set, 0);
+            rrip.rrpv[set]
+        };
+        // The selector starts at 511: followers insert long, as static RRIP.
+        assert_eq!(fill(&mut rrip, 2), RRPV_MAX - 1);
+        // A miss in a static leader (set 0 or 32) counts for bimodal: followers turn bimodal.
+        assert_eq!(fill(&mut rrip, 32), RRPV_MAX - 1, "a static leader inserts long");
+        assert_eq!(rrip.selector, 512);
+        assert_eq!(fill(&mut rrip, 2), RRPV_MAX);
+        // A miss in a bimodal leader (set 1 or 33) counts against it: back to static.
+        assert_eq!(fill(&mut rrip, 33), RRPV_MAX, "a bimodal leader inserts distant");
+        assert_eq!(rrip.selector, 511);
+        assert_eq!(fill(&mut rrip, 2), RRPV_MAX - 1);
+        // The selector saturates at both ends.
+        rrip.selector = SELECTOR_MAX;
+        fill(&mut rrip, 0);
+        assert_eq!(rrip.selector, SELECTOR_MAX);
+        rrip.selector = 0;
+        fill(&mut rrip, 1);
+        assert_eq!(rrip.selector, 0);
+        // Other modes keep the selector still.
+        let mut bimodal = Rrip::new(64, 1, OPTS, RripMode::Bimodal);
+        bimodal.on_fill(0, 0);
+        assert_eq!(bimodal.selector, 511);
+    }
+
+    #[test]
+    fn a_write_hit_is_a_use_only_when_the_options_say_so() {
+        for (write_hit_updates_recency, after_write) in [(true, 0), (false, RRPV_MAX - 1)] {
+            let mut rrip = Rrip::new(1, 1, PolicyOptions { write_hit_updates_recency }, RripMode::Static);
+            rrip.on_fill(0, 0);
+            rrip.on_hit(0, 0, true);
+            assert_eq!(rrip.rrpv[0], after_write, "updates recency {write_hit_updates_recency}");
+            rrip.on_hit(0, 0, false);
+            assert_eq!(rrip.rrpv[0], 0);
+        }
+    }
+
     #[test]
     fn rrip_keeps_part_of_a_thrashing_working_set() {
         // 32 lines per 8-way set: a quarter fits. LRU and SRRIP keep nothing; BRRIP and DRRIP
