@@ -1158,7 +1158,7 @@ impl Hierarchy {
         }
         if filled(&self.l3) != self.filled_l3s || filled(&self.l2) != self.filled_cores {
             return Err(format!(
-                "filled cores {:?} or L3s {:?} not listed as such",
+                "the lists of filled caches (cores {:?}, L3s {:?}) disagree with the caches",
                 self.filled_cores, self.filled_l3s
             ));
         }
@@ -1227,12 +1227,13 @@ mod tests {
         // Either list alone is enough: core 0's L2 is filled, the L3 not yet (it takes victims).
         let forget_core: fn(&mut Hierarchy) = |h| h.filled_cores.clear();
         let invent_l3: fn(&mut Hierarchy) = |h| h.filled_l3s.push(0);
-        for (corrupt, listed) in [(forget_core, "[] or L3s []"), (invent_l3, "[0] or L3s [0]")] {
+        for (corrupt, listed) in [(forget_core, "cores [], L3s []"), (invent_l3, "cores [0], L3s [0]")] {
             let mut h = hierarchy();
             read(&mut h, 0, Line(5));
             h.check_invariants().unwrap();
             corrupt(&mut h);
-            assert_eq!(h.check_invariants().unwrap_err(), format!("filled cores {listed} not listed as such"));
+            let expected = format!("the lists of filled caches ({listed}) disagree with the caches");
+            assert_eq!(h.check_invariants().unwrap_err(), expected);
         }
     }
 
