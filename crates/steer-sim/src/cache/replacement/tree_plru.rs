@@ -115,6 +115,8 @@ mod tests {
         assert_eq!(plru.victim(1, 0xff), 5, "a demoted way is the next victim");
         plru.bits[0] = 0x7f;
         assert_eq!(plru.victim(0, 0xff), 7, "every node pointing right: the last way");
+        plru.bits[0] = 1 << 1;
+        assert_eq!(plru.victim(0, 0xff), 2, "left at node 0, right at its left child (node 1), left at node 4");
     }
 
     #[test]
