@@ -19,6 +19,7 @@ use crate::platform::PlatformSpec;
 use crate::stats::{stat, Report};
 use crate::system::Builder;
 use crate::units::{Addr, Line, Rng, Time};
+use std::collections::VecDeque;
 
 choice! {
     /// Packet inter-arrival process.
@@ -84,6 +85,14 @@ params! {
         queues: Vec<QueueSpec> = vec![QueueSpec::default()],
         /// The PCIe link to the root complex (not modelled by default).
         pcie: PcieSpec = PcieSpec::default(),
+        /// Read requests (of at most `pcie.max_read_request_bytes`) each TX queue's DMA engine
+        /// keeps outstanding: a queue sends its next packet only when the requests of its
+        /// earlier ones leave room for the new one's (0: no limit).
+        tx_read_requests: u32 = 0,
+        /// A TX read's round trip besides the host's access to the line: the request's and the
+        /// completions' way across PCIe and the root complex (ns); the host adds the L3's latency
+        /// for a cached line, the memory's for the others. Only with `tx_read_requests`.
+        tx_read_round_trip_ns: f64 = 0.0,
         /// PCIe TPH: the device's capability, the driver's ST mode, which writes carry hints, IRQ
         /// affinity changes. Hints steer writes under `placement.policy = "tph"`.
         tph: NicTphSpec = NicTphSpec::default(),
@@ -133,6 +142,9 @@ impl DeviceSpec for NicSpec {
         let key = |k: &str| format!("{path}.{k}");
         ensure(self.link_gbps > 0.0, &key("link_gbps"), || format!("must be positive (got {})", self.link_gbps))?;
         ensure(self.dma_latency_ns >= 0.0, &key("dma_latency_ns"), || "must not be negative".into())?;
+        ensure((0.0..=1e6).contains(&self.tx_read_round_trip_ns), &key("tx_read_round_trip_ns"), || {
+            format!("must be between 0 and 1000000 ns (got {})", self.tx_read_round_trip_ns)
+        })?;
         ensure(self.numa_node < nodes, &key("numa_node"), || {
             format!("node {} does not exist (the platform has {nodes})", self.numa_node)
         })?;
@@ -218,6 +230,7 @@ impl DeviceSpec for NicSpec {
                 rng,
                 next_arrival,
                 tx_free_at: Time::ZERO,
+                tx_reads: VecDeque::new(),
                 stopped_until: Time::ZERO,
                 restarts: 0,
                 spare_completion_rings,
@@ -257,6 +270,8 @@ struct QueueState {
     next_arrival: Option<Time>,
     /// When the TX engine is next free (it serialises packets onto the link).
     tx_free_at: Time,
+    /// When each outstanding TX read request completes, earliest first.
+    tx_reads: VecDeque<Time>,
     /// Until when a restart keeps the queue from taking packets.
     stopped_until: Time,
     /// Restarts since the start (warm-up included).
@@ -272,6 +287,28 @@ impl QueueState {
             Arrival::Poisson => Time::from_ns(self.rng.exponential(self.interarrival_ns)),
             Arrival::Constant | Arrival::Closed => Time::from_ns(self.interarrival_ns),
         }
+    }
+}
+
+/// Adds a packet of `bytes` whose read requests complete at `done` to a queue's outstanding
+/// requests (`reads`, earliest first) and returns when the next packet of that size finds room
+/// for its requests under the device's limit (`now` if at once). Every packet's requests are
+/// taken to complete together, when its slowest line does.
+fn outstanding_reads(reads: &mut VecDeque<Time>, now: Time, done: Time, bytes: u32, spec: &NicSpec) -> Time {
+    while reads.front().is_some_and(|&t| t <= now) {
+        reads.pop_front();
+    }
+    let requests = bytes.div_ceil(spec.pcie.max_read_request_bytes) as usize;
+    let at = reads.partition_point(|&t| t <= done);
+    for _ in 0..requests {
+        reads.insert(at, done);
+    }
+    // The next packet needs `requests` of the `limit` slots: the earliest completions free them.
+    let must_complete = (reads.len() + requests).saturating_sub(spec.tx_read_requests as usize);
+    if must_complete == 0 {
+        now
+    } else {
+        reads[must_complete.min(reads.len()) - 1]
     }
 }
 
@@ -385,8 +422,14 @@ impl Nic {
         let wire = now + Time::from_ns(packet.bytes as f64 * 8.0 / self.spec.link_gbps);
         state.tx_free_at = wire.max(read);
         let (first, last) = (start.line(self.line_bits), start.offset(packet.bytes as u64 - 1).line(self.line_bits));
+        let mut slowest = Time::ZERO;
         for line in first.0..=last.0 {
-            cx.shared.hierarchy.dma_read(self.device, Line(line), now);
+            slowest = slowest.max(cx.shared.hierarchy.dma_read(self.device, Line(line), now));
+        }
+        if self.spec.tx_read_requests > 0 {
+            let done = now + Time::from_ns(self.spec.tx_read_round_trip_ns) + slowest;
+            let room = outstanding_reads(&mut state.tx_reads, now, done, packet.bytes, &self.spec);
+            state.tx_free_at = state.tx_free_at.max(room);
         }
     }
 
@@ -700,6 +743,65 @@ mod tests {
     }
 
     #[test]
+    fn outstanding_read_requests_leave_room_for_the_next_packet_by_hand() {
+        // 6 requests of 512 B outstanding; a 1500 B packet takes 3.
+        let spec = NicSpec { tx_read_requests: 6, ..spec() };
+        let mut reads = VecDeque::new();
+        assert_eq!(outstanding_reads(&mut reads, ns(0.0), ns(500.0), 1500, &spec), ns(0.0), "room for one more");
+        assert_eq!(
+            outstanding_reads(&mut reads, ns(100.0), ns(600.0), 1500, &spec),
+            ns(500.0),
+            "the first must finish"
+        );
+        assert_eq!(reads, [ns(500.0); 3].into_iter().chain([ns(600.0); 3]).collect::<VecDeque<_>>());
+        // At 500 the first's requests are done and leave; the second's now decide.
+        assert_eq!(outstanding_reads(&mut reads, ns(500.0), ns(1000.0), 1500, &spec), ns(600.0));
+        assert_eq!(reads.len(), 6);
+        // A read that completes sooner (a cache hit behind a miss) frees its slots sooner.
+        let mut reads = VecDeque::new();
+        outstanding_reads(&mut reads, ns(0.0), ns(700.0), 1500, &spec);
+        assert_eq!(outstanding_reads(&mut reads, ns(10.0), ns(510.0), 1500, &spec), ns(510.0));
+        // A packet of more requests than the limit waits for every earlier one.
+        let narrow = NicSpec { tx_read_requests: 2, ..spec.clone() };
+        let mut reads = VecDeque::new();
+        assert_eq!(outstanding_reads(&mut reads, ns(0.0), ns(500.0), 1500, &narrow), ns(500.0));
+        // A packet of one request (at most 512 B) takes one slot.
+        let mut reads = VecDeque::new();
+        for k in 0..5 {
+            assert_eq!(outstanding_reads(&mut reads, ns(k as f64), ns(900.0 + k as f64), 512, &spec), ns(k as f64));
+        }
+        assert_eq!(outstanding_reads(&mut reads, ns(5.0), ns(905.0), 512, &spec), ns(900.0));
+    }
+
+    /// When queue 0's TX engine is next free after sending the first of two packets posted
+    /// together, under the TX read settings of `spec` (the two-packet case below).
+    fn tx_free_after_first_send(spec: NicSpec) -> Time {
+        let (mut h, mut nic, first) = nic(spec);
+        step_at(&mut h, &mut nic, first);
+        step_at(&mut h, &mut nic, first + ns(1000.0));
+        let ring = &mut h.shared.rings[0];
+        for _ in 0..2 {
+            let packet = ring.take().unwrap();
+            ring.finish(&packet);
+            ring.post_tx(&packet);
+        }
+        step_at(&mut h, &mut nic, first + ns(1500.0));
+        nic.as_any().downcast_ref::<Nic>().unwrap().queues[0].tx_free_at - (first + ns(1500.0))
+    }
+
+    #[test]
+    fn a_tx_queue_at_its_read_request_limit_waits_one_round_trip_and_the_hosts_access() {
+        // 1000 B packets take two 512 B requests: a limit of 2 lets one packet's reads out at a time.
+        assert_eq!(tx_free_after_first_send(spec()), ns(800.0), "no limit: the wire alone");
+        let limited = |round_trip| NicSpec { tx_read_requests: 2, tx_read_round_trip_ns: round_trip, ..spec() };
+        let (slow, slower) = (tx_free_after_first_send(limited(5000.0)), tx_free_after_first_send(limited(6000.0)));
+        assert!(slow > ns(5000.0), "the round trip and the memory's latency: {slow:?}");
+        assert_eq!(slower - slow, ns(1000.0), "the round trip adds as it is");
+        let roomy = NicSpec { tx_read_requests: 4, ..limited(5000.0) };
+        assert_eq!(tx_free_after_first_send(roomy), ns(800.0), "room for the second: the wire again");
+    }
+
+    #[test]
     fn a_closed_queue_delivers_exactly_the_arrivals_asked_for() {
         let mut spec = spec();
         spec.queues[0].arrival = Arrival::Closed;
@@ -753,6 +855,19 @@ mod tests {
         with_cpu(1).validate("devices.0", &platform).unwrap();
         let error = with_cpu(2).validate("devices.0", &platform).unwrap_err();
         assert_eq!(error.to_string(), "devices.0.placement.cpu: CPU 2 out of range (the platform has 2)");
+    }
+
+    #[test]
+    fn a_tx_read_round_trip_must_be_between_0_and_1_ms() {
+        let platform = tiny_platform();
+        let with = |ns| NicSpec { tx_read_requests: 8, tx_read_round_trip_ns: ns, ..spec() };
+        for fine in [0.0, 1e6] {
+            with(fine).validate("devices.0", &platform).unwrap();
+        }
+        for bad in [-1.0, 1e6 + 1.0, f64::NAN] {
+            let error = with(bad).validate("devices.0", &platform).unwrap_err().to_string();
+            assert!(error.starts_with("devices.0.tx_read_round_trip_ns: must be between 0 and 1000000 ns"), "{error}");
+        }
     }
 
     #[test]
