@@ -569,6 +569,7 @@ mod tests {
     fn a_packet_is_written_made_visible_after_the_dma_latency_and_the_next_follows_at_the_rate() {
         let (mut h, mut nic, first) = nic(spec());
         assert_eq!(nic.name(), "nic0", "stall reports name the NIC as its scenario does");
+        assert_eq!(nic.waiting_for(), "nic0: packets to transmit or closed-loop messages to deliver");
         assert!(first < ns(1000.0), "the first arrival is within one inter-arrival time");
         assert_eq!(step_at(&mut h, &mut nic, first), Step::At(first + ns(1000.0)));
         let ring = &h.shared.rings[0];

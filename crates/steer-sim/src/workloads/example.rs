@@ -149,6 +149,7 @@ mod tests {
         let mut p = Example { spec, ring, line_bits: 6, taken: None, lines_read: 0 };
         assert_eq!(h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(0.0))).0, Next::Wait);
         assert_eq!(h.waits(), [READY]);
+        assert_eq!(p.waiting_for(), "a packet on nic0 queue 0", "what a stall report says it waits for");
         deliver(&mut h, ring, 1500, ns(0.0), ns(10.0));
         assert_eq!(h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(5.0))).0, Next::At(ns(10.0)));
         let (next, ops, _) = h.with_cx(ns(10.0), ns(10.0), |cx| ask(&mut p, cx, ns(10.0)));

@@ -88,12 +88,21 @@ impl WorkloadSpec for ProbeSpec {
     }
 
     fn build(&self, b: &mut Builder) {
-        let line_bits = b.platform.line_bits();
         let node = b.platform.node_of_cpu(self.cpu);
-        let base = b.alloc(node, self.working_set_bytes).line(line_bits);
+        let base = b.alloc(node, self.working_set_bytes).line(b.platform.line_bits());
+        let loop_ = self.loop_of(b, node);
+        b.run_on(self.cpu, Box::new(Probe { base, loop_ }));
+    }
+}
+
+impl ProbeSpec {
+    /// The loop of this spec's pattern at its start (a ring copy's reused buffer is allocated on
+    /// `node`).
+    fn loop_of(&self, b: &mut Builder, node: u32) -> Loop {
+        let line_bits = b.platform.line_bits();
         let lines = (self.working_set_bytes >> line_bits).max(1);
         let mut rng = Rng::new(b.seed);
-        let loop_ = match self.pattern {
+        match self.pattern {
             Pattern::Chase => Loop::Chase { next: random_cycle(lines, &mut rng), at: 0 },
             Pattern::Random => Loop::Random { lines, rng },
             Pattern::RingCopy => {
@@ -113,8 +122,7 @@ impl WorkloadSpec for ProbeSpec {
                 line_bits,
                 at: 0,
             },
-        };
-        b.run_on(self.cpu, Box::new(Probe { base, loop_ }));
+        }
     }
 }
 
@@ -215,6 +223,23 @@ mod tests {
         let (next, ops, units) = h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(0.0)));
         assert_eq!(next, Next::Unit);
         (ops, units, p)
+    }
+
+    #[test]
+    fn a_ring_copy_takes_as_many_whole_buffers_as_the_working_set_holds() {
+        let platform = crate::testing::tiny_platform();
+        let mut b = crate::system::Builder::new(&platform, 1);
+        let spec = ProbeSpec {
+            pattern: Pattern::RingCopy,
+            working_set_bytes: 8192,
+            buffer_bytes: 1000,
+            ..ProbeSpec::default()
+        };
+        // 8 buffers of 1000 B, each 16 lines of 64 B (the last partly used).
+        match spec.loop_of(&mut b, 0) {
+            Loop::RingCopy { buffers, buffer_lines, at, .. } => assert_eq!((buffers, buffer_lines, at), (8, 16, 0)),
+            _ => panic!("a ring copy"),
+        }
     }
 
     #[test]
