@@ -298,7 +298,7 @@ fn outstanding_reads(reads: &mut VecDeque<Time>, now: Time, done: Time, bytes: u
     while reads.front().is_some_and(|&t| t <= now) {
         reads.pop_front();
     }
-    let requests = bytes.div_ceil(spec.pcie.max_read_request_bytes) as usize;
+    let requests = spec.pcie.read_requests(bytes) as usize;
     let at = reads.partition_point(|&t| t <= done);
     for _ in 0..requests {
         reads.insert(at, done);

@@ -59,6 +59,11 @@ impl PcieSpec {
         ensure(self.rx_buffer_kib >= 0.0, &key("rx_buffer_kib"), || "must not be negative".into())
     }
 
+    /// Read requests a DMA read of `bytes` takes (at most `max_read_request_bytes` each).
+    pub fn read_requests(&self, bytes: u32) -> u64 {
+        tlps(bytes, self.max_read_request_bytes)
+    }
+
     /// Data bytes a direction carries per ns: 128b/130b encoding from Gen3 (8 GT/s) on, 8b/10b
     /// before.
     fn bytes_per_ns(&self) -> f64 {
@@ -122,7 +127,7 @@ impl PcieLink {
 
     /// Bytes on the link of the requests of a DMA read of `bytes` (upstream).
     fn request_bytes(&self, bytes: u32) -> u64 {
-        tlps(bytes, self.spec.max_read_request_bytes) * (REQUEST_HEADER_BYTES + LINK_BYTES_PER_TLP)
+        self.spec.read_requests(bytes) * (REQUEST_HEADER_BYTES + LINK_BYTES_PER_TLP)
     }
 
     /// Bytes on the link of the completions of a DMA read of `bytes` at `addr` (downstream).
