@@ -13,12 +13,14 @@ every point (e.g. devices.0.pcie.read_completion_boundary_bytes=64).
 
 import csv
 import statistics
-import sys
 from pathlib import Path
 
 import steer
+from point_settings import settings_for_every_point
 
 ETHERNET_OVERHEAD_BYTES = 24
+
+settings = settings_for_every_point("ddio-l2fwd", __doc__.split("\n\n")[0])
 
 with open(Path(__file__).parent / "data" / "ddio-bench.csv") as measurements:
     rows = list(csv.DictReader(measurements))
@@ -31,7 +33,7 @@ for row in rows:
     offered = float(row["offered_link_gbps"]) * on_wire
     result = steer.run(
         "ddio-l2fwd",
-        [*settings, f"offered_gbps={offered:.3f}", "sim.warmup_us=15000", "sim.measure_us=2000", *sys.argv[1:]],
+        [*settings, f"offered_gbps={offered:.3f}", "sim.warmup_us=15000", "sim.measure_us=2000", *settings],
     )
     nic = result["devices"]["nic0"]
     write, read = 100 * nic["dma_write_hit_rate"], 100 * nic["dma_read_hit_rate"]

@@ -371,3 +371,17 @@ def test_a_mistyped_parameter_lists_the_declared_ones_and_an_unconsumed_queue_is
     assert "declared: offered_gbps, packet_bytes, placement, ring" in typo.stderr
     extra = steer_cli("run", "rx-default", "--set", "devices.0.queues.0.count=2")
     assert extra.returncode == 2 and "queue 1 of `nic0` has no workload consuming it" in extra.stderr
+
+
+@pytest.mark.parametrize("script", ["ddio_bench.py", "ddio_sweep.py"])
+@pytest.mark.parametrize(
+    ("argument", "expected"),
+    [("rx_ring=many", "--set rx_ring: "), ("bogus=1", "bogus: not a parameter"), ("--bogus", "unrecognized")],
+)
+def test_the_ddio_scripts_reject_bad_settings_before_any_point(script, argument, expected):
+    path = Path(__file__).parent.parent / "scripts" / script
+    done = subprocess.run([sys.executable, path, argument], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert expected in done.stderr.strip().splitlines()[-1]
+    assert done.stdout == ""
