@@ -105,3 +105,22 @@ impl SystemShape<'_> {
         Ok(cpus)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::tiny_platform;
+
+    #[test]
+    fn a_workload_that_reads_no_device_claims_no_queue_of_any() {
+        let platform = tiny_platform();
+        let shape = SystemShape {
+            platform: &platform,
+            cpus: platform.topology.cpus(),
+            copy_engines: Vec::new(),
+            devices: vec![("nic0", vec![0])],
+        };
+        // The stream kind keeps the trait's default.
+        assert_eq!(stream::StreamSpec::default().queues(&shape), Vec::<(String, u32)>::new());
+    }
+}
