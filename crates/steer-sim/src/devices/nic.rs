@@ -872,6 +872,26 @@ mod tests {
     }
 
     #[test]
+    fn the_queues_offered_loads_together_must_fit_the_link() {
+        let platform = tiny_platform();
+        let offering = |gbps: [f64; 2]| NicSpec {
+            queues: gbps
+                .iter()
+                .enumerate()
+                .map(|(cpu, &offered_gbps)| QueueSpec {
+                    offered_gbps,
+                    consumer_cpu: cpu as u32,
+                    ..spec().queues[0].clone()
+                })
+                .collect(),
+            ..spec()
+        };
+        offering([6.0, 4.0]).validate("devices.0", &platform).unwrap();
+        let error = offering([6.0, 4.5]).validate("devices.0", &platform).unwrap_err().to_string();
+        assert_eq!(error, "devices.0.queues: offered load 10.5 Gb/s exceeds the 10 Gb/s link");
+    }
+
+    #[test]
     fn a_nic_on_the_second_sockets_node_has_that_sockets_llc() {
         let platform = PlatformSpec {
             topology: TopologySpec { sockets: 2, ccx_per_socket: 3, ..tiny_platform().topology },
