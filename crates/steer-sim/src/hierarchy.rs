@@ -790,7 +790,7 @@ impl Hierarchy {
                 self.mark_exclusive(holder, line, false);
             }
         }
-        (source, dirty, latency + first.wait)
+        (source, dirty, latency)
     }
 
     /// Marks (or unmarks) `core`'s private copies of `line` as the only copies besides its own

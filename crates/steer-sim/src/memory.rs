@@ -298,6 +298,18 @@ mod tests {
     }
 
     #[test]
+    fn a_sliding_window_keeps_what_was_booked_in_the_slices_it_still_holds() {
+        let mut m = memory(1);
+        // Ten reads in slice 4000 (at 256 us), then one in slice 4100: the 4096-slice window
+        // slides to start at slice 5, so slice 4000 and its bookings stay in it.
+        for _ in 0..10 {
+            m.read(Line(0), Time::from_ns(256_000.0));
+        }
+        m.read(Line(0), Time::from_ns(262_400.0));
+        assert_eq!(m.read(Line(0), Time::from_ns(256_000.0)), Time::from_ns(110.0));
+    }
+
+    #[test]
     fn an_overloaded_channel_serves_at_its_bandwidth() {
         // 64 B at 64 GB/s = 1 ns each: 1000 reads issued at once finish over ~1000 ns.
         let mut m = memory(1);
