@@ -675,6 +675,13 @@ mod tests {
     }
 
     #[test]
+    fn a_copy_engine_adds_nothing_to_the_host_memory_estimate() {
+        // Its state is a few queues and records per node, whatever the bytes it copies: only
+        // cached lines and NIC buffer pools grow with a scenario.
+        assert_eq!(DsaSpec::default().host_bytes(), 0);
+    }
+
+    #[test]
     fn a_full_queue_answers_retry_when_shared_and_drops_when_dedicated() {
         for (mode, refused) in [(WqMode::Shared, Submit::Retry), (WqMode::Dedicated, Submit::Dropped)] {
             let mut queue = WorkQueue::new(mode, 2, 32, Signal(0), Signal(1));

@@ -123,4 +123,17 @@ mod tests {
         // The stream kind keeps the trait's default.
         assert_eq!(stream::StreamSpec::default().queues(&shape), Vec::<(String, u32)>::new());
     }
+
+    #[test]
+    fn a_ping_pong_runs_on_its_cpu_and_consumes_its_queue() {
+        let platform = tiny_platform();
+        let shape = SystemShape {
+            platform: &platform,
+            cpus: platform.topology.cpus(),
+            copy_engines: Vec::new(),
+            devices: vec![("nic0", vec![0, 2, 3])],
+        };
+        let spec = pingpong::PingPongSpec { cpu: 3, queue: 2, ..pingpong::PingPongSpec::default() };
+        assert_eq!((spec.cpus(&shape), spec.queues(&shape)), (vec![3], vec![("nic0".to_string(), 2)]));
+    }
 }

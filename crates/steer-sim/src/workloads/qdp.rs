@@ -505,12 +505,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_query_is_an_agent_named_query_in_stall_reports() {
+    fn in_stall_reports_the_query_is_named_query_and_each_thread_names_its_next_block() {
         let platform = crate::platform::preset("xeon-max-9468").unwrap();
         let mut b = Builder::new(&platform, 1);
         QdpSpec { column_b: ColumnB::Ddr, ..QdpSpec::default() }.build(&mut b);
         let (agents, _, _) = b.into_parts();
         let names: Vec<String> = agents.iter().map(|(a, _)| a.name()).collect();
         assert!(names.iter().any(|n| n == "query"), "{names:?}");
+        // Before anything ran, each thread (one a CPU) is at the first of its 64 blocks.
+        let waits: Vec<String> = agents.iter().map(|(a, _)| a.waiting_for()).filter(|w| !w.is_empty()).collect();
+        assert_eq!(waits, vec!["block 0 of 64"; 8]);
     }
 }
