@@ -182,6 +182,10 @@ fn busy_fraction_is_engine_time_over_the_time_to_the_last_completion() {
     let first = copy(&["engines=1", "transfer_bytes=1048576", "total_bytes=1048576", "sim.measure_us=10"]);
     let busy = f(&first["devices"]["dsa0"]["busy_fraction"]);
     assert!((busy - (10_000.0 - 150.0) / 10_000.0).abs() < 1e-6, "{busy}");
+    // After a 5 us warm-up the same transfer fills the 5 us window: busy throughout it.
+    let warm =
+        copy(&["engines=1", "transfer_bytes=1048576", "total_bytes=1048576", "sim.warmup_us=5", "sim.measure_us=5"]);
+    assert_eq!(f(&warm["devices"]["dsa0"]["busy_fraction"]), 1.0);
 }
 
 #[test]

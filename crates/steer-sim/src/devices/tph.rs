@@ -710,6 +710,13 @@ mod tests {
     }
 
     #[test]
+    fn an_st_table_in_the_capability_takes_its_last_entry_and_refuses_the_next() {
+        let mut tph = device(NicTphSpec { st_table: StTable::Capability, ..iv() }, TphHostSpec::default(), &[1, 2]);
+        assert_eq!(tph.set_st_entry(1, 9), Ok(()));
+        assert_eq!(tph.set_st_entry(2, 9), Err("entry 2 is beyond the 2-entry ST table".into()));
+    }
+
+    #[test]
     fn a_failed_tag_write_disables_tph() {
         let mut tph = device(NicTphSpec { st_table: StTable::Capability, ..iv() }, TphHostSpec::default(), &[1, 2]);
         assert_eq!(tph.set_st_entry(5, 7), Err("entry 5 is beyond the 2-entry ST table".into()));
