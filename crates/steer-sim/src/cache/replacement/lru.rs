@@ -55,7 +55,7 @@ impl ReplacementPolicy for Lru {
             return least_recent;
         }
         let (mut victim, mut oldest) = (None, 0);
-        let mut candidates = allowed & (u64::MAX >> (64 - self.ways));
+        let mut candidates = allowed;
         while candidates != 0 {
             let way = candidates.trailing_zeros() as usize;
             candidates &= candidates - 1;

@@ -21,7 +21,8 @@ pub use tree_plru::TreePlru;
 /// The cache owns tags and validity; the policy owns only recency state. The cache calls `on_hit`
 /// for every hit, `on_fill` when a line is installed, `on_invalidate` when a line leaves without
 /// being chosen as a victim, and `victim` only when every way allowed by `allowed` is valid
-/// (the cache fills invalid ways first). `victim` must return a way whose bit is set in `allowed`.
+/// (the cache fills invalid ways first). `allowed` holds no bit beyond the set's ways, and at least
+/// one; `victim` must return a way whose bit is set in it.
 /// `demote` moves a valid way to where the policy evicts next (a fill not expected to be reused
 /// soon, such as an injected line), so that it displaces nothing until it is used.
 pub trait ReplacementPolicy: Send {
