@@ -125,6 +125,16 @@ mod tests {
     }
 
     #[test]
+    fn a_cpu_number_must_be_below_the_platforms_cpu_count() {
+        let platform = tiny_platform();
+        let cpus = platform.topology.cpus();
+        let shape = SystemShape { platform: &platform, cpus, copy_engines: Vec::new(), devices: Vec::new() };
+        assert_eq!(shape.check_cpu("workloads.0", cpus - 1), Ok(()));
+        let error = shape.check_cpu("workloads.0", cpus).unwrap_err().to_string();
+        assert_eq!(error, format!("workloads.0.cpu: CPU {cpus} out of range (the platform has {cpus})"));
+    }
+
+    #[test]
     fn a_ping_pong_runs_on_its_cpu_and_consumes_its_queue() {
         let platform = tiny_platform();
         let shape = SystemShape {

@@ -221,6 +221,18 @@ mod tests {
     }
 
     #[test]
+    fn the_application_buffer_holds_one_message_header_and_payload() {
+        use crate::devices::{nic::NicSpec, DeviceSpec};
+        let platform = crate::testing::tiny_platform();
+        let mut b = Builder::new(&platform, 1);
+        NicSpec::default().build(&mut b);
+        let before = b.alloc(0, 0);
+        // 42 + 8192 B: three pages of the page-granular allocator.
+        PingPongSpec { header_bytes: 42, payload_bytes: 8192, ..PingPongSpec::default() }.build(&mut b);
+        assert_eq!(b.alloc(0, 0).0 - before.0, 3 * 4096);
+    }
+
+    #[test]
     fn the_first_message_is_asked_for_at_once_and_each_reply_asks_for_the_next_a_round_trip_later() {
         let (mut h, ring) = ring_harness(4, 4, Recycle::Fifo);
         let mut p = program(ring, true, true);
