@@ -125,6 +125,22 @@ mod tests {
     }
 
     #[test]
+    fn tcp_receive_runs_each_application_app_offset_cpus_after_its_irq_cpu_within_the_platform() {
+        let platform = tiny_platform();
+        let cpus = platform.topology.cpus();
+        let shape =
+            SystemShape { platform: &platform, cpus, copy_engines: Vec::new(), devices: vec![("nic0", vec![0])] };
+        let spec = |app_offset| tcp_rx::TcpRxSpec { app_offset, ..tcp_rx::TcpRxSpec::default() };
+        assert_eq!(spec(cpus - 1).validate("workloads.0", &shape), Ok(()));
+        assert_eq!(spec(cpus - 1).cpus(&shape), [0, cpus - 1]);
+        let error = spec(cpus).validate("workloads.0", &shape).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            format!("workloads.0.app_offset: the application of IRQ CPU 0 would run on CPU {cpus}, out of range")
+        );
+    }
+
+    #[test]
     fn a_cpu_number_must_be_below_the_platforms_cpu_count() {
         let platform = tiny_platform();
         let cpus = platform.topology.cpus();
@@ -135,7 +151,7 @@ mod tests {
     }
 
     #[test]
-    fn a_ping_pong_runs_on_its_cpu_and_consumes_its_queue() {
+    fn the_ping_pong_the_example_filter_and_the_rx_loop_run_on_their_cpu_and_consume_their_queue() {
         let platform = tiny_platform();
         let shape = SystemShape {
             platform: &platform,
@@ -145,5 +161,9 @@ mod tests {
         };
         let spec = pingpong::PingPongSpec { cpu: 3, queue: 2, ..pingpong::PingPongSpec::default() };
         assert_eq!((spec.cpus(&shape), spec.queues(&shape)), (vec![3], vec![("nic0".to_string(), 2)]));
+        let spec = example::ExampleSpec { cpu: 2, queue: 1, ..example::ExampleSpec::default() };
+        assert_eq!((spec.cpus(&shape), spec.queues(&shape)), (vec![2], vec![("nic0".to_string(), 1)]));
+        let spec = rx_loop::RxLoopSpec { cpu: 3, queue: 1, ..rx_loop::RxLoopSpec::default() };
+        assert_eq!((spec.cpus(&shape), spec.queues(&shape)), (vec![3], vec![("nic0".to_string(), 1)]));
     }
 }
