@@ -109,27 +109,30 @@ impl SystemShape<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::platform::PlatformSpec;
     use crate::testing::tiny_platform;
+
+    /// The tiny platform's CPUs with a NIC `nic0` whose queues are consumed on `queue_cpus`.
+    fn shape(platform: &PlatformSpec, queue_cpus: Vec<u32>) -> SystemShape<'_> {
+        SystemShape {
+            platform,
+            cpus: platform.topology.cpus(),
+            copy_engines: Vec::new(),
+            devices: vec![("nic0", queue_cpus)],
+        }
+    }
 
     #[test]
     fn a_workload_that_reads_no_device_claims_no_queue_of_any() {
         let platform = tiny_platform();
-        let shape = SystemShape {
-            platform: &platform,
-            cpus: platform.topology.cpus(),
-            copy_engines: Vec::new(),
-            devices: vec![("nic0", vec![0])],
-        };
         // The stream kind keeps the trait's default.
-        assert_eq!(stream::StreamSpec::default().queues(&shape), Vec::<(String, u32)>::new());
+        assert_eq!(stream::StreamSpec::default().queues(&shape(&platform, vec![0])), Vec::<(String, u32)>::new());
     }
 
     #[test]
     fn tcp_receive_runs_each_application_app_offset_cpus_after_its_irq_cpu_within_the_platform() {
         let platform = tiny_platform();
-        let cpus = platform.topology.cpus();
-        let shape =
-            SystemShape { platform: &platform, cpus, copy_engines: Vec::new(), devices: vec![("nic0", vec![0])] };
+        let (shape, cpus) = (shape(&platform, vec![0]), platform.topology.cpus());
         let spec = |app_offset| tcp_rx::TcpRxSpec { app_offset, ..tcp_rx::TcpRxSpec::default() };
         assert_eq!(spec(cpus - 1).validate("workloads.0", &shape), Ok(()));
         assert_eq!(spec(cpus - 1).cpus(&shape), [0, cpus - 1]);
@@ -143,8 +146,7 @@ mod tests {
     #[test]
     fn a_cpu_number_must_be_below_the_platforms_cpu_count() {
         let platform = tiny_platform();
-        let cpus = platform.topology.cpus();
-        let shape = SystemShape { platform: &platform, cpus, copy_engines: Vec::new(), devices: Vec::new() };
+        let (shape, cpus) = (shape(&platform, vec![0]), platform.topology.cpus());
         assert_eq!(shape.check_cpu("workloads.0", cpus - 1), Ok(()));
         let error = shape.check_cpu("workloads.0", cpus).unwrap_err().to_string();
         assert_eq!(error, format!("workloads.0.cpu: CPU {cpus} out of range (the platform has {cpus})"));
@@ -153,12 +155,7 @@ mod tests {
     #[test]
     fn the_ping_pong_the_example_filter_and_the_rx_loop_run_on_their_cpu_and_consume_their_queue() {
         let platform = tiny_platform();
-        let shape = SystemShape {
-            platform: &platform,
-            cpus: platform.topology.cpus(),
-            copy_engines: Vec::new(),
-            devices: vec![("nic0", vec![0, 2, 3])],
-        };
+        let shape = shape(&platform, vec![0, 2, 3]);
         let spec = pingpong::PingPongSpec { cpu: 3, queue: 2, ..pingpong::PingPongSpec::default() };
         assert_eq!((spec.cpus(&shape), spec.queues(&shape)), (vec![3], vec![("nic0".to_string(), 2)]));
         let spec = example::ExampleSpec { cpu: 2, queue: 1, ..example::ExampleSpec::default() };
