@@ -298,15 +298,19 @@ mod tests {
     }
 
     #[test]
-    fn a_sliding_window_keeps_what_was_booked_in_the_slices_it_still_holds() {
+    fn a_sliding_window_keeps_what_was_booked_in_the_slices_it_still_holds_and_clears_the_rest() {
         let mut m = memory(1);
-        // Ten reads in slice 4000 (at 256 us), then one in slice 4100: the 4096-slice window
-        // slides to start at slice 5, so slice 4000 and its bookings stay in it.
-        for _ in 0..10 {
-            m.read(Line(0), Time::from_ns(256_000.0));
+        // Ten reads in slice 2 (at 150 ns) and ten in slice 4000 (at 256 us), then one in slice
+        // 4100: the 4096-slice window slides to start at slice 5, so slice 4000 and its bookings
+        // stay in it, and slice 4098, which takes slice 2's place, starts empty.
+        for at in [150.0, 256_000.0] {
+            for _ in 0..10 {
+                m.read(Line(0), Time::from_ns(at));
+            }
         }
         m.read(Line(0), Time::from_ns(262_400.0));
         assert_eq!(m.read(Line(0), Time::from_ns(256_000.0)), Time::from_ns(110.0));
+        assert_eq!(m.read(Line(0), Time::from_ns(4098.0 * 64.0)), Time::from_ns(100.0));
     }
 
     #[test]
