@@ -20,7 +20,7 @@ from point_settings import settings_for_every_point
 
 ETHERNET_OVERHEAD_BYTES = 24
 
-settings = settings_for_every_point("ddio-l2fwd", __doc__.split("\n\n")[0])
+extra_settings = settings_for_every_point("ddio-l2fwd", __doc__.split("\n\n")[0])
 
 with open(Path(__file__).parent / "data" / "ddio-bench.csv") as measurements:
     rows = list(csv.DictReader(measurements))
@@ -33,7 +33,7 @@ for row in rows:
     offered = float(row["offered_link_gbps"]) * on_wire
     result = steer.run(
         "ddio-l2fwd",
-        [*settings, f"offered_gbps={offered:.3f}", "sim.warmup_us=15000", "sim.measure_us=2000", *settings],
+        [*settings, f"offered_gbps={offered:.3f}", "sim.warmup_us=15000", "sim.measure_us=2000", *extra_settings],
     )
     nic = result["devices"]["nic0"]
     write, read = 100 * nic["dma_write_hit_rate"], 100 * nic["dma_read_hit_rate"]

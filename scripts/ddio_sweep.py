@@ -7,13 +7,13 @@ Arguments are further KEY=VALUE settings applied to every point (e.g. platform.l
 import steer
 from point_settings import settings_for_every_point
 
-settings = settings_for_every_point("ddio-l2fwd", __doc__.split("\n\n")[0])
+extra_settings = settings_for_every_point("ddio-l2fwd", __doc__.split("\n\n")[0])
 
 for packet in (64, 512, 1024, 1500):
     for ring in (256, 1024, 4096):
         result = steer.run(
             "ddio-l2fwd",
-            [f"packet_bytes={packet}", f"rx_ring={ring}", "sim.measure_us=1000", "sim.warmup_us=3000", *settings],
+            [f"packet_bytes={packet}", f"rx_ring={ring}", "sim.measure_us=1000", "sim.warmup_us=3000", *extra_settings],
         )
         nic = result["devices"]["nic0"]
         rates = (
