@@ -489,8 +489,13 @@ mod tests {
     fn a_restart_drops_what_was_not_taken_and_reposts_its_buffers() {
         let mut r = ring(2, 2, Recycle::Fifo);
         write_packets(&mut r, 2);
+        // The first is taken and released: only the second goes with the old ring.
+        assert!(matches!(r.poll(Time::MAX), Poll::Ready(_)));
+        let taken = r.take().unwrap();
+        r.release(&taken);
+        assert_eq!(r.in_flight_bytes, 64);
         r.restart(Addr(0x9000));
-        assert_eq!((r.stats.dropped_packets, r.in_flight_bytes), (2, 0));
+        assert_eq!((r.stats.dropped_packets, r.stats.dropped_bytes, r.in_flight_bytes), (1, 64, 0));
         assert_eq!(r.next_completion_entry(), Addr(0x9000));
         assert_eq!(r.poll(Time::MAX), Poll::Empty);
         assert_eq!(r.accept(64, true), Some(0));

@@ -153,7 +153,7 @@ mod tests {
     }
 
     #[test]
-    fn the_ping_pong_the_example_filter_and_the_rx_loop_run_on_their_cpu_and_consume_their_queue() {
+    fn the_ping_pong_the_example_filter_the_rx_loop_and_the_reduction_run_on_their_cpu_and_consume_their_queue() {
         let platform = tiny_platform();
         let shape = shape(&platform, vec![0, 2, 3]);
         let spec = pingpong::PingPongSpec { cpu: 3, queue: 2, ..pingpong::PingPongSpec::default() };
@@ -162,5 +162,7 @@ mod tests {
         assert_eq!((spec.cpus(&shape), spec.queues(&shape)), (vec![2], vec![("nic0".to_string(), 1)]));
         let spec = rx_loop::RxLoopSpec { cpu: 3, queue: 1, ..rx_loop::RxLoopSpec::default() };
         assert_eq!((spec.cpus(&shape), spec.queues(&shape)), (vec![3], vec![("nic0".to_string(), 1)]));
+        let spec = reduce::ReduceSpec { cpu: 2, queue: 2, ..reduce::ReduceSpec::default() };
+        assert_eq!((spec.cpus(&shape), spec.queues(&shape)), (vec![2], vec![("nic0".to_string(), 2)]));
     }
 }
