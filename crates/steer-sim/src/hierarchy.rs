@@ -1258,4 +1258,15 @@ mod tests {
         h.dir_add(Line(9), 1);
         assert_eq!(h.check_invariants().unwrap_err(), "directory disagrees with the caches at line 0x9");
     }
+
+    #[test]
+    fn adaptive_holding_keeps_a_directory_once_a_second_cores_caches_fill() {
+        let mut h = hierarchy();
+        read(&mut h, 0, Line(5));
+        assert!(h.directory.is_none(), "one core's caches are asked directly");
+        read(&mut h, 1, Line(9));
+        let directory = h.directory.as_ref().expect("built at the second core's first fill");
+        let holders = |line| directory.holders(line).iter().collect::<Vec<_>>();
+        assert_eq!((holders(5), holders(9)), (vec![0], vec![1]), "both cores' lines, each listed once");
+    }
 }
