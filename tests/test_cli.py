@@ -89,7 +89,7 @@ def test_json_on_stdout_is_deterministic(steer_cli):
         ("wayz = 3", [], "s.toml:10:1: devices.0.queues.0.wayz: unknown field `wayz`"),
         ('offered_gbps = "fast"', [], "s.toml:10:1: devices.0.queues.0.offered_gbps: invalid type"),
         ("offered_gbps = -1.0", [], "devices.0.queues.0.offered_gbps: must be positive"),
-        ("", ["--set", "platform.l2.ways=0"], "--set platform.l2.ways: platform.l2.ways: must be at least 1"),
+        ("", ["--set", "platform.l2.ways=0"], "--set platform.l2.ways: must be at least 1"),
         ("", ["--set", "platform.l1d.size_kib=47"], "platform.l1d.size_kib: 47 KiB does not divide"),
         ("", ["--set", "workloads.0.cpu=999"], "workloads.0.cpu: CPU 999 out of range"),
         ("", ["--set", "devices.3.name=x"], "devices.3.name: index 3 out of range"),

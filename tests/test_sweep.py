@@ -163,7 +163,7 @@ def test_missing_files_and_bad_options(tmp_path, capsys):
         (["sweep", str(write(tmp_path, "[set]\n", "s3.toml"))], "s3.toml: invalid TOML"),
         (
             ["sweep", str(write(tmp_path, "[grid]\nring = [128]\n", "s4.toml")), "--set", "ring=64"],
-            "--set ring: ring is swept in",
+            "--set ring: already swept in",
         ),
         (
             ["sweep", str(write(tmp_path, "", "s5.toml")), "--workers", "0"],

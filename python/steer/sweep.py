@@ -235,7 +235,7 @@ def plan(sweep: Sweep, overrides: Iterable[str] = (), keep_going: bool = False) 
     for item in overrides:
         key = item.partition("=")[0].strip()
         if key in sections and sections[key] != "set":
-            raise ScenarioError(f"--set {key}: {key} is swept in {sweep.origin}")
+            raise ScenarioError(f"--set {key}: already swept in {sweep.origin}")
     fixed = [f"{key}={api.toml_literal(value)}" for key, value in sweep.sets.items()] + overrides
     tasks: dict[str, Task] = {}
     first_error = None

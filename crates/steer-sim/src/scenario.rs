@@ -372,6 +372,8 @@ fn load_located(source: &ScenarioSource, overrides: &[String]) -> Result<Scenari
                 || path.starts_with(&format!("{}.", error.path))
         });
         let place = match from_override {
+            // The key names the value already: the error's path is said only where it differs.
+            Some((_, key)) if *key == error.path => return format!("--set {key}: {}", error.message),
             Some((_, key)) => format!("--set {key}"),
             None => match locate(&doc, &error.path) {
                 Some(span) => {
