@@ -760,7 +760,9 @@ impl Hierarchy {
                     self.mark_exclusive(other as u32, line, false);
                 }
                 if modified_in_peer {
-                    return (first.source(Source::PeerL2), false, self.latency[2] + first.wait);
+                    // Not a prefetch's first use: a peer takes a line from the L3 only through
+                    // this lookup, which uses the prefetch up, and an injection drops the L3's copy.
+                    return (Source::PeerL2, false, self.latency[2]);
                 }
             }
             return (first.source(Source::L3), dirty, self.latency[3] + first.wait);
@@ -1257,6 +1259,18 @@ mod tests {
         read(&mut h, 0, Line(5));
         h.dir_add(Line(9), 1);
         assert_eq!(h.check_invariants().unwrap_err(), "directory disagrees with the caches at line 0x9");
+    }
+
+    #[test]
+    fn each_cpu_belongs_to_the_ccx_of_its_core() {
+        // Two CCXs of two cores, two threads each: CPUs 0-3 are the cores' first threads, 4-7
+        // their second.
+        let mut platform = tiny_platform();
+        platform.topology.ccx_per_socket = 2;
+        platform.topology.threads_per_core = 2;
+        let h = Hierarchy::new(&platform);
+        let ccxs: Vec<u32> = (0..8).map(|cpu| h.ccx_of_cpu(cpu)).collect();
+        assert_eq!(ccxs, [0, 0, 1, 1, 0, 0, 1, 1]);
     }
 
     #[test]

@@ -410,9 +410,10 @@ mod tests {
 
     #[test]
     fn mark_dirty_marks_the_line_alone_and_lines_lists_each_with_its_dirty_bit() {
-        // 2 sets x 2 ways: lines 1 and 3 in set 1, ways 0 and 1; line 2 in set 0.
-        let mut c = cache(2, 2);
-        for line in [1, 3, 2] {
+        // 4 sets x 2 ways: lines 3 and 7 in set 3, ways 0 and 1; line 2 in set 2. Line 3's
+        // slot (6) is set 3's first way, not set 0's.
+        let mut c = cache(4, 2);
+        for line in [3, 7, 2] {
             c.insert(Line(line), false, c.all_ways());
         }
         assert!(c.mark_dirty(Line(3)));
@@ -420,7 +421,7 @@ mod tests {
         assert!(!c.mark_dirty(Line(5)), "absent: nothing to mark");
         let mut lines: Vec<_> = c.lines().collect();
         lines.sort_by_key(|(line, _)| line.0);
-        assert_eq!(lines, [(Line(1), false), (Line(2), false), (Line(3), true)]);
+        assert_eq!(lines, [(Line(2), false), (Line(3), true), (Line(7), false)]);
         c.check_invariants().unwrap();
     }
 
