@@ -410,18 +410,18 @@ mod tests {
 
     #[test]
     fn mark_dirty_marks_the_line_alone_and_lines_lists_each_with_its_dirty_bit() {
-        // 4 sets x 2 ways: lines 3 and 7 in set 3, ways 0 and 1; line 2 in set 2. Line 3's
-        // slot (6) is set 3's first way, not set 0's.
+        // 4 sets x 2 ways: lines 3 and 7 in set 3, ways 0 and 1; line 2 in set 2. Line 7's
+        // slot (7) is set 3's second way, not set 1's.
         let mut c = cache(4, 2);
         for line in [3, 7, 2] {
             c.insert(Line(line), false, c.all_ways());
         }
-        assert!(c.mark_dirty(Line(3)));
-        assert!(c.mark_dirty(Line(3)), "marking again keeps it");
+        assert!(c.mark_dirty(Line(7)));
+        assert!(c.mark_dirty(Line(7)), "marking again keeps it");
         assert!(!c.mark_dirty(Line(5)), "absent: nothing to mark");
         let mut lines: Vec<_> = c.lines().collect();
         lines.sort_by_key(|(line, _)| line.0);
-        assert_eq!(lines, [(Line(2), false), (Line(3), true), (Line(7), false)]);
+        assert_eq!(lines, [(Line(2), false), (Line(3), false), (Line(7), true)]);
         c.check_invariants().unwrap();
     }
 
