@@ -260,10 +260,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_poller_is_named_in_stall_reports() {
+    fn the_poller_is_named_in_stall_reports_and_the_cache_its_backend() {
         let platform = crate::testing::tiny_platform();
         let mut b = Builder::new(&platform, 1);
-        Offload::build(&mut b, "consumer-node", "local", 1 << 20, "dsa", 1 << 20);
+        let offload = Offload::build(&mut b, "consumer-node", "local", 1 << 20, "dsa", 1 << 20);
+        assert_eq!(offload.borrow().cache.backend(), "simulated");
         let (agents, _, _) = b.into_parts();
         assert_eq!(agents[0].0.name(), "offload poller");
     }
