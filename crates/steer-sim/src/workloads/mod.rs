@@ -156,13 +156,15 @@ mod tests {
     fn the_ping_pong_the_example_filter_the_rx_loop_and_the_reduction_run_on_their_cpu_and_consume_their_queue() {
         let platform = tiny_platform();
         let shape = shape(&platform, vec![0, 2, 3]);
-        let spec = pingpong::PingPongSpec { cpu: 3, queue: 2, ..pingpong::PingPongSpec::default() };
-        assert_eq!((spec.cpus(&shape), spec.queues(&shape)), (vec![3], vec![("nic0".to_string(), 2)]));
-        let spec = example::ExampleSpec { cpu: 2, queue: 1, ..example::ExampleSpec::default() };
-        assert_eq!((spec.cpus(&shape), spec.queues(&shape)), (vec![2], vec![("nic0".to_string(), 1)]));
-        let spec = rx_loop::RxLoopSpec { cpu: 3, queue: 1, ..rx_loop::RxLoopSpec::default() };
-        assert_eq!((spec.cpus(&shape), spec.queues(&shape)), (vec![3], vec![("nic0".to_string(), 1)]));
-        let spec = reduce::ReduceSpec { cpu: 2, queue: 2, ..reduce::ReduceSpec::default() };
-        assert_eq!((spec.cpus(&shape), spec.queues(&shape)), (vec![2], vec![("nic0".to_string(), 2)]));
+        let specs: [(&dyn WorkloadSpec, u32, u32); 4] = [
+            (&pingpong::PingPongSpec { cpu: 3, queue: 2, ..Default::default() }, 3, 2),
+            (&example::ExampleSpec { cpu: 2, queue: 1, ..Default::default() }, 2, 1),
+            (&rx_loop::RxLoopSpec { cpu: 3, queue: 1, ..Default::default() }, 3, 1),
+            (&reduce::ReduceSpec { cpu: 2, queue: 2, ..Default::default() }, 2, 2),
+        ];
+        for (spec, cpu, queue) in specs {
+            let expected = (vec![cpu], vec![("nic0".to_string(), queue)]);
+            assert_eq!((spec.cpus(&shape), spec.queues(&shape)), expected, "the spec for CPU {cpu}, queue {queue}");
+        }
     }
 }
