@@ -258,10 +258,12 @@ impl Network {
     /// carries the flow's bytes twice) when the agent moving it
     /// sits on socket `socket`: both memory nodes, every mesh it touches, and the socket link
     /// in the direction of each crossing (data read from a remote socket, data written to one).
-    pub fn copy_route(&self, socket: u32, src: u32, dst: u32) -> Vec<ResourceId> {
+    /// A source the LLC holds (`src_in_llc`) is read from there, not from its memory node.
+    pub fn copy_route(&self, socket: u32, src: u32, dst: u32, src_in_llc: bool) -> Vec<ResourceId> {
         let (src_socket, dst_socket) = (self.node_socket[src as usize], self.node_socket[dst as usize]);
         // A copy within one node reads and writes it: the node appears twice and carries both.
-        let mut route = vec![self.memory[src as usize], self.memory[dst as usize]];
+        let mut route = if src_in_llc { vec![] } else { vec![self.memory[src as usize]] };
+        route.push(self.memory[dst as usize]);
         for s in [socket, src_socket, dst_socket] {
             let mesh = self.mesh[s as usize];
             if !route.contains(&mesh) {
@@ -411,15 +413,18 @@ mod tests {
         };
         // An engine on socket 1 copying node 0 (socket 0) to node 15 (HBM of node 7, socket 1).
         assert_eq!(
-            names(network.copy_route(1, 0, 15)),
+            names(network.copy_route(1, 0, 15, false)),
             ["memory node 0", "memory node 15", "mesh 1", "mesh 0", "link 0->1"]
         );
         // An engine on socket 0 doing the same copy writes across the link instead.
         assert_eq!(
-            names(network.copy_route(0, 0, 15)),
+            names(network.copy_route(0, 0, 15, false)),
             ["memory node 0", "memory node 15", "mesh 0", "mesh 1", "link 0->1"]
         );
-        assert_eq!(names(network.copy_route(0, 0, 0)), ["memory node 0", "memory node 0", "mesh 0"]);
+        assert_eq!(names(network.copy_route(0, 0, 0, false)), ["memory node 0", "memory node 0", "mesh 0"]);
+        // A source in the LLC: the node carries the writes only.
+        assert_eq!(names(network.copy_route(0, 0, 0, true)), ["memory node 0", "mesh 0"]);
+        assert_eq!(names(network.copy_route(0, 0, 15, true)), ["memory node 15", "mesh 0", "mesh 1", "link 0->1"]);
         // A core of socket 1 reading node 8 (HBM of node 0, socket 0); one of socket 0 reading it.
         assert_eq!(names(network.read_route(1, 8)), ["memory node 8", "mesh 0", "mesh 1", "link 0->1"]);
         assert_eq!(names(network.read_route(0, 8)), ["memory node 8", "mesh 0"]);

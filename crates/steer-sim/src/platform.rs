@@ -446,8 +446,27 @@ impl PlatformSpec {
 
     /// Idle latency of a read of memory node `node` from socket `socket` (ns).
     pub fn read_latency_ns(&self, node: &MemoryNode, socket: u32) -> f64 {
-        let crossing = if node.socket == socket { 0.0 } else { self.fabric.socket_link_latency_ns };
-        node.latency_ns + crossing
+        node.latency_ns + self.crossing_ns(node, socket)
+    }
+
+    /// Latency of a read from socket `socket` of a line of `node` that the LLC holds (ns).
+    pub fn llc_read_latency_ns(&self, node: &MemoryNode, socket: u32) -> f64 {
+        self.l3.latency_cycles / self.core.freq_ghz + self.crossing_ns(node, socket)
+    }
+
+    fn crossing_ns(&self, node: &MemoryNode, socket: u32) -> f64 {
+        if node.socket == socket {
+            0.0
+        } else {
+            self.fabric.socket_link_latency_ns
+        }
+    }
+
+    /// Bytes of LLC that cache one NUMA node's lines: the L3s of its compute node (in SNC, a
+    /// node's memory is cached in its own tile's slices).
+    pub fn llc_bytes_per_node(&self) -> u64 {
+        let ccx_per_node = (self.topology.ccx_per_socket / self.memory.nodes_per_socket).max(1);
+        self.l3.size_kib * 1024 * ccx_per_node as u64
     }
 
     pub fn line_bits(&self) -> u32 {

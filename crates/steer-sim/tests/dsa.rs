@@ -90,6 +90,44 @@ fn a_copy_within_one_ddr_node_shares_its_bandwidth_between_reads_and_writes() {
 }
 
 #[test]
+fn a_reused_source_that_fits_is_read_from_the_llc_and_leaves_the_memory_the_writes() {
+    // One 1 MiB descriptor within node 0. From memory, the node's 58.8 GB/s carries the reads and
+    // the writes (29.4 GB/s of copy); from the LLC, the writes alone, and the device's 31.35 GB/s
+    // port is the limit (its read buffers hold 6144 B over 70 cycles / 2.1 GHz: 184 GB/s).
+    let one = ["dst_node=0", "transfer_bytes=1048576", "total_bytes=1048576"];
+    let seconds = |more: &[&str]| {
+        let r = copy(&[&one[..], more].concat());
+        (f(&r["copy"]["seconds"]) * 1e9, r["copy"]["source_in_llc"].as_bool().unwrap())
+    };
+    let fixed = 150.0 + 50.0 + 548.0;
+    let (ns, in_llc) = seconds(&[]);
+    assert!(!in_llc && (ns - (fixed + 1048576.0 / 29.4)).abs() < 0.05, "{ns}");
+    let (ns, in_llc) = seconds(&["buffer_bytes=1048576"]);
+    assert!(in_llc && (ns - (fixed + 1048576.0 / 31.35)).abs() < 0.05, "{ns}");
+    // The CPU's copy: 16 misses in flight over an LLC hit (33.3 ns) and a DDR read for
+    // ownership (110 ns), instead of two DDR round trips.
+    let cpu = copy(&[&one[..], &["path=\"software\"", "buffer_bytes=1048576"]].concat());
+    let gbs = f(&cpu["copy"]["gibps"]) * 1.073741824;
+    let expected = 16.0 * 64.0 / (70.0 / 2.1 + 110.0);
+    assert!((gbs - expected).abs() < 0.01 * expected, "{gbs} vs {expected}");
+}
+
+#[test]
+fn a_reused_source_stays_in_the_llc_only_if_every_buffer_the_threads_wrote_fits_there() {
+    // Node 0's LLC: 26880 KiB. Twelve threads' sources and destinations within node 0 (or its
+    // HBM, node 8, cached by the same LLC) fit at 1120 KiB each; towards node 1 only the
+    // sources count, which fit at twice that.
+    let in_llc = |dst: u32, kib: u64| {
+        let (dst, buffer) = (format!("dst_node={dst}"), format!("buffer_bytes={}", kib * 1024));
+        let r = copy(&["threads=12", "transfer_bytes=65536", "total_bytes=3145728", &dst, &buffer]);
+        r["copy"]["source_in_llc"].as_bool().unwrap()
+    };
+    assert_eq!([in_llc(0, 1120), in_llc(0, 1121), in_llc(8, 1120), in_llc(8, 1121)], [true, false, true, false]);
+    assert_eq!([in_llc(1, 2240), in_llc(1, 2241)], [true, false]);
+    assert!(!copy(&["total_bytes=65536", "transfer_bytes=65536"])["copy"]["source_in_llc"].as_bool().unwrap());
+}
+
+#[test]
 fn every_byte_is_copied_once_by_the_devices_or_the_cpu() {
     for faults in ["none", "block_on_fault", "partial"] {
         let fault = format!("faults=\"{faults}\"");
@@ -159,6 +197,7 @@ fn impossible_copies_are_refused_naming_the_key() {
         (vec!["wq=\"dedicated\"", "queue_depth=200"], "workloads.0.queue_depth"),
         (vec!["transfer_bytes=1", "total_bytes=1073741824"], "workloads.0.total_bytes"),
         (vec!["threads=25"], "workloads.0.threads"),
+        (vec!["transfer_bytes=65536", "buffer_bytes=65535"], "workloads.0.buffer_bytes"),
     ];
     for (overrides, key) in cases {
         let message = error(&overrides);

@@ -112,6 +112,8 @@ pub struct Descriptor {
     pub task_bytes: u64,
     pub last_bytes: u64,
     pub src_node: u32,
+    /// The source is read from the LLC that caches its node, not from the node's memory.
+    pub src_in_llc: bool,
     pub dst_node: u32,
     pub faults: Faults,
     pub cache_control: bool,
@@ -384,6 +386,7 @@ impl DeviceSpec for DsaSpec {
             let (flows, _) = b.flows();
             let read_buffers = flows.add_resource(format!("{}{node} read buffers", self.name), in_flight);
             let read_latency: Vec<f64> = nodes.iter().map(|n| platform.read_latency_ns(n, socket)).collect();
+            let llc_read_latency: Vec<f64> = nodes.iter().map(|n| platform.llc_read_latency_ns(n, socket)).collect();
             let llc_bytes = platform.l3.size_kib * 1024 * self.llc_ways as u64 / platform.l3.ways as u64;
             let dsa = Dsa {
                 name: format!("{}{node}", self.name),
@@ -396,6 +399,7 @@ impl DeviceSpec for DsaSpec {
                 network,
                 read_buffers,
                 read_latency,
+                llc_read_latency,
                 llc_bytes,
                 engines: vec![EngineState::default(); self.engines as usize],
                 stats: DsaStats::default(),
@@ -475,6 +479,8 @@ pub struct Dsa {
     read_buffers: ResourceId,
     /// Per memory node: the latency of a read of it from this device's socket (ns).
     read_latency: Vec<f64>,
+    /// Per memory node: the same for a line of it the LLC holds (ns).
+    llc_read_latency: Vec<f64>,
     /// Capacity of the LLC ways cache-control writes may use.
     llc_bytes: u64,
     engines: Vec<EngineState>,
@@ -547,9 +553,10 @@ impl Dsa {
         if d.cache_control {
             self.stats.cache_control_bytes += bytes;
         }
-        let mut route = crate::flows::plain(self.network.copy_route(self.socket, d.src_node, d.dst_node));
+        let mut route = crate::flows::plain(self.network.copy_route(self.socket, d.src_node, d.dst_node, d.src_in_llc));
+        let latencies = if d.src_in_llc { &self.llc_read_latency } else { &self.read_latency };
         route.push((self.fabric, 1.0));
-        route.push((self.read_buffers, self.read_latency[d.src_node as usize]));
+        route.push((self.read_buffers, latencies[d.src_node as usize]));
         self.engines[e].phase = Phase::Transfer;
         let flows = &mut cx.shared.flows;
         flows.start(now, route, f64::INFINITY, bytes, self.owner, e as u64);
@@ -655,6 +662,7 @@ mod tests {
             task_bytes: 64,
             last_bytes: 64,
             src_node: 0,
+            src_in_llc: false,
             dst_node: 0,
             faults: Faults::None,
             cache_control: false,

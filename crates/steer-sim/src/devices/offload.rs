@@ -139,6 +139,8 @@ impl Offload {
                     task_bytes: job.len as u64,
                     last_bytes: job.len as u64,
                     src_node,
+                    // The column was never written: nothing of it is cached.
+                    src_in_llc: false,
                     dst_node: job.dst_node as u32,
                     faults: Faults::None,
                     cache_control: false,

@@ -71,6 +71,10 @@ params! {
         transfer_bytes: u64 = 1 << 20,
         /// Bytes the job copies.
         total_bytes: u64 = 1 << 30,
+        /// Bytes of the one source and one destination buffer each thread copies again and
+        /// again, both written before the first copy, as seed 001's benchmark loop does (0: no
+        /// reuse, every byte of a thread's share is copied once).
+        buffer_bytes: u64 = 0,
         /// Destination pages: `none` (pre-touched), `block_on_fault` or `partial`.
         faults: Faults = Faults::None,
         /// Destination written into the LLC (cache-control flag).
@@ -109,6 +113,17 @@ impl DsaCopySpec {
     fn descriptors(&self) -> u64 {
         self.total_bytes.div_ceil(self.transfer_bytes.max(1))
     }
+
+    /// Whether the source is read from the LLC: the buffers the threads wrote before copying
+    /// stay in the LLC caching their node if they fit there (the destinations count when the
+    /// same LLC caches them), since nothing else runs, a device's read neither allocates nor
+    /// evicts in the LLC, and a copy's writes replace only the destination's lines (docs/dsa.md).
+    fn source_in_llc(&self, platform: &crate::platform::PlatformSpec, threads: u64) -> bool {
+        let nodes = platform.memory_nodes();
+        let same_llc = nodes[self.src_node as usize].compute_node == nodes[self.dst_node as usize].compute_node;
+        let buffers = if same_llc { 2 } else { 1 };
+        self.buffer_bytes > 0 && threads * buffers * self.buffer_bytes <= platform.llc_bytes_per_node()
+    }
 }
 
 impl WorkloadSpec for DsaCopySpec {
@@ -139,6 +154,9 @@ impl WorkloadSpec for DsaCopySpec {
             format!("a descriptor moves 1 byte to 2 GiB (got {})", self.transfer_bytes)
         })?;
         ensure(self.total_bytes >= 1, &key("total_bytes"), || "must be at least 1".into())?;
+        ensure(self.buffer_bytes == 0 || self.buffer_bytes >= self.transfer_bytes, &key("buffer_bytes"), || {
+            format!("0 or at least one descriptor's transfer_bytes ({})", self.transfer_bytes)
+        })?;
         ensure(self.descriptors() <= MAX_DESCRIPTORS, &key("total_bytes"), || {
             format!(
                 "{} descriptors of {} bytes: more than {MAX_DESCRIPTORS}; raise transfer_bytes",
@@ -175,6 +193,8 @@ impl WorkloadSpec for DsaCopySpec {
     fn build(&self, b: &mut Builder) {
         let platform = b.platform.clone();
         let nodes = self.device_nodes(&platform);
+        let threads: u64 = nodes.iter().map(|&n| self.cpus_of(&platform, n).len() as u64).sum();
+        let src_in_llc = self.source_in_llc(&platform, threads);
         let done = b.signal();
         let job = {
             let ports = b.copy_ports();
@@ -190,6 +210,7 @@ impl WorkloadSpec for DsaCopySpec {
                 submit_ns: 0.0,
                 poll_ns: 0.0,
                 cpu_copy_ns: 0.0,
+                src_in_llc,
             });
             ports.jobs.len() - 1
         };
@@ -203,10 +224,14 @@ impl WorkloadSpec for DsaCopySpec {
                 let owner = flows.add_owner(signal);
                 let socket = memory[platform.node_of_cpu(cpu) as usize].socket;
                 let latency = |n: u32| platform.read_latency_ns(&memory[n as usize], socket);
+                let src = &memory[self.src_node as usize];
+                let src_latency =
+                    if src_in_llc { platform.llc_read_latency_ns(src, socket) } else { latency(self.src_node) };
                 // Misses in flight over a line's round trip: a load of the source, a read for
                 // ownership of the destination (Little's law).
-                let cpu_cap = platform.core_stream_gbs(latency(self.src_node) + latency(self.dst_node));
-                let cpu_route = crate::flows::plain(network.copy_route(socket, self.src_node, self.dst_node));
+                let cpu_cap = platform.core_stream_gbs(src_latency + latency(self.dst_node));
+                let cpu_route =
+                    crate::flows::plain(network.copy_route(socket, self.src_node, self.dst_node, src_in_llc));
                 let ports = b.copy_ports();
                 let device = ports.device_on(&self.device, node).expect("validated: the node has a device");
                 let me = ports.add_submitter(signal);
@@ -220,6 +245,7 @@ impl WorkloadSpec for DsaCopySpec {
                     owner,
                     cpu_route,
                     cpu_cap,
+                    src_in_llc,
                     remaining: bytes,
                     in_flight: VecDeque::new(),
                     next_tag: 0,
@@ -260,6 +286,7 @@ pub struct CopyJob {
     pub submit_ns: f64,
     pub poll_ns: f64,
     pub cpu_copy_ns: f64,
+    pub src_in_llc: bool,
 }
 
 const SUBMIT: u32 = 0;
@@ -275,6 +302,7 @@ struct Submitter {
     owner: OwnerId,
     cpu_route: Vec<Use>,
     cpu_cap: f64,
+    src_in_llc: bool,
     /// Bytes of its share not yet submitted (or copied).
     remaining: u64,
     /// Submissions in flight: tag and when their submission began.
@@ -312,6 +340,7 @@ impl Submitter {
             task_bytes: transfer,
             last_bytes: bytes - (tasks - 1) * transfer,
             src_node: self.spec.src_node,
+            src_in_llc: self.src_in_llc,
             dst_node: self.spec.dst_node,
             faults: self.spec.faults,
             cache_control: self.spec.cache_control,
@@ -467,6 +496,7 @@ stat!(SUBMIT_US, "submit_us", "µs", "CPU time spent submitting, over all thread
 stat!(POLL_US, "poll_us", "µs", "CPU time spent polling completion records, over all threads");
 stat!(CPU_COPY_US, "cpu_copy_us", "µs", "CPU time spent copying, over all threads");
 stat!(DEVICES, "devices", "names", "the devices taking part");
+stat!(SOURCE_IN_LLC, "source_in_llc", "bool", "whether the source was read from the LLC (reused buffers that fit)");
 
 /// Waits for a job's threads and reports the job.
 struct JobAgent {
@@ -502,6 +532,7 @@ impl Agent for JobAgent {
             r.put(&POLL_US, job.poll_ns / 1e3);
             r.put(&CPU_COPY_US, job.cpu_copy_ns / 1e3);
             r.put(&DEVICES, job.devices.clone());
+            r.put(&SOURCE_IN_LLC, job.src_in_llc);
         });
     }
 
