@@ -721,6 +721,18 @@ mod tests {
     }
 
     #[test]
+    fn a_nodes_lines_in_the_llc_are_an_l3_hit_away_and_share_its_tiles_l3s() {
+        let spec = preset("xeon-max-9468").unwrap();
+        let nodes = spec.memory_nodes();
+        // 70 cycles at 2.1 GHz, and the socket link's 70 ns from the other socket.
+        assert!((spec.llc_read_latency_ns(&nodes[12], 1) - 100.0 / 3.0).abs() < 1e-9);
+        assert!((spec.llc_read_latency_ns(&nodes[12], 0) - (100.0 / 3.0 + 70.0)).abs() < 1e-9);
+        // SNC4: one tile's L3 per node; Turin in NPS1: a socket's 8 CCXs of 32 MiB.
+        assert_eq!(spec.llc_bytes_per_node(), 26880 * 1024);
+        assert_eq!(preset("turin-9575f").unwrap().llc_bytes_per_node(), 8 * 32768 * 1024);
+    }
+
+    #[test]
     fn impossible_copy_fabric_and_hbm_values_are_rejected_with_their_key() {
         let reject = |change: fn(&mut PlatformSpec)| {
             let mut spec = preset("xeon-max-9468").unwrap();
