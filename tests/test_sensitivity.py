@@ -1,6 +1,6 @@
 import json
 
-from steer.sensitivity import Parameter, marked_parameters
+from steer.sensitivity import Parameter, kind_defaults, marked_parameters
 
 PRESET = """
 name = "p"   # assumed: not a number, skipped
@@ -73,3 +73,36 @@ def test_a_scenarios_marked_values_are_named_by_their_array_element_and_set_with
     ]
     assert found[4].scaled(1.2) == "workloads.0.kernel_lines=600"
     assert (found[4].owner, found[4].to_dict()["scenario"]) == ("s", "s")
+
+
+KINDS = {
+    ("device", "nic"): [
+        ("dma_latency_ns", "400.0", "DMA latency (ns): Assumed, as a PCIe round trip."),
+        ("link_gbps", "100.0", "Link rate (Gb/s)."),
+    ],
+    ("workload", "tcp_rx"): [
+        ("napi_cycles_per_page", "150.0", "Cycles per page: assumed."),
+        ("kernel_lines", "250", "Lines per sk_buff: calibrated on rows."),
+        ("spin", "0.0", "Zero: assumed, but nothing to scale."),
+        ("mode", '"copy"', "A name: assumed, not a number."),
+        ("cpus", "Cpus(0)", "Not TOML at all: assumed."),
+    ],
+}
+
+KIND_SCENARIO = """
+[[devices]]
+name = "nic0"
+[[workloads]]
+kind = "tcp_rx"
+kernel_lines = 500
+"""
+
+
+def test_marked_defaults_of_a_scenarios_kinds_are_varied_unless_the_scenario_sets_them():
+    found = kind_defaults(KIND_SCENARIO, "s", KINDS)
+    # The device names no kind: a NIC. kernel_lines is the scenario's own value, not the default.
+    assert found == [
+        Parameter("", "devices.0.dma_latency_ns", 400.0, "assumed", "s"),
+        Parameter("", "workloads.0.napi_cycles_per_page", 150.0, "assumed", "s"),
+    ]
+    assert found[1].scaled(0.8) == "workloads.0.napi_cycles_per_page=120"

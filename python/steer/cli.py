@@ -564,7 +564,7 @@ def parser() -> argparse.ArgumentParser:
     repro.add_argument(
         "--sensitivity",
         action="store_true",
-        help="for each preset value marked assumed or calibrated: how far the rows move at -20%% and +20%%",
+        help="for each value marked assumed or calibrated (preset, scenario, kind): rows moved at -20%% and +20%%",
     )
     repro.add_argument(
         "--plot",

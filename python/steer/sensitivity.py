@@ -1,6 +1,7 @@
 """`steer reproduce --sensitivity`: how far each `steer reproduce` row moves when one parameter that
-no source fixes (marked `assumed` or `calibrated` in its preset, or in a built-in scenario the rows
-run) changes by -20% and +20%.
+no source fixes (marked `assumed` or `calibrated` in its preset, in a built-in scenario the rows
+run, or in the documentation of a device or workload kind such a scenario uses) changes by -20% and
++20%.
 
 Only the runs on that parameter's platform (or of that scenario) change; the others are shared with
 the base run. The table says which assumptions the headline rows rest on.
@@ -75,6 +76,38 @@ def marked_parameters(preset: str, source: str, scenario: str = "") -> list[Para
     return found
 
 
+# Where a scenario lists its kinds, the registry they are in, and the kind of an entry that names none.
+KIND_TABLES = (("devices", "device", "nic"), ("workloads", "workload", None))
+DOC_MARK = re.compile(r"\b(assumed|calibrated)\b", re.IGNORECASE)
+
+
+def kind_defaults(source: str, scenario: str, docs: dict[tuple[str, str], list]) -> list[Parameter]:
+    """The defaults a scenario's devices and workloads run with that their kind's documentation
+    marks `assumed` or `calibrated` (`docs`: each kind's `(key, default, meaning)`, by registry and
+    name), where the scenario does not set the key itself (then its own mark, if any, counts)."""
+    parsed = tomllib.loads(source)
+    found = []
+    for table, registry, default_kind in KIND_TABLES:
+        for i, entry in enumerate(parsed.get(table, [])):
+            for key, default, meaning in docs.get((registry, entry.get("kind", default_kind)), []):
+                mark = DOC_MARK.search(meaning)
+                value = number(default)
+                if mark and value is not None and key not in entry:
+                    found.append(Parameter("", f"{table}.{i}.{key}", value, mark.group(1).lower(), scenario))
+    return found
+
+
+def number(text: str) -> int | float | None:
+    """A documented default as a number to scale: None if it is not one, or is zero."""
+    try:
+        value = tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value == 0:
+        return None
+    return value
+
+
 def table_path(parsed: dict, parts: list[str], seen: dict[str, int], array: bool) -> str:
     """The dotted path of a table header, with the index of each array-of-tables element it is in:
     the element the last `[[...]]` header opened (`seen` counts them)."""
@@ -127,15 +160,17 @@ class Sensitivity:
 def sensitivity(
     only: str | None = None, progress: Callable[[str], None] | None = None
 ) -> tuple[list[reproduce.Row], list[Sensitivity]]:
-    """The base rows and, for every marked parameter of a preset or a scenario the rows run, their
-    moves."""
+    """The base rows and, for every marked parameter of a preset, of a scenario the rows run or of
+    its kinds, their moves."""
     base_runner = reproduce.Runner(progress)
     base = reproduce.reproduce(only, runner=base_runner)
     presets = sorted({result["platform"] for result in base_runner.cache.values()})
     scenarios = sorted({scenario for scenario, _ in base_runner.cache})
     parameters = [p for preset in presets for p in marked_parameters(preset, api.preset_source(preset))]
+    docs = {(e["registry"], e["name"]): e["params"] for e in api.catalog()}
     for scenario in scenarios:
-        parameters += marked_parameters("", api.scenario_source(scenario)[0], scenario)
+        source = api.scenario_source(scenario)[0]
+        parameters += marked_parameters("", source, scenario) + kind_defaults(source, scenario, docs)
     results = []
     for parameter in parameters:
         moves = {}
