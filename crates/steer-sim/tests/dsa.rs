@@ -124,6 +124,8 @@ fn a_reused_source_stays_in_the_llc_only_if_every_buffer_the_threads_wrote_fits_
     };
     assert_eq!([in_llc(0, 1120), in_llc(0, 1121), in_llc(8, 1120), in_llc(8, 1121)], [true, false, true, false]);
     assert_eq!([in_llc(1, 2240), in_llc(1, 2241)], [true, false]);
+    // 24 buffers of 2^62 bytes do not wrap round to fit.
+    assert!(!in_llc(0, 1 << 52));
     assert!(!copy(&["total_bytes=65536", "transfer_bytes=65536"])["copy"]["source_in_llc"].as_bool().unwrap());
 }
 

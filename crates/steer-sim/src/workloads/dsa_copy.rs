@@ -122,7 +122,8 @@ impl DsaCopySpec {
         let nodes = platform.memory_nodes();
         let same_llc = nodes[self.src_node as usize].compute_node == nodes[self.dst_node as usize].compute_node;
         let buffers = if same_llc { 2 } else { 1 };
-        self.buffer_bytes > 0 && threads * buffers * self.buffer_bytes <= platform.llc_bytes_per_node()
+        let written = self.buffer_bytes.saturating_mul(threads * buffers);
+        self.buffer_bytes > 0 && written <= platform.llc_bytes_per_node()
     }
 }
 
