@@ -70,9 +70,8 @@ def marked_parameters(preset: str, source: str, scenario: str = "") -> list[Para
             value = value[int(part)] if isinstance(value, list) else value[part]
         if scenario and section == "params":
             key = entry.group(1)  # a scenario's own parameter is set by its name
-        if isinstance(value, bool) or not isinstance(value, int | float) or value == 0:
-            continue
-        found.append(Parameter(preset, key, value, mark.group(1), scenario))
+        if scalable(value):
+            found.append(Parameter(preset, key, value, mark.group(1), scenario))
     return found
 
 
@@ -103,9 +102,12 @@ def number(text: str) -> int | float | None:
         value = tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value == 0:
-        return None
-    return value
+    return value if scalable(value) else None
+
+
+def scalable(value: object) -> bool:
+    """Whether a value can be varied by a factor: a number (not a flag) other than zero."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and value != 0
 
 
 def table_path(parsed: dict, parts: list[str], seen: dict[str, int], array: bool) -> str:

@@ -194,7 +194,8 @@ impl WorkloadSpec for DsaCopySpec {
     fn build(&self, b: &mut Builder) {
         let platform = b.platform.clone();
         let nodes = self.device_nodes(&platform);
-        let threads: u64 = nodes.iter().map(|&n| self.cpus_of(&platform, n).len() as u64).sum();
+        let cpus_by_node: Vec<Vec<u32>> = nodes.iter().map(|&n| self.cpus_of(&platform, n)).collect();
+        let threads = cpus_by_node.iter().map(Vec::len).sum::<usize>() as u64;
         let src_in_llc = self.source_in_llc(&platform, threads);
         let done = b.signal();
         let job = {
@@ -217,8 +218,7 @@ impl WorkloadSpec for DsaCopySpec {
         };
         let memory = platform.memory_nodes();
         let shares = split(self.total_bytes, nodes.len() as u64);
-        for (&node, device_bytes) in nodes.iter().zip(shares) {
-            let cpus = self.cpus_of(&platform, node);
+        for ((&node, device_bytes), cpus) in nodes.iter().zip(shares).zip(&cpus_by_node) {
             for (&cpu, bytes) in cpus.iter().zip(split(device_bytes, cpus.len() as u64)) {
                 let signal = b.signal();
                 let (flows, network) = b.flows();
