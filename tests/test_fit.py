@@ -203,3 +203,29 @@ def test_bad_files_are_one_line_and_exit_2(tmp_path, args, message):
     assert done.returncode == 2
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert "Traceback" not in done.stderr
+
+
+FITS = Path(__file__).resolve().parent.parent / "fits"
+
+
+@pytest.mark.parametrize("path", sorted(FITS.glob("*.toml")), ids=lambda path: path.name)
+def test_the_committed_fit_files_are_valid(path):
+    fit = fits.load_fit(path)
+    assert fit.description and any(row.role == "calibration" for row in fit.rows)
+
+
+@pytest.mark.parametrize("name", ["dsa-port", "dsa-descriptor"])
+def test_the_dsa_kinds_calibrated_defaults_are_the_best_points_of_their_fits(tmp_path, name):
+    # Each parameter's grid narrowed to the kind's default and its neighbours on the fit's own
+    # step: the default must be the best point, so a changed default or fit shows here.
+    (dsa,) = [e for e in api.catalog("device") if e["name"] == "dsa"]
+    fit = fits.load_fit(FITS / f"{name}.toml")
+    defaults = {f"devices.0.{key}": value for key, value, _ in dsa["params"]}
+    defaults = {key: float(defaults[key]) for key in fit.parameters}
+    for key, values in fit.parameters.items():
+        i = min(range(len(values)), key=lambda k: abs(values[k] - defaults[key]))
+        assert values[i] == pytest.approx(defaults[key]), key
+        fit.parameters[key] = values[i - 1 : i + 2]
+    result = fits.run_fit(fit, tmp_path / "out", workers=1)
+    assert result.best.point == pytest.approx(defaults)
+    assert all(row.within for row in result.best.rows)

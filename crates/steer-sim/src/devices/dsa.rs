@@ -8,10 +8,11 @@
 //! engine can fill it), its read buffers over the source's latency, and the memory and links that
 //! every concurrent copy shares.
 //!
-//! Values and sources: ../shared/reference/dsa.md. Calibrated on two points (LightDSA, one SPR
-//! server, DDR to DDR): `fabric_gbs` on the 29.2 GiB/s large-copy ceiling, `descriptor_ns` on the
-//! 0.05 µs per descriptor inside a batch of 32, `latency_ns` on the 0.75 µs of one synchronous 64 B
-//! descriptor (given `enqcmd_ns`, which is assumed).
+//! Values and sources: ../shared/reference/dsa.md. Calibrated by `steer fit` on three points
+//! (LightDSA, one SPR server): `fabric_gbs` on the 29.2 GiB/s large-copy ceiling
+//! (fits/dsa-port.toml), then `descriptor_ns` and `latency_ns` on the 0.05 µs per descriptor inside
+//! a batch of 32 and the 0.75 µs of one synchronous 64 B descriptor (fits/dsa-descriptor.toml,
+//! given `enqcmd_ns`, which is assumed).
 
 use std::collections::VecDeque;
 
@@ -71,15 +72,18 @@ params! {
         wq_size: u32 = 128,
         /// Largest batch the work queue accepts (configured per WQ, at most 1024).
         max_batch: u32 = 1024,
-        /// Bandwidth of the device's port onto the fabric (GB/s): calibrated, 29.2 GiB/s large-copy ceiling (LightDSA).
-        fabric_gbs: f64 = 31.35,
+        /// Bandwidth of the device's port onto the fabric (GB/s): calibrated on the 29.2 GiB/s
+        /// large-copy ceiling (LightDSA; fits/dsa-port.toml).
+        fabric_gbs: f64 = 31.4,
         /// Read buffers (reads in flight): 96 ([V] accel-config on SPR).
         read_buffers: u32 = 96,
-        /// Engine time per task before its data moves (ns): calibrated, 0.05 µs per descriptor in a batch of 32.
-        descriptor_ns: f64 = 50.0,
+        /// Engine time per task before its data moves (ns): calibrated on 0.05 µs per descriptor
+        /// in a batch of 32 (LightDSA; fits/dsa-descriptor.toml).
+        descriptor_ns: f64 = 48.0,
         /// Latency of one submission that holds no engine: descriptor fetch and the completion
-        /// record reaching the poller (ns): calibrated on 0.75 µs for one synchronous 64 B copy.
-        latency_ns: f64 = 548.0,
+        /// record reaching the poller (ns): calibrated on 0.75 µs for one synchronous 64 B copy
+        /// (LightDSA; fits/dsa-descriptor.toml).
+        latency_ns: f64 = 550.0,
         /// Core time of one ENQCMD (non-posted: it waits for accept or retry) (ns): assumed.
         enqcmd_ns: f64 = 150.0,
         /// Core time of one MOVDIR64B (posted) (ns): assumed.
