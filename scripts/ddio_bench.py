@@ -31,8 +31,9 @@ for row in rows:
     on_wire = packet / (packet + ETHERNET_OVERHEAD_BYTES)
     settings = [f"{key}={row[key]}" for key in ("packet_bytes", "rx_ring", "cores", "ddio_ways")]
     offered = float(row["offered_link_gbps"]) * on_wire
-    # The hit rates change with the part of the ring a window sees (they repeat with each pass),
-    # so the window covers two passes over every ring at the offered rate, after three.
+    # The LLC's DRRIP keeps some stretches of a ring that overflows DDIO's ways, so the hit rates
+    # change with the part of the ring a window sees: the window covers two passes over every ring
+    # at the offered rate, after three.
     ring_pass_us = int(row["rx_ring"]) * int(row["cores"]) * packet * 8 / (offered * 1e3)
     warmup_us, measure_us = max(15000, 3 * ring_pass_us), max(2000, 2 * ring_pass_us)
     result = steer.run(
