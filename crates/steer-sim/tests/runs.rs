@@ -719,3 +719,23 @@ fn a_reduction_needs_instructions_and_tcp_rx_a_kernel_state_of_a_line_or_more() 
     assert!(accepted(leon, "workloads.0.instructions_per_element=0.5"));
     assert!(accepted(leon, "platform.core.window_instructions=1"));
 }
+
+#[test]
+fn each_queue_reports_the_passes_over_its_ring_its_window_saw() {
+    let passes = |q: &Value, entries: f64| {
+        let accepted = q["arrived_packets"].as_u64().unwrap() - q["dropped_packets"].as_u64().unwrap();
+        assert_eq!(f(&q["ring_passes"]), accepted as f64 / entries, "{q}");
+        f(&q["ring_passes"])
+    };
+    // 1500 B at 9.75 Gb/s over two queues: 406,250 packets a second each, 812 in 2 ms, a fifth of
+    // a 4096-entry ring.
+    let slow = ["packet_bytes=1500", "rx_ring=4096", "cores=2", "offered_gbps=9.75", "sim.measure_us=2000"];
+    for q in run_builtin("ddio-l2fwd", &slow)["devices"]["nic0"]["queues"].as_array().unwrap() {
+        assert!((0.17..0.23).contains(&passes(q, 4096.0)), "{q}");
+    }
+    // One core cannot forward 64 B packets at 100 Gb/s: dropped packets pass no descriptor.
+    let r = run_builtin("ddio-l2fwd", &["packet_bytes=64", "rx_ring=256", "cores=1", "sim.measure_us=200"]);
+    let q = &r["devices"]["nic0"]["queues"][0];
+    assert!(q["dropped_packets"].as_u64().unwrap() > 0, "{q}");
+    assert!(passes(q, 256.0) > 1.0);
+}

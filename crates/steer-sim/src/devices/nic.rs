@@ -347,6 +347,12 @@ stat!(IRQ_CPU, "irq_cpu", "cpu", "first CPU of the queue's IRQ affinity");
 stat!(STEERING_CPU, "steering_cpu", "cpu", "the CPU the queue's steering tag names (null: none)");
 stat!(RESTARTS, "restarts", "restarts", "restarts of the queue since the start of the run");
 stat!(QUEUE_RX_GBPS, "rx_gbps", "Gb/s", "the queue's accepted receive throughput");
+stat!(
+    RING_PASSES,
+    "ring_passes",
+    "passes",
+    "packets the queue accepted in the window over its ring's entries (under 1: the window saw a part of the ring, and hit rates can depend on which part)"
+);
 
 impl Nic {
     /// The earliest time the NIC has something to do, if any.
@@ -515,6 +521,8 @@ impl Agent for Nic {
                     r.put(&RESTARTS, q.restarts);
                     let accepted = ring.stats.arrived_bytes - ring.stats.dropped_bytes;
                     r.put(&QUEUE_RX_GBPS, accepted as f64 * 8.0 / window);
+                    let packets = ring.stats.arrived_packets - ring.stats.dropped_packets;
+                    r.put(&RING_PASSES, packets as f64 / ring.shape.entries as f64);
                 });
             });
         });
