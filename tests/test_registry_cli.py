@@ -56,3 +56,16 @@ def test_the_readme_lists_the_registries_as_steer_kinds_prints_them(steer_cli):
     listed = readme[readme.index(begin) + len(begin) : readme.index(end)]
     generated = steer_cli("kinds", "--markdown").stdout
     assert listed.rstrip("\n") == generated.rstrip("\n"), "README registries are stale: paste `steer kinds --markdown`"
+
+
+def test_a_window_that_sees_part_of_a_ring_is_noted_when_caches_take_the_dma(steer_cli):
+    # Two queues of 4096 at 4.9 Gb/s each: a pass over a ring takes about 10 ms, the window 2 ms.
+    slow = ["--set", "packet_bytes=1500", "--set", "rx_ring=4096", "--set", "cores=2", "--set", "offered_gbps=9.75"]
+    short = steer_cli("run", "ddio-l2fwd", *slow, "--quiet")
+    assert short.returncode == 0
+    (note,) = [line for line in short.stderr.splitlines() if line.startswith("steer: note:")]
+    assert "nic0's 2000 µs window saw 0.19 of a pass over a ring" in note, note
+    assert "(sim.measure_us=10449 covers one)" in note, note
+    # DMA to memory only, or a window of whole passes: nothing to note.
+    assert "note" not in steer_cli("run", "ddio-l2fwd", *slow, "--set", 'placement="memory"', "--quiet").stderr
+    assert "note" not in steer_cli("run", "ddio-l2fwd", *slow, "--set", "sim.measure_us=21000", "--quiet").stderr

@@ -154,6 +154,21 @@ def warn_stalls(result: dict) -> None:
         print(f"steer: warning: {stall['agent']} stalled at {since:.1f} µs: {stall['reason']}", file=sys.stderr)
 
 
+def note_partial_rings(result: dict) -> None:
+    """One line on stderr per device that places DMA in caches and whose window saw less than a
+    pass over a ring: its hit rates can depend on which part of the ring the window saw."""
+    window_us = result.get("sim", {}).get("measured_ns", 0) / 1000
+    for name, device in result.get("devices", {}).items():
+        passes = [q["ring_passes"] for q in device.get("queues", []) if q["ring_passes"] > 0]
+        if device.get("placement") == "memory" or not passes or min(passes) >= 1:
+            continue
+        print(
+            f"steer: note: {name}'s {window_us:.0f} µs window saw {min(passes):.2f} of a pass over a ring;"
+            f" its hit rates can depend on which part (sim.measure_us={window_us / min(passes):.0f} covers one)",
+            file=sys.stderr,
+        )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     progress = output.Progress(f"steer run {args.scenario}", quiet=args.quiet)
     try:
@@ -161,6 +176,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     warn_stalls(result)
+    note_partial_rings(result)
     text = json.dumps(result, indent=2, sort_keys=True) + "\n"
     if args.json == "-":
         sys.stdout.write(text)
