@@ -359,20 +359,30 @@ GIB = 1 << 30
 MIB = 1 << 20
 
 
+def copy_gibps(runner: Runner, *overrides: str) -> float:
+    """One `dsa-copy` job's throughput (GiB/s)."""
+    return runner.run("dsa-copy", *overrides)["copy"]["gibps"]
+
+
+def local_copy_gibps(runner: Runner, transfer: int, total: int, *more: str) -> float:
+    """Seed 001's copies within node 0 (sections 3.1-3.2.2): each thread writes one source and one
+    destination of the transfer size before timing, then copies the one into the other again and
+    again."""
+    return copy_gibps(
+        runner, "dst_node=0", f"transfer_bytes={transfer}", f"total_bytes={total}", f"buffer_bytes={transfer}", *more
+    )
+
+
 def seed001_rows(runner: Runner) -> list[Row]:
     """Seed 001's DSA benchmarks (chapter 3): submission method, submitting threads, DDR to HBM
     with brute-force and smart device assignment, and the CPU's software path. The seed gives
     figures and relations; a relation row holds or not."""
 
     def gibps(*overrides: str) -> float:
-        return runner.run("dsa-copy", *overrides)["copy"]["gibps"]
+        return copy_gibps(runner, *overrides)
 
     def local(transfer: int, total: int, *more: str) -> float:
-        # Sections 3.1-3.2.2: each thread writes one source and one destination of the transfer
-        # size before timing, then copies the one into the other again and again.
-        return gibps(
-            "dst_node=0", f"transfer_bytes={transfer}", f"total_bytes={total}", f"buffer_bytes={transfer}", *more
-        )
+        return local_copy_gibps(runner, transfer, total, *more)
 
     methods = {
         "single": local(MIB, GIB),
@@ -609,18 +619,11 @@ def seed001_figures(runner: Runner) -> dict[str, bytes]:
     DDR-to-HBM throughput from node 0 per destination node for brute force, smart and 12 CPU
     threads on node 0."""
     plt = pyplot()
-
-    def gibps(*overrides: str) -> float:
-        return runner.run("dsa-copy", *overrides)["copy"]["gibps"]
-
     methods = {"single": (), "batch of 32": ("batch=32",), "12 threads": ("threads=12",)}
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for label, extra in methods.items():
         sizes = [size for size in SEED001_SIZES if size * (32 if "batch=32" in extra else 1) <= GIB]
-        ys = [
-            gibps("dst_node=0", f"transfer_bytes={s}", f"total_bytes={min(1024 * s, GIB)}", f"buffer_bytes={s}", *extra)
-            for s in sizes
-        ]
+        ys = [local_copy_gibps(runner, s, min(1024 * s, GIB), *extra) for s in sizes]
         ax.plot(sizes, ys, marker="o", label=label)
     ax.set_xscale("log", base=2)
     ax.set_xticks(SEED001_SIZES, [fmt_bytes(s) for s in SEED001_SIZES], fontsize=7)
@@ -641,7 +644,7 @@ def seed001_figures(runner: Runner) -> dict[str, bytes]:
     width = 0.8 / len(ways)
     top = 0.0
     for i, (label, extra) in enumerate(ways.items()):
-        ys = [gibps(*extra, f"dst_node={dst}") for dst in SEED001_HBM_NODES]
+        ys = [copy_gibps(runner, *extra, f"dst_node={dst}") for dst in SEED001_HBM_NODES]
         ax.bar([n + (i - 1) * width for n in SEED001_HBM_NODES], ys, width, label=label)
         top = max(top, *ys)
     # Room above the bars for the legend.
