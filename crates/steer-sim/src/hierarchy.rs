@@ -13,7 +13,7 @@ use crate::cache::prefetch::{Prefetcher, Trigger};
 use crate::cache::{Cache, Evicted, Geometry, Lookup};
 use crate::directory::{Directory, Holders};
 use crate::memory::Memory;
-use crate::platform::{CacheSpec, InjectedInsertion, MaskAgent, PlatformSpec, Relation, TopologySpec};
+use crate::platform::{CacheSpec, InjectedInsertion, MaskAgent, PartialWrite, PlatformSpec, Relation, TopologySpec};
 use crate::units::{Clock, Line, Time};
 
 /// Where a core's demand access was satisfied.
@@ -409,8 +409,8 @@ pub struct Hierarchy {
     ddio_mask: u64,
     /// LLC ways a device write allocates a line cores have used into (`io.inclusive_ways`).
     inclusive_mask: u64,
-    /// `io.partial_write_rfo`.
-    partial_write_rfo: bool,
+    /// `io.partial_write`.
+    partial_write: PartialWrite,
     pub stats: HierarchyStats,
 }
 
@@ -462,7 +462,7 @@ impl Hierarchy {
             ccx_of_core: (0..t.cores()).map(|core| t.ccx_of_core(core)).collect(),
             ddio_mask: platform.io.ddio_mask(platform.l3.ways),
             inclusive_mask: platform.io.inclusive_mask(),
-            partial_write_rfo: platform.io.partial_write_rfo,
+            partial_write: platform.io.partial_write,
             stats: HierarchyStats::zeroed(t.cpus() as usize, 0),
             topology: t,
         }
@@ -988,18 +988,19 @@ impl Hierarchy {
         self.place_write(device, line, holders, destination, now);
     }
 
-    /// Device `device` writes part of a line (the end of a packet, a completion entry smaller than
-    /// a line). Where the platform's I/O stack makes it a read for ownership (`io.partial_write_rfo`,
-    /// Intel), a line in no cache is read from memory before the write merges into it; elsewhere it
-    /// is placed as a whole line is (AMD's I/O die: nothing published).
+    /// Device `device` writes part of a line (the end of a packet or of a segment, a completion
+    /// entry smaller than a line), as the platform's I/O stack treats such writes
+    /// (`io.partial_write`): a line in no cache is read from memory first under `rfo` and
+    /// `memory`, and `memory` writes the merged line there whatever `destination` says.
     pub fn dma_write_partial(&mut self, device: u32, line: Line, destination: Destination, now: Time) {
         let holders = self.holders(line);
         let traffic = &mut self.stats.devices[device as usize];
         traffic.partial_writes += 1;
-        if self.partial_write_rfo && holders.is_empty() {
+        if self.partial_write != PartialWrite::Merge && holders.is_empty() {
             traffic.partial_write_reads += 1;
             self.memory.read(line, now);
         }
+        let destination = if self.partial_write == PartialWrite::Memory { Destination::Memory } else { destination };
         self.place_write(device, line, holders, destination, now);
     }
 
@@ -1028,8 +1029,15 @@ impl Hierarchy {
                 }
                 // The core's L1 copy is stale; the next load refills it from L2.
                 self.l1[core as usize].remove(line);
-                // A write to a present line is a use, as a core's write hit is.
-                if !self.l2[core as usize].access(line, true).hit() {
+                // A write to a present line updates it in place. Injected lines entering as
+                // most recently used, it is a use; entering where replacement evicts next, it
+                // leaves the line where it is: only a core's use moves it (a line written in
+                // two parts, at a segment boundary, is not promoted by the second).
+                let present = match self.l2_injected_insertion {
+                    InjectedInsertion::Mru => self.l2[core as usize].access(line, true).hit(),
+                    InjectedInsertion::Lru => self.l2[core as usize].mark_dirty(line),
+                };
+                if !present {
                     self.fill_l2(core, line, true, now);
                     if self.l2_injected_insertion == InjectedInsertion::Lru {
                         self.l2[core as usize].demote(line);

@@ -55,6 +55,21 @@ impl WayMaskSpec {
 }
 
 choice! {
+    /// What the I/O stack does with a device's write of part of a line.
+    pub enum PartialWrite {
+        /// Places it as a whole line is, merging with whatever the line held.
+        Merge,
+        /// A read for ownership (Intel's I/O stack): a line in no cache is read from memory
+        /// first, then the write is placed as a whole line is.
+        Rfo,
+        /// Writes it to memory, never into a cache: a cached copy is merged and dropped, and a
+        /// line in no cache costs the memory controller a read before the write (ECC covers
+        /// whole lines).
+        Memory,
+    }
+}
+
+choice! {
     /// Where a line a device writes into a cache (cache injection) enters its set's replacement
     /// order.
     pub enum InjectedInsertion {
@@ -310,9 +325,8 @@ params! {
         /// private caches, that is, a line cores have used: Skylake-SP moves such lines into a
         /// second region of two ways (mask 0x003) whatever DDIO's ways. 0: the device's own ways.
         inclusive_ways: u32 = 0,
-        /// Whether a device's partial-line write is a read for ownership (Intel's I/O stack): a
-        /// line in no cache is read from memory before the write merges into it.
-        partial_write_rfo: bool = false,
+        /// What the I/O stack does with a device's write of part of a line.
+        partial_write: PartialWrite = PartialWrite::Merge,
     }
 }
 

@@ -2,7 +2,7 @@
 //! (mask 0b1100, capacity 128 lines) take inbound writes.
 
 use steer_sim::hierarchy::{Destination, Hierarchy, Source};
-use steer_sim::platform::{CacheSpec, IoSpec, PlatformSpec, Relation, TopologySpec};
+use steer_sim::platform::{CacheSpec, IoSpec, PartialWrite, PlatformSpec, Relation, TopologySpec};
 use steer_sim::units::{Line, Time};
 
 fn platform(ddio_ways: u32, replacement: &str) -> PlatformSpec {
@@ -148,17 +148,37 @@ fn without_inclusive_ways_a_line_a_core_used_takes_a_ddio_way() {
 #[test]
 fn a_partial_write_of_an_uncached_line_reads_it_from_memory_first_where_the_platform_says_so() {
     let read = |h: &Hierarchy| h.memory.stats().map(|c| c.read_bytes).sum::<u64>();
-    for rfo in [true, false] {
-        let (mut h, nic) = with_nic(&PlatformSpec { io: IoSpec { partial_write_rfo: rfo, ..lru().io }, ..lru() });
+    let written = |h: &Hierarchy| h.memory.stats().map(|c| c.write_bytes).sum::<u64>();
+    // (policy, memory reads, memory writes, cached after two partial writes)
+    for (policy, reads, writes, cached) in
+        [(PartialWrite::Merge, 0, 0, true), (PartialWrite::Rfo, 1, 0, true), (PartialWrite::Memory, 2, 2, false)]
+    {
+        let (mut h, nic) = with_nic(&PlatformSpec { io: IoSpec { partial_write: policy, ..lru().io }, ..lru() });
         h.dma_write_partial(nic, Line(7), Destination::L3 { ccx: 0 }, Time::ZERO);
-        // Now cached: a second partial write merges in the LLC.
+        // Cached unless written to memory: a second partial write then merges in the LLC, or
+        // (to memory) needs the line from memory again.
         h.dma_write_partial(nic, Line(7), Destination::L3 { ccx: 0 }, Time::ZERO);
         let traffic = &h.stats.devices[nic as usize];
-        let reads = rfo as u64;
-        assert_eq!((traffic.partial_writes, traffic.partial_write_reads, traffic.writes), (2, reads, 0));
-        assert_eq!(read(&h), 64 * reads);
-        assert!(h.is_cached(Line(7)));
+        assert_eq!((traffic.partial_writes, traffic.partial_write_reads, traffic.writes), (2, reads, 0), "{policy:?}");
+        assert_eq!((read(&h), written(&h)), (64 * reads, 64 * writes), "{policy:?}");
+        assert_eq!(h.is_cached(Line(7)), cached, "{policy:?}");
     }
+}
+
+#[test]
+fn a_partial_write_to_memory_merges_a_cached_copy_and_drops_it() {
+    let platform = PlatformSpec { io: IoSpec { partial_write: PartialWrite::Memory, ..lru().io }, ..lru() };
+    let (mut h, nic) = with_nic(&platform);
+    h.core_access(0, Line(7), true, Time::ZERO);
+    h.dma_write_partial(nic, Line(7), Destination::L2 { cpu: 0 }, Time::ZERO);
+    // No read: the core's dirty copy supplies the rest of the line, written once with it.
+    assert_eq!(h.stats.devices[nic as usize].partial_write_reads, 0);
+    assert_eq!(
+        h.memory.stats().map(|c| (c.read_bytes, c.write_bytes)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)),
+        (64, 64)
+    );
+    assert!(!h.is_cached(Line(7)));
+    h.check_invariants().unwrap();
 }
 
 #[test]

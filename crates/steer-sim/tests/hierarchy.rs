@@ -1,7 +1,7 @@
 //! Exact hit/miss and coherence behaviour of the hierarchy on small hand-computed cases.
 
 use steer_sim::hierarchy::{Destination, Hierarchy, Holding, Source};
-use steer_sim::platform::{CacheSpec, PlatformSpec, Relation, TopologySpec, WayMaskSpec};
+use steer_sim::platform::{CacheSpec, InjectedInsertion, PlatformSpec, Relation, TopologySpec, WayMaskSpec};
 use steer_sim::units::{Line, Time};
 
 /// One CCX of two cores (CPUs 0, 1) plus a second CCX (CPU 2); tiny caches.
@@ -107,6 +107,25 @@ fn dma_to_memory_invalidates_and_dma_to_l2_injects() {
     assert_eq!(read(&mut h, 0, 7), Source::PeerL2);
     // The injected line is dirty: no DRAM write happened for it yet.
     assert_eq!(h.memory.stats().map(|c| c.write_bytes).sum::<u64>(), 64);
+}
+
+#[test]
+fn a_device_write_to_an_l2_line_is_a_use_only_where_injected_lines_enter_as_most_recent() {
+    // L2 set 0 holds lines 0, 16, 32 and 48; 64 is a fifth line of the set.
+    for (insertion, kept) in [(InjectedInsertion::Mru, true), (InjectedInsertion::Lru, false)] {
+        let platform = tiny(Relation::Exclusive);
+        let mut h =
+            with_nic(&PlatformSpec { l2: CacheSpec { injected_insertion: insertion, ..platform.l2 }, ..platform });
+        h.dma_write(0, Line(0), Destination::L2 { cpu: 0 }, Time::ZERO);
+        for line in [16, 32, 48] {
+            read(&mut h, 0, line);
+        }
+        // Line 0 is now the least recent; the device writes it again, then the core needs room.
+        h.dma_write(0, Line(0), Destination::L2 { cpu: 0 }, Time::ZERO);
+        read(&mut h, 0, 64);
+        assert_eq!(h.in_l2(0, Line(0)), kept, "{insertion:?}");
+        assert_eq!(h.in_l2(0, Line(16)), !kept, "{insertion:?}");
+    }
 }
 
 #[test]
