@@ -551,7 +551,8 @@ fn napi_keeps_its_working_set_in_l2_under_sdci_and_socket_state_moves_between_co
     // (turin's `injected_insertion = "lru"`) leave it there; entering as most recently used, the
     // injected pages between two uses of a line push it out to the L3.
     let large = "workloads.0.kernel_state_bytes=786432";
-    assert!(f(&irq_fills(&[large])["l2"]) > 0.75);
+    let lru = irq_fills(&[large]);
+    assert!(f(&lru["l2"]) > 0.75, "{lru}");
     let mru = irq_fills(&[large, "platform.l2.injected_insertion=\"mru\""]);
     assert!(f(&mru["l2"]) < 0.1 && f(&mru["l3"]) > 0.8, "{mru}");
 }

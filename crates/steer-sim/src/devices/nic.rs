@@ -46,6 +46,10 @@ params! {
         offered_gbps: f64 = 25.0,
         /// Inter-arrival process.
         arrival: Arrival = Arrival::Constant,
+        /// Bytes of payload per TCP segment where the NIC merges segments into its buffers (hardware
+        /// GRO): it writes each segment as it arrives, back to back with the one before, so a line
+        /// a segment boundary falls inside is written in two parts. 0: each packet in one piece.
+        segment_bytes: u32 = 0,
         /// Bytes per completion entry (several share a cache line).
         completion_bytes: u32 = 16,
         /// Bytes per RX descriptor the driver writes when it re-posts a buffer.
@@ -226,6 +230,8 @@ impl DeviceSpec for NicSpec {
                 ring,
                 arrival: q.arrival,
                 packet_bytes: q.packet_bytes,
+                segment_bytes: q.segment_bytes as u64,
+                stream_bytes: 0,
                 interarrival_ns,
                 rng,
                 next_arrival,
@@ -259,11 +265,47 @@ impl DeviceSpec for NicSpec {
     }
 }
 
+/// The line writes of a packet of `bytes` at `start`, `stream_offset` bytes into its queue's
+/// stream, as `(line, partial)` in address order. Its first and last lines are written in part
+/// when it does not start or end on a line boundary; with segments of `segment_bytes` (0: none),
+/// a line a boundary between two falls inside is written twice, in part each time.
+fn packet_writes(start: Addr, bytes: u64, stream_offset: u64, segment_bytes: u64, line_mask: u64) -> Vec<(Line, bool)> {
+    let line_bits = line_mask.count_ones();
+    let end = start.0 + bytes;
+    let mut writes: Vec<(Line, bool)> = (start.0 >> line_bits..=(end - 1) >> line_bits)
+        .map(|line| {
+            let partial = (line == start.0 >> line_bits && start.0 & line_mask != 0)
+                || (line == (end - 1) >> line_bits && end & line_mask != 0);
+            (Line(line), partial)
+        })
+        .collect();
+    if let Some(segments_before) = stream_offset.checked_div(segment_bytes) {
+        // Boundaries strictly inside the packet, at multiples of the segment size in the stream.
+        let mut boundary = (segments_before + 1) * segment_bytes;
+        let mut split = 0;
+        while boundary < stream_offset + bytes {
+            let addr = start.0 + (boundary - stream_offset);
+            if addr & line_mask != 0 {
+                let at = ((addr >> line_bits) - (start.0 >> line_bits)) as usize + split;
+                writes[at].1 = true;
+                writes.insert(at, (Line(addr >> line_bits), true));
+                split += 1;
+            }
+            boundary += segment_bytes;
+        }
+    }
+    writes
+}
+
 /// The device side of one RX queue.
 struct QueueState {
     ring: RingId,
     arrival: Arrival,
     packet_bytes: u32,
+    /// `segment_bytes`, and the bytes of the queue's stream written so far (where its segment
+    /// boundaries fall).
+    segment_bytes: u64,
+    stream_bytes: u64,
     interarrival_ns: f64,
     rng: Rng,
     /// The next open-loop arrival (`None` for a closed queue).
@@ -385,18 +427,16 @@ impl Nic {
         let signal = ring.ready;
         let hierarchy = &mut cx.shared.hierarchy;
         let consumer_ccx = hierarchy.ccx_of_cpu(consumer_cpu);
-        let end = start.offset(bytes as u64);
-        let (first, last) = (start.line(self.line_bits), start.offset(bytes as u64 - 1).line(self.line_bits));
+        let state = &mut self.queues[q];
         let line_mask = (1u64 << self.line_bits) - 1;
-        // A packet's first and last lines are written in part when it does not start or end on a
-        // line boundary; a completion entry smaller than a line always is.
-        let partial_ends = (start.0 & line_mask != 0, end.0 & line_mask != 0);
-        let writes = (first.0..=last.0).map(|line| {
-            let kind = if line == first.0 { DmaKind::Header } else { DmaKind::Payload };
-            let partial = (line == first.0 && partial_ends.0) || (line == last.0 && partial_ends.1);
-            (Line(line), kind, partial)
-        });
+        let writes = packet_writes(start, bytes as u64, state.stream_bytes, state.segment_bytes, line_mask);
+        state.stream_bytes += bytes as u64;
         let completion_partial = ring.shape.completion_bytes < 1 << self.line_bits;
+        let first = start.line(self.line_bits);
+        let writes = writes.into_iter().map(|(line, partial)| {
+            let kind = if line == first { DmaKind::Header } else { DmaKind::Payload };
+            (line, kind, partial)
+        });
         for (line, kind, partial) in
             writes.chain([(entry.line(self.line_bits), DmaKind::Completion, completion_partial)])
         {
@@ -620,6 +660,52 @@ mod tests {
         step_at(&mut h, &mut agent, first + ns(1000.0));
         let traffic = &h.shared.hierarchy.stats.devices[0];
         assert_eq!((traffic.writes, traffic.partial_writes), (15 + 1 + 15 + 1, 1 + 2));
+    }
+
+    #[test]
+    fn a_line_a_segment_boundary_falls_inside_is_written_twice_in_part() {
+        let lines = |start: u64, bytes: u64, offset: u64, segment: u64| {
+            packet_writes(Addr(start), bytes, offset, segment, 63)
+                .into_iter()
+                .map(|(l, p)| (l.0, p))
+                .collect::<Vec<_>>()
+        };
+        let whole = |range: std::ops::Range<u64>| range.map(|l| (l, false)).collect::<Vec<_>>();
+        // A page at the start of the stream: boundaries at 1448 (line 22, 40 B in) and 2896
+        // (line 45, 16 B in).
+        let first_page =
+            [whole(0..22), vec![(22, true); 2], whole(23..45), vec![(45, true); 2], whole(46..64)].concat();
+        assert_eq!(lines(0, 4096, 0, 1448), first_page);
+        // The next page continues the stream: 4344, 5792, 7240 fall 248, 1696, 3144 B into it.
+        let second_page = [whole(0..3), vec![(3, true); 2], whole(4..26), vec![(26, true); 2], whole(27..49)].concat();
+        assert_eq!(lines(0, 4096, 4096, 1448), [second_page, vec![(49, true); 2], whole(50..64)].concat());
+        // Boundaries on line boundaries, or at the packet's start or end, split no line.
+        assert_eq!(lines(0, 4096, 0, 1024), whole(0..64));
+        assert_eq!(lines(0, 2048, 2048, 2048), whole(0..32));
+        assert_eq!(lines(0, 4096, 0, 0), whole(0..64));
+        // With unaligned ends as well: bytes 40-139, boundaries at 90 (line 1) and 140 (the end).
+        assert_eq!(lines(40, 100, 0, 50), [(0, true), (1, true), (1, true), (2, true)]);
+    }
+
+    #[test]
+    fn a_queues_segments_run_on_from_one_packet_to_the_next() {
+        let segmented = NicSpec {
+            queues: vec![QueueSpec {
+                packet_bytes: 1024,
+                completion_bytes: 64,
+                segment_bytes: 1448,
+                ..spec().queues[0].clone()
+            }],
+            ..spec()
+        };
+        let (mut h, mut agent, first) = nic(segmented);
+        step_at(&mut h, &mut agent, first);
+        // Bytes 0-1023 of the stream: no boundary; 1024-2047: one at 1448, 424 B into the packet.
+        assert_eq!(h.shared.hierarchy.stats.devices[0].partial_writes, 0);
+        // 1024 B at 8 Gb/s: the next packet arrives 1024 ns later.
+        step_at(&mut h, &mut agent, first + ns(1024.0));
+        let traffic = &h.shared.hierarchy.stats.devices[0];
+        assert_eq!((traffic.writes, traffic.partial_writes), (17 + 15 + 1, 2));
     }
 
     #[test]
