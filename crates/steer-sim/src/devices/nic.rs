@@ -275,7 +275,7 @@ fn packet_writes(start: Addr, bytes: u64, stream_offset: u64, segment_bytes: u64
     let mut writes: Vec<(Line, bool)> = (start.0 >> line_bits..=(end - 1) >> line_bits)
         .map(|line| {
             let partial = (line == start.0 >> line_bits && start.0 & line_mask != 0)
-                || (line == (end - 1) >> line_bits && end & line_mask != 0);
+                || (line == end >> line_bits && end & line_mask != 0);
             (Line(line), partial)
         })
         .collect();
@@ -683,6 +683,8 @@ mod tests {
         assert_eq!(lines(0, 4096, 0, 1024), whole(0..64));
         assert_eq!(lines(0, 2048, 2048, 2048), whole(0..32));
         assert_eq!(lines(0, 4096, 0, 0), whole(0..64));
+        // A packet ending a byte short of a line ends in part of it.
+        assert_eq!(lines(0, 127, 0, 0), [(0, false), (1, true)]);
         // With unaligned ends as well: bytes 40-139, boundaries at 90 (line 1) and 140 (the end).
         assert_eq!(lines(40, 100, 0, 50), [(0, true), (1, true), (1, true), (2, true)]);
     }
