@@ -274,8 +274,8 @@ fn packet_writes(start: Addr, bytes: u64, stream_offset: u64, segment_bytes: u64
     let end = start.0 + bytes;
     let mut writes: Vec<(Line, bool)> = (start.0 >> line_bits..=(end - 1) >> line_bits)
         .map(|line| {
-            let partial = (line == start.0 >> line_bits && start.0 & line_mask != 0)
-                || (line == end >> line_bits && end & line_mask != 0);
+            // The line the end falls in is past the packet when the end is line-aligned.
+            let partial = (line == start.0 >> line_bits && start.0 & line_mask != 0) || line == end >> line_bits;
             (Line(line), partial)
         })
         .collect();
