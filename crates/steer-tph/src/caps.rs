@@ -137,13 +137,10 @@ impl Visited {
     fn new() -> Self {
         Self([0; 16])
     }
-    /// Marks `offset`; returns false if it was already marked.
-    fn insert(&mut self, offset: u16) -> bool {
+    /// Marks `offset`.
+    fn insert(&mut self, offset: u16) {
         let dword = usize::from(offset / 4) % 1024;
-        let (word, bit) = (dword / 64, dword % 64);
-        let fresh = self.0[word] & (1 << bit) == 0;
-        self.0[word] |= 1 << bit;
-        fresh
+        self.0[dword / 64] |= 1 << (dword % 64);
     }
     fn contains(&self, offset: u16) -> bool {
         let dword = usize::from(offset / 4) % 1024;

@@ -477,5 +477,22 @@ mod tests {
         assert!(!is_pci_address("00:"));
         assert!(!is_pci_address("1:00.0"));
         assert!(!is_pci_address("Capabilities:"));
+        // Each part of a domain-qualified address is checked.
+        assert!(!is_pci_address("000g:c1:1f.7"));
+        assert!(!is_pci_address("0000:c:1f.7"));
+    }
+
+    #[test]
+    fn hex_offsets_are_one_to_four_hex_digits() {
+        assert_eq!(parse_hex_offset("ff0"), Some(0xFF0));
+        assert_eq!(parse_hex_offset("fff0"), Some(0xFFF0));
+        assert_eq!(parse_hex_offset("10000"), None);
+        assert_eq!(parse_hex_offset(""), None);
+        assert_eq!(parse_hex_offset("+10"), None);
+    }
+
+    #[test]
+    fn debug_shows_the_length_not_the_bytes() {
+        assert_eq!(format!("{:?}", ConfigSpace::zeroed(256).unwrap()), "ConfigSpace { len: 256 }");
     }
 }

@@ -424,6 +424,11 @@ mod tests {
         assert_eq!(err.line, 2);
         let text = "01:00.0 NIC\n\tCapabilities: [260 x1] Transaction Processing Hints\n";
         assert_eq!(parse_lspci_vv(text).unwrap_err().line, 2);
+        // Extended capabilities lie below 0x1000.
+        let text = "01:00.0 NIC\n\tCapabilities: [1000 v1] Transaction Processing Hints\n";
+        assert_eq!(parse_lspci_vv(text).unwrap_err().message, "bad capability offset \"1000\"");
+        let text = "01:00.0 NIC\n\tCapabilities: [ffc v1] Transaction Processing Hints\n";
+        assert_eq!(parse_lspci_vv(text).unwrap()[0].cap_offset, Some(0xFFC));
         assert_eq!(parse_lspci_vv("").unwrap(), vec![]);
         // Not a TPH line: ignored even if odd.
         let text = "01:00.0 NIC\n\tCapabilities: <access denied>\n";

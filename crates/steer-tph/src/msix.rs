@@ -308,6 +308,61 @@ mod tests {
     }
 
     #[test]
+    fn a_masked_disabled_capability_with_a_next_pointer_round_trips() {
+        let mut cs = ConfigSpace::zeroed(256).unwrap();
+        cs.write_u16(0x06, STATUS_CAP_LIST).unwrap();
+        cs.write_u8(0x34, 0x50).unwrap();
+        let cap = MsixCapability {
+            offset: 0x50,
+            next: 0x60,
+            table_size: 64,
+            enabled: false,
+            function_mask: true,
+            table_bir: 2,
+            table_offset: 0x2000,
+            pba_bir: 3,
+            pba_offset: 0x3000,
+            raw_message_control: 0x0800,
+        };
+        encode_msix(&cap, &mut cs).unwrap();
+        assert_eq!(cs.as_bytes()[0x50..0x5C], [0x11, 0x60, 0x3F, 0x48, 0x02, 0x20, 0, 0, 0x03, 0x30, 0, 0]);
+        // Decoded back: the list ends at 0x60, where no capability was written.
+        let mut decoded = find_msix(&cs).unwrap().unwrap();
+        assert_eq!(decoded.raw_message_control, 0x483F);
+        decoded.raw_message_control = 0x0800;
+        assert_eq!(decoded, cap);
+        // The fields override whatever the raw word held in their bits.
+        let stale = MsixCapability { raw_message_control: 0xCFFF, ..cap };
+        assert_eq!(stale.message_control(), Ok(0x483F));
+    }
+
+    #[test]
+    fn encode_checks_the_offset_and_next_pointer() {
+        let mut cs = ConfigSpace::zeroed(256).unwrap();
+        let at = |offset: u8, next: u8| MsixCapability { next, ..MsixCapability::new(offset, 8, 0) };
+        assert_eq!(encode_msix(&at(0x3C, 0), &mut cs), Err(TphError::BadOffset { offset: 0x3C }));
+        assert_eq!(encode_msix(&at(0x42, 0), &mut cs), Err(TphError::BadOffset { offset: 0x42 }));
+        for next in [0x3C, 0x52] {
+            assert_eq!(
+                encode_msix(&at(0x40, next), &mut cs),
+                Err(TphError::InvalidField { field: "next", value: next.into() })
+            );
+        }
+        assert!(cs.as_bytes().iter().all(|&b| b == 0));
+        assert_eq!(encode_msix(&at(0x40, 0x50), &mut cs), Ok(()));
+        assert_eq!(encode_msix(&at(0x40, 0), &mut cs), Ok(()));
+        // The lowest next pointer, and the highest offset (the structure ends at 0x100).
+        assert_eq!(encode_msix(&at(0x50, 0x40), &mut cs), Ok(()));
+        assert_eq!(encode_msix(&at(0xF4, 0), &mut cs), Ok(()));
+        // A dump too short for the structure.
+        let mut short = ConfigSpace::zeroed(0x48).unwrap();
+        assert_eq!(
+            encode_msix(&at(0x40, 0), &mut short),
+            Err(TphError::Truncated { offset: 0x40, end: 0x4C, len: 0x48 })
+        );
+    }
+
+    #[test]
     fn encode_rejects_bad_values() {
         let mut cs = ConfigSpace::zeroed(256).unwrap();
         let mut cap = MsixCapability::new(0xF8, 8, 0);

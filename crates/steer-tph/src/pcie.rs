@@ -189,9 +189,22 @@ mod tests {
             assert_eq!(tph_completer(&cs), Ok(Some(completer)));
             assert_eq!(completer.apply_to_devcap2(0xFFFF_CFFF), bits | 0xFFFF_CFFF);
         }
+        // Only bits 13:12 change, whatever the others hold.
+        assert_eq!(TphCompleter::TphOnly.apply_to_devcap2(0x3000), 0x1000);
+        assert_eq!(TphCompleter::TphAndExtended.apply_to_devcap2(0x0001), 0x3001);
         let pcie = find_pcie(&root_port(2, 1 << 12)).unwrap().unwrap();
         assert!(pcie.is_root_port());
         assert_eq!(pcie.offset, 0x58);
+    }
+
+    #[test]
+    fn a_capability_cut_off_by_the_end_of_the_dump_is_an_error() {
+        // The list's first capability at 0x40, whose Capabilities register (0x42) the dump lacks.
+        let mut cs = ConfigSpace::from_bytes(&[0; 0x42]).unwrap();
+        cs.write_u16(0x06, STATUS_CAP_LIST).unwrap();
+        cs.write_u8(0x34, 0x40).unwrap();
+        cs.write_u8(0x40, PCIE_CAP_ID).unwrap();
+        assert_eq!(find_pcie(&cs), Err(TphError::Truncated { offset: 0x40, end: 0x44, len: 0x42 }));
     }
 
     #[test]

@@ -286,11 +286,7 @@ impl DeviceBuilder {
             }
             first = offset;
         }
-        cs.write_u8(CAP_POINTER.into(), first).map_err(|_| SynthError::DoesNotFit {
-            what: "capabilities pointer",
-            offset: CAP_POINTER,
-            end: usize::from(CAP_POINTER) + 1,
-        })?;
+        cs.write_u8(CAP_POINTER.into(), first).expect("the header, which holds it, fits (write_header)");
         Ok(())
     }
 
@@ -447,6 +443,33 @@ mod tests {
     }
 
     #[test]
+    fn header_fields_and_the_smallest_size() {
+        let cs = DeviceBuilder::endpoint(1, 2).without_pcie().class_code(0x7F_02_00_01).size(64).build().unwrap();
+        assert_eq!(cs.len(), 64);
+        assert_eq!(cs.as_bytes()[0x09..0x0D], [0x01, 0x00, 0x02, 0x00]);
+        let err = DeviceBuilder::endpoint(1, 2).without_pcie().size(63).build().unwrap_err();
+        assert_eq!(err, SynthError::DoesNotFit { what: "header", offset: 0, end: 0x40 });
+    }
+
+    #[test]
+    fn a_vendor_specific_placeholder_gets_its_length_and_others_only_a_header() {
+        let cs = DeviceBuilder::endpoint(1, 2)
+            .ext_placeholder(0x100, VSEC_CAP_ID, 1, 0x18)
+            .ext_placeholder(0x200, 0x0001, 2, 0x48)
+            .build()
+            .unwrap();
+        assert_eq!(cs.read_u32(0x104), Ok(0x018 << 20));
+        assert_eq!(cs.read_u32(0x204), Ok(0));
+    }
+
+    #[test]
+    fn a_capability_may_end_at_the_end_of_the_space() {
+        let tph = TphCapability::new(0xFF4, StTableLocation::None, 1);
+        let cs = DeviceBuilder::endpoint(1, 2).tph(tph.clone()).build().unwrap();
+        assert_eq!(decode(&cs).unwrap().unwrap(), tph);
+    }
+
+    #[test]
     fn layout_errors() {
         let tph = TphCapability::new(0x120, StTableLocation::None, 1);
         let err =
@@ -465,6 +488,14 @@ mod tests {
 
         let err = DeviceBuilder::endpoint(1, 2).msix(MsixCapability::new(0xF8, 4, 0)).build().unwrap_err();
         assert!(matches!(err, SynthError::DoesNotFit { offset: 0xF8, .. }));
+
+        let err = DeviceBuilder::endpoint(1, 2).ext_placeholder(0x102, 0x0001, 1, 8).build().unwrap_err();
+        assert_eq!(err, SynthError::BadOffset { what: "extended capability", offset: 0x102 });
+        let low = TphCapability::new(0x0FC, StTableLocation::None, 1);
+        let err = DeviceBuilder::endpoint(1, 2).tph(low).build().unwrap_err();
+        assert!(matches!(err, SynthError::BadOffset { offset: 0x0FC, .. }), "{err:?}");
+        let err = DeviceBuilder::endpoint(1, 2).ext_placeholder(0x100, 0x0001, 0x10, 8).build().unwrap_err();
+        assert_eq!(err, SynthError::Encode(TphError::InvalidField { field: "version", value: 0x10 }));
 
         let err = DeviceBuilder::endpoint(1, 2).size(0).build().unwrap_err();
         assert_eq!(err, SynthError::Size(ConfigError::Empty));

@@ -627,6 +627,54 @@ mod tests {
     }
 
     #[test]
+    fn cleared_fields_clear_their_bits_whatever_the_raw_words_held() {
+        // Every decoded capability and control field set in the raw words.
+        let cs = tph_space(0x07FF_0507, 0x0000_0302, &[]);
+        let mut cap = decode(&cs).unwrap().unwrap();
+        cap.no_st = false;
+        cap.interrupt_vector = false;
+        cap.device_specific = false;
+        cap.extended_requester = false;
+        cap.st_table_location = StTableLocation::None;
+        cap.st_table_size = 1;
+        cap.mode = StMode::NoSt;
+        cap.requester_enable = RequesterEnable::Disabled;
+        assert_eq!((cap.capability_word(), cap.control_word()), (Ok(0), Ok(0)));
+    }
+
+    #[test]
+    fn the_version_must_fit_its_four_bits() {
+        let mut cap = TphCapability::new(0x100, StTableLocation::None, 1);
+        cap.version = 0xF;
+        assert_eq!(cap.header_word(), Ok(0x000F_0017));
+        cap.version = 0x10;
+        assert_eq!(cap.header_word(), Err(TphError::InvalidField { field: "version", value: 0x10 }));
+    }
+
+    #[test]
+    fn registers_ending_at_the_end_of_the_dump_decode() {
+        let mut cs = ConfigSpace::zeroed(4096).unwrap();
+        cs.write_u32(0x100, 0xFF41_0001).unwrap();
+        cs.write_u32(0xFF4, 0x0001_0017).unwrap();
+        cs.write_u32(0xFF8, 0x0000_0401).unwrap();
+        let cap = decode(&cs).unwrap().unwrap();
+        assert_eq!((cap.offset, cap.st_table_location, cap.byte_len()), (0xFF4, StTableLocation::MsixTable, 0x0C));
+    }
+
+    #[test]
+    fn a_walk_error_is_the_source_of_the_tph_error() {
+        let walk = CapError::Truncated { offset: 0x100, len: 256 };
+        let source = std::error::Error::source(&TphError::Walk(walk)).map(|e| e.to_string());
+        assert_eq!(source, Some(walk.to_string()));
+        assert!(std::error::Error::source(&TphError::BadOffset { offset: 0 }).is_none());
+        let truncated = TphError::Truncated { offset: 0x100, end: 0x10C, len: 0x108 };
+        assert_eq!(
+            truncated.to_string(),
+            "capability at 0x100 needs bytes up to 0x10c, but the config space holds only 0x108"
+        );
+    }
+
+    #[test]
     fn new_is_consistent_with_decode() {
         let mut cap = TphCapability::new(0x100, StTableLocation::InCapability, 3);
         cap.st_table = vec![1, 2, 3];
