@@ -492,6 +492,13 @@ mod tests {
     }
 
     #[test]
+    fn hex_errors_name_their_line() {
+        let err = HexError::Line { line: 3, kind: HexLineError::BadByte("zz".into()) };
+        assert_eq!(err.to_string(), "line 3: bad hex byte \"zz\"");
+        assert_eq!(HexError::NoData.to_string(), "no lspci hex dump lines found");
+    }
+
+    #[test]
     fn debug_shows_the_length_not_the_bytes() {
         assert_eq!(format!("{:?}", ConfigSpace::zeroed(256).unwrap()), "ConfigSpace { len: 256 }");
     }

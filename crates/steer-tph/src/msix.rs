@@ -354,6 +354,14 @@ mod tests {
         // The lowest next pointer, and the highest offset (the structure ends at 0x100).
         assert_eq!(encode_msix(&at(0x50, 0x40), &mut cs), Ok(()));
         assert_eq!(encode_msix(&at(0xF4, 0), &mut cs), Ok(()));
+        // A structure ending at the dump's end fits; one byte less does not, and is not found
+        // either.
+        let mut exact = ConfigSpace::zeroed(0x4C).unwrap();
+        assert_eq!(encode_msix(&at(0x40, 0), &mut exact), Ok(()));
+        exact.write_u16(0x06, STATUS_CAP_LIST).unwrap();
+        exact.write_u8(0x34, 0x40).unwrap();
+        let cut = ConfigSpace::from_bytes(&exact.as_bytes()[..0x48]).unwrap();
+        assert_eq!(find_msix(&cut), Err(TphError::Truncated { offset: 0x40, end: 0x4C, len: 0x48 }));
         // A dump too short for the structure.
         let mut short = ConfigSpace::zeroed(0x48).unwrap();
         assert_eq!(

@@ -189,6 +189,8 @@ mod tests {
             assert_eq!(tph_completer(&cs), Ok(Some(completer)));
             assert_eq!(completer.apply_to_devcap2(0xFFFF_CFFF), bits | 0xFFFF_CFFF);
         }
+        assert_eq!(TphCompleter::TphAndExtended.to_string(), "TPH and extended TPH");
+        assert_eq!(TphCompleter::None.to_string(), "Not supported");
         // Only bits 13:12 change, whatever the others hold.
         assert_eq!(TphCompleter::TphOnly.apply_to_devcap2(0x3000), 0x1000);
         assert_eq!(TphCompleter::TphAndExtended.apply_to_devcap2(0x0001), 0x3001);

@@ -449,6 +449,10 @@ mod tests {
         assert_eq!(cs.as_bytes()[0x09..0x0D], [0x01, 0x00, 0x02, 0x00]);
         let err = DeviceBuilder::endpoint(1, 2).without_pcie().size(63).build().unwrap_err();
         assert_eq!(err, SynthError::DoesNotFit { what: "header", offset: 0, end: 0x40 });
+        assert_eq!(err.to_string(), "header at 0x0 ends at 0x40, past the space available");
+        // A root port is a PCI-to-PCI bridge: class 06 04 00.
+        let port = DeviceBuilder::root_port(1, 2, TphCompleter::TphOnly).size(256).build().unwrap();
+        assert_eq!(port.as_bytes()[0x09..0x0C], [0x00, 0x04, 0x06]);
     }
 
     #[test]
