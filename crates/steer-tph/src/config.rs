@@ -496,6 +496,8 @@ mod tests {
         let err = HexError::Line { line: 3, kind: HexLineError::BadByte("zz".into()) };
         assert_eq!(err.to_string(), "line 3: bad hex byte \"zz\"");
         assert_eq!(HexError::NoData.to_string(), "no lspci hex dump lines found");
+        let past = ConfigSpace::zeroed(256).unwrap().read_u32(0xFE).unwrap_err();
+        assert_eq!(past.to_string(), "4-byte access at 0xfe is past the end of the 256-byte config space");
     }
 
     #[test]

@@ -426,7 +426,7 @@ mod tests {
         assert_eq!(parse_lspci_vv(text).unwrap_err().line, 2);
         // Extended capabilities lie below 0x1000.
         let text = "01:00.0 NIC\n\tCapabilities: [1000 v1] Transaction Processing Hints\n";
-        assert_eq!(parse_lspci_vv(text).unwrap_err().message, "bad capability offset \"1000\"");
+        assert_eq!(parse_lspci_vv(text).unwrap_err().to_string(), "line 2: bad capability offset \"1000\"");
         let text = "01:00.0 NIC\n\tCapabilities: [ffc v1] Transaction Processing Hints\n";
         assert_eq!(parse_lspci_vv(text).unwrap()[0].cap_offset, Some(0xFFC));
         assert_eq!(parse_lspci_vv("").unwrap(), vec![]);

@@ -354,6 +354,9 @@ mod tests {
         // The lowest next pointer, and the highest offset (the structure ends at 0x100).
         assert_eq!(encode_msix(&at(0x50, 0x40), &mut cs), Ok(()));
         assert_eq!(encode_msix(&at(0xF4, 0), &mut cs), Ok(()));
+        // BIRs of up to 7 (three bits).
+        let last_bir = MsixCapability { table_bir: 7, pba_bir: 7, ..at(0x40, 0) };
+        assert_eq!(encode_msix(&last_bir, &mut cs), Ok(()));
         // A structure ending at the dump's end fits; one byte less does not, and is not found
         // either.
         let mut exact = ConfigSpace::zeroed(0x4C).unwrap();

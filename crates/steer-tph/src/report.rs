@@ -357,6 +357,8 @@ mod tests {
             l.split_once(": ").is_some_and(|(off, _)| off.len() > 2 && off.chars().all(|c| c.is_ascii_hexdigit()))
         };
         let short: String = device.lines().filter(|l| !extended(l)).map(|l| format!("{l}\n")).collect();
+        assert_eq!(read_devices(short.as_bytes()).unwrap()[0].source, Source::LspciText);
+        assert_eq!(read_devices(device.as_bytes()).unwrap()[0].source, Source::Registers);
         let out = describe(short.as_bytes()).unwrap();
         assert!(!out.contains("Not shown by lspci"), "{out}");
         assert!(out.contains("[260 v1] Transaction Processing Hints"), "{out}");

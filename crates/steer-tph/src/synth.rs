@@ -464,6 +464,14 @@ mod tests {
             .unwrap();
         assert_eq!(cs.read_u32(0x104), Ok(0x018 << 20));
         assert_eq!(cs.read_u32(0x204), Ok(0));
+        // Version 15 fits its four bits; regions may touch.
+        let cs = DeviceBuilder::endpoint(1, 2)
+            .ext_placeholder(0x100, 0x0001, 0xF, 0x48)
+            .ext_placeholder(0x148, 0x0003, 1, 12)
+            .build()
+            .unwrap();
+        let ext: Vec<_> = list_ext_caps(&cs).unwrap().iter().map(|h| (h.offset, h.version)).collect();
+        assert_eq!(ext, vec![(0x100, 0xF), (0x148, 1)]);
     }
 
     #[test]

@@ -580,6 +580,10 @@ mod tests {
         cs.write_u32(0xFF0, 0x0001_0017).unwrap();
         cs.write_u32(0xFF4, 0x0002_0201).unwrap();
         assert_eq!(decode(&cs), Err(TphError::StTableTruncated { offset: 0xFF0, table_size: 3, available: 2 }));
+        // Two entries fill the space to its last byte.
+        cs.write_u32(0xFF4, 0x0001_0201).unwrap();
+        cs.write_u32(0xFFC, 0xBBBB_AAAA).unwrap();
+        assert_eq!(decode(&cs).unwrap().unwrap().st_table, vec![0xAAAA, 0xBBBB]);
     }
 
     #[test]
