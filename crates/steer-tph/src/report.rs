@@ -73,7 +73,7 @@ pub fn read_devices(bytes: &[u8]) -> Result<Vec<DeviceReport>, String> {
     };
     // A hex dump that reaches the extended space (`-xxxx`) holds every register; lspci's decoded
     // text says more than the 64 or 256 bytes an `-x`/`-xxx` adds to it, so the text wins then.
-    let has_hex = text.lines().any(|l| l.len() > 3 && l.starts_with("00: "));
+    let has_hex = text.lines().any(|l| l.starts_with("00: "));
     let hex = if has_hex { ConfigSpace::parse_lspci_hex(&text).ok() } else { None };
     let hex_is_complete = hex.as_ref().is_some_and(|d| !d.is_empty() && d.iter().all(|(_, s)| s.len() > 0x100));
     let has_text = text.contains("Capabilities:") || text.contains("DevCap2:");
