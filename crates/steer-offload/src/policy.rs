@@ -220,6 +220,7 @@ mod tests {
         assert_eq!(even_split(3, 640), [256, 192, 192]);
         assert_eq!(even_split(8, 100), [64, 36]);
         assert_eq!(even_split(2, 1), [1]);
+        assert_eq!(even_split(2, 0), []);
         for (parts, len) in [(1, 1), (3, 1000), (7, 1 << 20), (8, 65)] {
             assert_eq!(even_split(parts, len).iter().sum::<usize>(), len);
         }

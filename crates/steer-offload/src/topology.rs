@@ -264,6 +264,11 @@ mod tests {
         assert_eq!(parse_cpulist("0-2,8,10-11"), Some(vec![0, 1, 2, 8, 10, 11]));
         assert_eq!(parse_cpulist(""), Some(vec![]));
         assert_eq!(parse_cpulist("3-1"), None);
+        assert_eq!(parse_cpulist("3-3"), Some(vec![3]));
+        // A range may reach high CPU numbers but not span more than 65,536 of them.
+        assert_eq!(parse_cpulist("40000-40001"), Some(vec![40000, 40001]));
+        assert_eq!(parse_cpulist("0-65536").map(|cpus| cpus.len()), Some(65537));
+        assert_eq!(parse_cpulist("0-65537"), None);
         assert_eq!(parse_cpulist("a"), None);
     }
 
