@@ -291,6 +291,7 @@ fn a_placement_that_reads_the_source_node_gets_the_one_given() {
     // SAFETY: a leaked block.
     let data = unsafe { cache.access_from(src.as_ptr(), src.len(), 1) }.unwrap();
     assert_eq!(data.node(), 3, "source node 1's HBM node");
+    assert!(data.len() == 64 && !data.is_empty());
     manual.run_all();
 }
 

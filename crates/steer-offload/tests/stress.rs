@@ -94,6 +94,7 @@ fn random_operations_from_many_threads_read_the_source_bytes_and_leak_nothing() 
     let stats = cache.stats();
     assert!(stats.misses > 0 && stats.hits > 0, "{stats:?}");
     assert!(checked.load(Ordering::Relaxed) > 100);
+    assert!(live_allocations() > 0, "the cache holds its entries' buffers until dropped");
     drop(cache);
     // Copy threads drop their last references just after finishing; give them a moment.
     let deadline = Instant::now() + Duration::from_secs(10);
