@@ -10,7 +10,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::cache::prefetch::{Prefetcher, Trigger};
-use crate::cache::{Cache, Evicted, Geometry, Lookup};
+use crate::cache::{Cache, Evicted, FreeWay, Geometry, Lookup};
 use crate::directory::{Directory, Holders};
 use crate::memory::Memory;
 use crate::platform::{CacheSpec, InjectedInsertion, MaskAgent, PartialWrite, PlatformSpec, Relation, TopologySpec};
@@ -298,8 +298,14 @@ impl LazyCache {
     }
 
     fn insert(&mut self, line: Line, dirty: bool, allowed: u64) -> Option<Evicted> {
+        self.insert_filling_from(line, dirty, allowed, FreeWay::Lowest)
+    }
+
+    fn insert_filling_from(&mut self, line: Line, dirty: bool, allowed: u64, free_way: FreeWay) -> Option<Evicted> {
         let geometry = &self.geometry;
-        self.cache.get_or_insert_with(|| Box::new(Cache::new(geometry))).insert(line, dirty, allowed)
+        self.cache
+            .get_or_insert_with(|| Box::new(Cache::new(geometry)))
+            .insert_filling_from(line, dirty, allowed, free_way)
     }
 
     fn remove(&mut self, line: Line) -> Option<bool> {
@@ -943,7 +949,14 @@ impl Hierarchy {
             let at = self.filled_l3s.partition_point(|&c| c < ccx);
             self.filled_l3s.insert(at, ccx);
         }
-        if let Some(victim) = l3.insert(line, dirty, allowed) {
+        // A device's allocations fill its ways from the highest, a core's from the lowest: DDIO's
+        // ways are the highest and those of lines cores used the lowest, so where a DDIO mask
+        // reaches into those, each still fills from its own end (assumed; docs/ddio.md).
+        let free_way = match self.requester {
+            Requester::Device(_) => FreeWay::Highest,
+            Requester::Cpu(_) => FreeWay::Lowest,
+        };
+        if let Some(victim) = l3.insert_filling_from(line, dirty, allowed, free_way) {
             self.l3_victim(ccx, victim, now);
         }
     }

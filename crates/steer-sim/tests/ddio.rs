@@ -138,6 +138,30 @@ fn a_device_write_moves_a_line_a_core_used_into_the_inclusive_ways_not_ddios() {
 }
 
 #[test]
+fn where_ddio_reaches_into_the_inclusive_ways_device_lines_fill_from_the_top_and_leave_them_room() {
+    // DDIO may take ways 1-3 of 4 (mask 0b1110), overlapping way 1 of the inclusive ways 0-1.
+    let mut platform = platform(3, "lru");
+    platform.io.inclusive_ways = 2;
+    let (mut h, nic) = with_nic(&platform);
+    // The device's lines take ways 3 and 2 of LLC set 0, not 1 and 2.
+    for line in [128, 192] {
+        h.dma_write(nic, Line(line), Destination::L3 { ccx: 0 }, Time::ZERO);
+    }
+    // The core pushes line 64 out of its L2 set 0 (lines 64, 16, 32, 48, 80) into LLC set 0,
+    // from the bottom: way 0. Then it reads and writes line 0.
+    for line in [64, 16, 32, 48, 80] {
+        h.core_access(0, Line(line), false, Time::ZERO);
+    }
+    h.core_access(0, Line(0), true, Time::ZERO);
+    assert!(h.in_l3(0, Line(64)) && h.in_l2(0, Line(0)));
+    // The device writes line 0: the inclusive ways still have way 1 free, so nothing goes (filling
+    // from the bottom, the device's 128 would have sat in way 1 and been evicted).
+    h.dma_write(nic, Line(0), Destination::L3 { ccx: 0 }, Time::ZERO);
+    assert_eq!([0, 64, 128, 192].map(|l| h.in_l3(0, Line(l))), [true; 4]);
+    h.check_invariants().unwrap();
+}
+
+#[test]
 fn without_inclusive_ways_a_line_a_core_used_takes_a_ddio_way() {
     let (mut h, nic) = line_used_by_a_core_beside_two_ddio_lines(&platform(2, "lru"));
     h.dma_write(nic, Line(0), Destination::L3 { ccx: 0 }, Time::ZERO);

@@ -20,6 +20,13 @@ pub struct Evicted {
     pub unused_prefetch: bool,
 }
 
+/// Which invalid way an allocation takes first, where its allowed ways have several.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FreeWay {
+    Lowest,
+    Highest,
+}
+
 /// The outcome of a lookup that counts as a use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lookup {
@@ -231,12 +238,21 @@ impl Cache {
     /// Installs a line that is not present, choosing a victim among the ways in `allowed`
     /// (invalid allowed ways first, lowest way first). Returns the line evicted, if any.
     pub fn insert(&mut self, line: Line, dirty: bool, allowed: u64) -> Option<Evicted> {
+        self.insert_filling_from(line, dirty, allowed, FreeWay::Lowest)
+    }
+
+    /// As `insert`, taking the invalid allowed way `free_way` names first.
+    pub fn insert_filling_from(&mut self, line: Line, dirty: bool, allowed: u64, free_way: FreeWay) -> Option<Evicted> {
         debug_assert!(!self.contains(line), "insert of a present line");
         let allowed = allowed & self.all_ways;
         let set = self.set_of(line);
         let free = allowed & !self.bits[set].valid;
         let (way, evicted) = if free != 0 {
-            (free.trailing_zeros() as usize, None)
+            let way = match free_way {
+                FreeWay::Lowest => free.trailing_zeros(),
+                FreeWay::Highest => u64::BITS - 1 - free.leading_zeros(),
+            };
+            (way as usize, None)
         } else {
             let way = self.policy.victim(set, allowed);
             let bits = &self.bits[set];
@@ -485,6 +501,20 @@ mod tests {
         assert_eq!(c.insert(Line(9), false, 0b1100).map(|e| e.line), Some(Line(2)));
         assert_eq!(c.insert(Line(10), false, 0b1100).map(|e| e.line), Some(Line(3)));
         assert!(c.contains(Line(0)) && c.contains(Line(1)));
+    }
+
+    #[test]
+    fn an_allocation_takes_the_lowest_or_highest_free_way_it_may_use_and_evicts_as_before() {
+        let mut c = cache(1, 4);
+        // Ways 1-2 allowed and free: from the top, line 5 goes to way 2 and line 6 to way 1.
+        assert_eq!(c.insert_filling_from(Line(5), false, 0b0110, FreeWay::Highest), None);
+        assert_eq!(c.insert_filling_from(Line(6), false, 0b0110, FreeWay::Highest), None);
+        // From the bottom over all ways, the free ones are 0 then 3.
+        assert_eq!(c.insert(Line(7), false, 0b1111), None);
+        assert_eq!(c.insert_filling_from(Line(8), false, 0b1111, FreeWay::Lowest), None);
+        assert_eq!(c.lines().map(|(line, _)| line.0).collect::<Vec<_>>(), [7, 6, 5, 8]);
+        // Full: the order of free ways no longer matters, the policy's victim (LRU: 5) goes.
+        assert_eq!(c.insert_filling_from(Line(9), false, 0b0110, FreeWay::Highest).map(|e| e.line), Some(Line(5)));
     }
 
     #[test]
