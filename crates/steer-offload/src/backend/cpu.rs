@@ -44,6 +44,22 @@ impl CpuBackend {
     }
 }
 
+/// Where a job of `len` bytes is cut for `threads` copy threads: the offset of each piece after
+/// the first, ascending. As many pieces as threads, but none under `MIN_PIECE`; each later piece
+/// a whole number of lines, so that pieces of nearly equal length start on line boundaries.
+/// `threads` is at least 1.
+fn cut_points(len: usize, threads: usize) -> Vec<usize> {
+    let pieces = (len / MIN_PIECE).clamp(1, threads);
+    let mut points = Vec::with_capacity(pieces - 1);
+    let mut end = len;
+    for left in (1..pieces).rev() {
+        end -= end / (left + 1) / 64 * 64;
+        points.push(end);
+    }
+    points.reverse();
+    points
+}
+
 /// Runs jobs until every sender is gone (the backend dropped).
 fn copy_thread(jobs: &Mutex<Receiver<CopyJob>>, cpus: &[usize]) {
     pin_to(cpus);
@@ -84,15 +100,35 @@ impl Backend for CpuBackend {
             return job.finish(false);
         };
         let queue = queue.lock().unwrap_or_else(|e| e.into_inner());
-        let pieces = (job.len / MIN_PIECE).clamp(1, self.threads_per_node);
         let mut rest = job;
-        for i in (1..pieces).rev() {
-            let at = rest.len - rest.len / (i + 1) / 64 * 64;
+        for at in cut_points(rest.len, self.threads_per_node).into_iter().rev() {
             let (head, tail) = rest.split_at(at);
             // A send fails only when the threads are gone; the dropped job then counts as failed.
             let _ = queue.send(tail);
             rest = head;
         }
         let _ = queue.send(rest);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_is_cut_into_one_piece_a_thread_of_at_least_256_kib_on_line_boundaries() {
+        const MIB: usize = 1 << 20;
+        // Below two pieces' worth, or one thread: one piece.
+        assert_eq!(cut_points(0, 4), []);
+        assert_eq!(cut_points(2 * MIN_PIECE - 1, 4), []);
+        assert_eq!(cut_points(MIB, 1), []);
+        // 1 MiB holds four pieces of 256 KiB: as many as threads up to four.
+        assert_eq!(cut_points(MIB, 2), [MIB / 2]);
+        assert_eq!(cut_points(MIB, 4), [MIB / 4, MIB / 2, 3 * MIB / 4]);
+        assert_eq!(cut_points(MIB, 8), [MIB / 4, MIB / 2, 3 * MIB / 4]);
+        // 600,000 B: two pieces; the second is 299,968 B (4,687 lines), the first the rest.
+        assert_eq!(cut_points(600_000, 4), [300_032]);
+        // 800,000 B in three: pieces of 266,688, 266,688 and 266,624 B.
+        assert_eq!(cut_points(800_000, 3), [266_688, 533_376]);
     }
 }
