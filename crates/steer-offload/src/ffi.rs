@@ -210,3 +210,37 @@ pub unsafe extern "C" fn steer_cache_data_free(data: *mut SteerCacheData) {
 pub extern "C" fn steer_live_allocations() -> usize {
     crate::live_allocations()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The calling thread's last error, as text.
+    fn last_error() -> String {
+        // SAFETY: steer_last_error returns a NUL-terminated string that lives until the next failure.
+        unsafe { CStr::from_ptr(steer_last_error()) }.to_string_lossy().into_owned()
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "Miri cannot read the host's topology or bind memory to a node")]
+    fn failures_leave_their_message_and_a_held_entry_is_a_live_allocation() {
+        // SAFETY: the names are NUL-terminated; the block is leaked, so it outlives its entries;
+        // each handle is freed once and not used afterwards.
+        unsafe {
+            assert!(steer_cache_new(c"no-such-placement".as_ptr(), std::ptr::null(), std::ptr::null()).is_null());
+            assert!(last_error().contains("no-such-placement"), "{}", last_error());
+            let cache = steer_cache_new(c"consumer-node".as_ptr(), std::ptr::null(), c"cpu".as_ptr());
+            assert!(!cache.is_null(), "{}", last_error());
+            let block: &'static [u8] = Box::leak(vec![7u8; 4096].into_boxed_slice());
+            assert!(steer_cache_access(cache, block.as_ptr().cast(), 0).is_null());
+            assert_eq!(last_error(), "block has zero size");
+            let data = steer_cache_access(cache, block.as_ptr().cast(), block.len());
+            assert!(!data.is_null(), "{}", last_error());
+            steer_cache_data_wait(data);
+            assert_eq!(steer_cache_data_is_cached(data), 1);
+            assert!(steer_live_allocations() >= 1, "the entry's buffer is alive while held");
+            steer_cache_data_free(data);
+            steer_cache_free(cache);
+        }
+    }
+}

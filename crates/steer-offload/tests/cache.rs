@@ -3,7 +3,7 @@
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use steer_offload::policy::{CopyPolicy, PlacementRequest};
+use steer_offload::policy::{CopyPolicy, Placement, PlacementRequest};
 use steer_offload::{Backend, Cache, CacheData, CopyJob, Error, Node, Stats, Topology};
 
 /// Holds every job until the test runs or fails it.
@@ -348,4 +348,40 @@ fn a_consumer_named_by_the_caller_is_placed_for_and_jobs_carry_the_destination()
         assert!(matches!(err, Error::NoSuchNode { node: 4, .. }), "{err}");
     }
     manual.run_all();
+}
+
+#[test]
+fn a_source_on_no_known_node_is_placed_as_if_on_the_consumers_and_the_policies_say_whether_they_ask() {
+    // The calling thread's CPU is below 4096, so on node 1 whichever CPU it runs on; CPU 4096
+    // (node 0's) exists nowhere. A topology not read from the host knows no page's node.
+    let node =
+        |id: usize, cpus: Vec<usize>, distances: Vec<u32>| Node { id, cpus, bytes: 1 << 30, socket: id % 2, distances };
+    let topology = Topology::new(vec![
+        node(0, vec![4096], vec![10, 21, 13, 23]),
+        node(1, (0..4096).collect(), vec![21, 10, 23, 13]),
+        node(2, vec![], vec![13, 23, 10, 23]),
+        node(3, vec![], vec![23, 13, 23, 10]),
+    ])
+    .unwrap();
+    let source_hbm = steer_offload::policy::placement("source-hbm").unwrap();
+    let manual = Arc::new(Manual::default());
+    let cache = Cache::builder(Arc::new(topology))
+        .placement(source_hbm)
+        .copy_policy(|_: &Topology, _, _| vec![1])
+        .backend(manual.clone())
+        .build()
+        .unwrap();
+    let src = block(64, 21);
+    // SAFETY: a leaked block lives for the whole test.
+    let data = unsafe { cache.access(src.as_ptr(), src.len()) }.unwrap();
+    assert_eq!(data.node(), 3, "the HBM node nearest the consumer's node, 1");
+    let shown = format!("{data:?}");
+    assert!(
+        shown.starts_with("CacheData { source: 0x") && shown.ends_with(", len: 64, node: 3, ready: false }"),
+        "{shown}"
+    );
+    manual.run_all();
+    assert!(format!("{data:?}").ends_with("ready: true }"));
+    let asks = |name| steer_offload::policy::placement(name).unwrap().needs_source_node();
+    assert_eq!([asks("nearest-hbm"), asks("consumer-node"), asks("source-hbm")], [false, false, true]);
 }
