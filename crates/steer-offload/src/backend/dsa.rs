@@ -673,6 +673,7 @@ mod tests {
     fn batches_hold_at_most_max_batch_size_moves_and_a_lone_move_goes_alone() {
         let (engine, log) = SoftEngine::start(Trouble::None);
         let cache = cache_over(engine, 1000, 2);
+        assert_eq!(cache.backend(), "dsa");
         let source = block(2500);
         assert_eq!(copied(&cache, &source).as_slice(), source);
         assert_eq!(
