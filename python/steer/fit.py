@@ -413,10 +413,12 @@ def overlay_toml(result: FitResult) -> str:
         sections.setdefault(section, []).append(
             f"{name} = {api.toml_literal(value)}  # calibrated by steer fit on {rows}"
         )
+    # Keys outside any table come before the first table header, or TOML would put them in it.
+    top_level = sections.pop("", [])
+    if top_level:
+        lines += ["", *top_level]
     for section, entries in sections.items():
-        if section:
-            lines += ["", f"[{section}]"]
-        lines += entries
+        lines += ["", f"[{section}]", *entries]
     return "\n".join(lines) + "\n"
 
 
