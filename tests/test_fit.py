@@ -229,3 +229,139 @@ def test_the_dsa_kinds_calibrated_defaults_are_the_best_points_of_their_fits(tmp
     result = fits.run_fit(fit, tmp_path / "out", workers=1)
     assert result.best.point == pytest.approx(defaults)
     assert all(row.within for row in result.best.rows)
+
+
+def hand_made_result() -> fits.FitResult:
+    """Three points of two parameters, one outside any table: the first two tie on the
+    calibration rows, and the validation rows part them."""
+    rows = [
+        fits.FitRow("bw", "calibration", measured=10.0, tolerance=1.0, unit="GB/s"),
+        fits.FitRow("lat", "calibration", measured=50.0, tolerance=5.0, unit="ns"),
+        fits.FitRow("check", "validation", measured=2.0, tolerance=0.5),
+        fits.FitRow("far", "validation", measured=100.0, tolerance=10.0),
+        fits.FitRow("info", "validation", measured=1.0),
+    ]
+    parameters = {"platform.memory.channel_gbs": [40, 45, 50], "offered_gbps": [10.0]}
+    fit = fits.Fit(parameters, rows, "bandwidth against load", "load.toml")
+
+    def point(channel_gbs, simulated):
+        results = [
+            fits.RowResult(row, row.measured, value, None if row.name == "info" else row.tolerance, row.unit)
+            for row, value in zip(rows, simulated, strict=True)
+        ]
+        return fits.Point({"platform.memory.channel_gbs": channel_gbs, "offered_gbps": 10.0}, results)
+
+    points = [
+        point(40, [11.0, 50.0, 3.0, 150.0, 7.0]),  # calibration cost 1 + 0, validation 4 + 25
+        point(45, [9.0, 50.0, 2.25, 150.0, 7.0]),  # calibration cost 1 + 0, validation 0.25 + 25
+        point(50, [13.0, 55.0, 2.0, 150.0, 7.0]),  # calibration cost 9 + 1
+    ]
+    return fits.FitResult(fit, points, {"run-x": "boom"}, ran=2, skipped=1)
+
+
+def test_the_report_overlay_and_json_of_a_hand_made_result():
+    result = hand_made_result()
+    assert result.best is result.points[1]
+    assert fits.report(result) == "\n".join(
+        [
+            "best point: platform.memory.channel_gbs = 45, offered_gbps = 10.0",
+            "",
+            "row    role         measured  simulated  error  tolerance  within",
+            "bw     calibration  10 GB/s   9 GB/s     -1     1          yes",
+            "lat    calibration  50 ns     50 ns      +0     5          yes",
+            "check  validation   2         2.25       +0.25  0.5        yes",
+            "far    validation   100       150        +50    10         no",
+            "info   validation   1         7          +6     -          -",
+            "calibration: 2 of 2 rows within tolerance (cost 1)",
+            "validation: 1 of 2 rows within tolerance (cost 25.25)",
+            "",
+            "lowest calibration costs:",
+            "           1  platform.memory.channel_gbs = 40, offered_gbps = 10.0",
+            "           1  platform.memory.channel_gbs = 45, offered_gbps = 10.0",
+            "          10  platform.memory.channel_gbs = 50, offered_gbps = 10.0",
+            "3 points: 2 simulated now, 1 done before, 1 failed",
+        ]
+    )
+    # A key outside any table goes before the first header, or TOML would put it in that table.
+    overlay = fits.overlay_toml(result)
+    assert overlay == "\n".join(
+        [
+            "# steer fit load.toml: the best of 3 points (calibration cost 1; validation cost 25.25).",
+            "# Apply with --set-file FILE (steer run, reproduce, sweep, ...).",
+            "# bandwidth against load",
+            "",
+            "offered_gbps = 10.0  # calibrated by steer fit on bw, lat",
+            "",
+            "[platform.memory]",
+            "channel_gbs = 45  # calibrated by steer fit on bw, lat",
+            "",
+        ]
+    )
+    assert tomllib.loads(overlay) == {"offered_gbps": 10.0, "platform": {"memory": {"channel_gbs": 45}}}
+    data = result.to_dict()
+    assert data["rows"][0] == {
+        "row": "bw",
+        "role": "calibration",
+        "unit": "GB/s",
+        "measured": 10.0,
+        "simulated": 9.0,
+        "error": -1.0,
+        "tolerance": 1.0,
+        "within": True,
+    }
+    assert [(r["row"], r["within"]) for r in data["rows"]] == [
+        ("bw", True),
+        ("lat", True),
+        ("check", True),
+        ("far", False),
+        ("info", None),
+    ]
+    del data["rows"]
+    assert data == {
+        "fit": "load.toml",
+        "best": {"platform.memory.channel_gbs": 45, "offered_gbps": 10.0},
+        "calibration_cost": 1.0,
+        "validation_cost": 25.25,
+        "scores": {"calibration": [2, 2], "validation": [1, 2]},
+        "points": [
+            {"point": {"platform.memory.channel_gbs": c, "offered_gbps": 10.0}, "calibration_cost": cost}
+            for c, cost in ((40, 1.0), (45, 1.0), (50, 10.0))
+        ],
+        "failed": 1,
+    }
+
+
+def test_a_row_exactly_at_its_tolerance_is_within_and_costs_one():
+    row = fits.FitRow("r", "calibration", measured=2.0, tolerance=0.5)
+    assert fits.RowResult(row, 2.0, 2.5, 0.5, "").within is True
+    assert fits.RowResult(row, 2.0, 2.5, 0.5, "").cost() == 1.0
+    assert fits.RowResult(row, 2.0, 1.0, 0.5, "").cost() == 4.0
+    assert fits.RowResult(row, 2.0, 2.5000001, 0.5, "").within is False
+    assert fits.RowResult(row, 2.0, 9.0, None, "").cost() == 0.0
+
+
+def test_a_range_takes_2_to_1000_steps_rounds_away_float_noise_and_keeps_integers_whole():
+    values = fits.parameter_values
+    assert values("f", "k", {"min": 1, "max": 2, "steps": 2}) == [1, 2]
+    assert len(values("f", "k", {"min": 0, "max": 999, "steps": fits.MAX_STEPS})) == 1000
+    too_many = r"^f: parameters.k.steps: expected a whole number from 2 to 1000 \(got 1001\)$"
+    with pytest.raises(steer.ScenarioError, match=too_many):
+        values("f", "k", {"min": 0, "max": 1, "steps": 1001})
+    with pytest.raises(steer.ScenarioError, match=r"^f: parameters.k: min must be less than max \(got 3 and 3\)$"):
+        values("f", "k", {"min": 3, "max": 3, "steps": 2})
+    # 0.1 + 0.2 is 0.30000000000000004 in binary; twelve digits are kept.
+    assert values("f", "k", {"min": 0.1, "max": 0.3, "steps": 3}) == [0.1, 0.2, 0.3]
+    # Whole values from integer bounds stay integers; from a float bound they stay floats.
+    assert [type(v) for v in values("f", "k", {"min": 0, "max": 4, "steps": 3})] == [int] * 3
+    assert [type(v) for v in values("f", "k", {"min": 0.0, "max": 4, "steps": 3})] == [float] * 3
+
+
+def test_a_tolerance_in_percent_is_of_the_measured_values_size():
+    fit = fits.fit_from_dict(
+        {
+            "parameters": {"a": [1]},
+            "rows": [{"scenario": "rx-default", "key": "k", "measured": -40.0, "tolerance_percent": 5}],
+        }
+    )
+    assert fit.rows[0].tolerance == 2.0
+    assert fit.rows[0].name == "rx-default: k" and fit.rows[0].role == "calibration"
