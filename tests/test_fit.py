@@ -365,3 +365,18 @@ def test_a_tolerance_in_percent_is_of_the_measured_values_size():
     )
     assert fit.rows[0].tolerance == 2.0
     assert fit.rows[0].name == "rx-default: k" and fit.rows[0].role == "calibration"
+
+
+def test_a_grid_of_exactly_the_most_points_is_accepted_and_own_scenarios_are_found_beside_the_fit(tmp_path):
+    grid = {"parameters": {"a": list(range(100)), "b": list(range(100))}, "rows": [ROW]}
+    assert len(fits.fit_from_dict(grid).points()) == fits.MAX_POINTS
+    own = {**ROW, "scenario": "mine.toml"}
+    fit = fits.fit_from_dict({"parameters": {"a": [1]}, "rows": [own]}, "f.toml", base=tmp_path)
+    assert fit.rows[0].scenario == str(tmp_path / "mine.toml")
+
+
+def test_the_report_ranks_at_most_five_points():
+    result = hand_made_result()
+    result.points *= 3
+    ranked = fits.report(result).split("lowest calibration costs:\n")[1].splitlines()[:-1]
+    assert len(ranked) == 5 and all(line.startswith("           1  ") for line in ranked[:4])
