@@ -15,6 +15,7 @@ from steer import api
 from steer import fit as fits
 
 QUICK = {"sim.measure_us": 100, "sim.warmup_us": 10}
+QUICK_SETS = [f"{k}={v}" for k, v in QUICK.items()]
 
 
 def write(path: Path, text: str) -> Path:
@@ -108,6 +109,21 @@ def test_reproduce_rows_take_their_published_value_and_target():
     avg = values["seed004/eflatency-avg"]
     assert (avg["measured"], avg["tolerance"], avg["unit"]) == (55.0, 20.0, "ns")
     assert avg["simulated"] == pytest.approx(55.2, abs=0.05)
+    assert list(values) == ["seed004/eflatency-avg", "seed004/onload-udp-avg"]
+    assert values["seed004/onload-udp-avg"]["measured"] == 76.0
+    # A point's rows take the record's published value, target and unit where it has them.
+    point = fits.point_from(fit, {"point": {"p": 1}, "result": values})
+    assert [(r.measured, r.tolerance, r.unit) for r in point.rows] == [(55.0, 20.0, "ns"), (76.0, 20.0, "ns")]
+    own = fits.FitRow("own", "calibration", measured=2.0, tolerance=0.5, unit="GB/s")
+    mine = fits.point_from(fits.Fit({"p": [1]}, [own]), {"point": {"p": 1}, "result": {"own": {"simulated": 3.0}}})
+    assert [(r.measured, r.simulated, r.tolerance, r.unit) for r in mine.rows] == [(2.0, 3.0, 0.5, "GB/s")]
+
+
+@pytest.mark.parametrize("key", ["scenario", "devices.nic0.dma_read_hit_rate"])
+def test_a_result_key_that_is_not_a_number_is_refused_by_name(key):
+    spec = {"name": "r", "reproduce": None, "scenario": "rx-default", "overrides": list(QUICK_SETS), "key": key}
+    with pytest.raises(steer.ScenarioError, match=rf"^rows: r: result key `{key}` is not a number$"):
+        fits.simulate_rows([spec], [])
 
 
 def test_ranges_are_evenly_spaced_and_whole_numbers_stay_whole():
