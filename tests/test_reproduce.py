@@ -106,3 +106,10 @@ def test_the_table_shows_each_rows_difference_in_its_own_terms_and_the_json_its_
         "within": False,
     }
     assert rows[3].to_dict()["within"] is None
+
+
+def test_a_row_without_a_relation_is_judged_on_its_target_and_only_picks_rows_by_pattern_or_part():
+    assert Row("seed004/x", "s", "m", "ns", 55.0, 70.0).within_target is True
+    assert reproduce.matches("seed000/1q/dram-read-change", "seed000/1q/*")
+    assert reproduce.matches("seed000/4q/dram-read-change", "4q/dram")
+    assert not reproduce.matches("seed001/dsa-ceiling", "seed000")
