@@ -1,6 +1,6 @@
 import json
 
-from steer.sensitivity import Parameter, kind_defaults, marked_parameters
+from steer.sensitivity import HEADERS, Parameter, Sensitivity, kind_defaults, marked_parameters, table_rows
 
 PRESET = """
 name = "p"   # assumed: not a number, skipped
@@ -106,3 +106,28 @@ def test_marked_defaults_of_a_scenarios_kinds_are_varied_unless_the_scenario_set
         Parameter("", "workloads.0.napi_cycles_per_page", 150.0, "assumed", "s"),
     ]
     assert found[1].scaled(0.8) == "workloads.0.napi_cycles_per_page=120"
+
+
+def test_the_table_gives_each_parameters_largest_move_either_way_and_the_json_every_move():
+    write_queue = Parameter("turin-9575f", "memory.write_queue_latency_ns", 58.0, "calibrated")
+    kernel = Parameter("", "workloads.0.kernel_lines", 250, "calibrated", "iperf-rx")
+    results = [
+        # The largest move is the largest in size, whatever its sign.
+        Sensitivity(write_queue, {0.8: {"a": 3.0, "b": -11.6, "c": 0.1}, 1.2: {"a": 0.004, "b": -0.004}}),
+        # No valid value 20% down; no row at all up (a move of nothing).
+        Sensitivity(kernel, {0.8: None, 1.2: {}}),
+    ]
+    assert HEADERS[4:] == ["largest move at -20%", "largest move at +20%"]
+    assert table_rows(results) == [
+        ["turin-9575f", "memory.write_queue_latency_ns", "58", "calibrated", "-11.60 b", "0"],
+        ["iperf-rx", "workloads.0.kernel_lines", "250", "calibrated", "not a valid value", "0"],
+    ]
+    assert results[0].largest(0.8) == ("b", -11.6) and results[1].largest(1.2) == ("", 0.0)
+    assert results[1].to_dict() == {
+        "scenario": "iperf-rx",
+        "key": "workloads.0.kernel_lines",
+        "value": 250,
+        "mark": "calibrated",
+        "moves": {"0.8": None, "1.2": {}},
+    }
+    assert results[0].to_dict()["preset"] == "turin-9575f" and "scenario" not in results[0].to_dict()
