@@ -14,8 +14,7 @@ import steer
 from steer import api
 from steer import fit as fits
 
-QUICK = {"sim.measure_us": 100, "sim.warmup_us": 10}
-QUICK_SETS = [f"{k}={v}" for k, v in QUICK.items()]
+QUICK_SETS = ["sim.measure_us=100", "sim.warmup_us=10"]
 
 
 def write(path: Path, text: str) -> Path:
@@ -44,8 +43,7 @@ tolerance = 0.05
 
 
 def simulated(offered: int, key: str = "write_gbps") -> float:
-    sets = [f"{k}={v}" for k, v in QUICK.items()]
-    return api.run("rx-default", [*sets, f"offered_gbps={offered}"])["dram"][key]
+    return api.run("rx-default", [*QUICK_SETS, f"offered_gbps={offered}"])["dram"][key]
 
 
 def test_the_best_point_is_the_one_whose_row_matches(tmp_path):
@@ -121,7 +119,7 @@ def test_reproduce_rows_take_their_published_value_and_target():
 
 @pytest.mark.parametrize("key", ["scenario", "devices.nic0.dma_read_hit_rate"])
 def test_a_result_key_that_is_not_a_number_is_refused_by_name(key):
-    spec = {"name": "r", "reproduce": None, "scenario": "rx-default", "overrides": list(QUICK_SETS), "key": key}
+    spec = {"name": "r", "reproduce": None, "scenario": "rx-default", "overrides": QUICK_SETS, "key": key}
     with pytest.raises(steer.ScenarioError, match=rf"^rows: r: result key `{key}` is not a number$"):
         fits.simulate_rows([spec], [])
 
