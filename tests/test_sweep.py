@@ -62,6 +62,7 @@ packet_bytes = [1500, 1024]
     assert points[1] == {"placement": "memory", "offered_gbps": 10.0, "ring": 256, "packet_bytes": 1024}
     assert points[-1] == {"placement": "l2", "offered_gbps": 30.0, "ring": 256, "packet_bytes": 1024}
     assert sweep.sets == {"sim.measure_us": 100, "sim.warmup_us": 50}
+    assert sweep.keys() == ["placement", "offered_gbps", "ring", "packet_bytes"]
     # Several zip groups are crossed with each other.
     two = sweeps.sweep_from_dict(
         {"scenario": "rx-default", "zip": [{"ring": [128, 256]}, {"offered_gbps": [1.0, 2.0, 3.0]}]}
@@ -110,6 +111,13 @@ def test_a_rebuilt_core_gives_new_run_ids(tmp_path, monkeypatch):
         steer.store.build_identity.cache_clear()
 
 
+EVERY_POINT = "(2 of 2 points are invalid; --keep-going runs the others)"
+NOT_A_PARAMETER = (
+    "not a parameter (declared: offered_gbps, packet_bytes, placement, ring); other keys are set by their path, "
+    "e.g. sim.measure_us"
+)
+
+
 @pytest.mark.parametrize(
     "body, expected",
     [
@@ -118,27 +126,43 @@ def test_a_rebuilt_core_gives_new_run_ids(tmp_path, monkeypatch):
             "sweep.toml: unknown key `grids` (expected one of: scenario, description, set, grid, zip)",
         ),
         ("[grid]\noffered_gbps = 50\n", "sweep.toml: grid.offered_gbps: expected a list of values (got an integer)"),
-        ("[grid]\noffered_gbps = []\n", "sweep.toml: grid.offered_gbps: expected at least one value"),
+        (
+            "[grid]\noffered_gbps = []\n",
+            "sweep.toml: grid.offered_gbps: expected at least one value (got an empty list)",
+        ),
         (
             "[zip]\nring = [1, 2]\npacket_bytes = [1500]\n",
             "sweep.toml: zip: lists must have the same length (ring has 2, packet_bytes has 1)",
         ),
         ('[grid]\n"sim.measure_us" = [100, 200]\n', "sweep.toml: grid.sim.measure_us: also given in [set]"),
+        ("[zip]\nring = [128]\n[grid]\nring = [64]\n", "sweep.toml: zip.ring: also given in [grid]"),
+        ("[[zip]]\nring = [128]\n[[zip]]\nring = [64]\n", "sweep.toml: zip.ring: also given in [zip]"),
         ("[grid]\nwhen = [1979-05-27]\n", "sweep.toml: grid.when[0]: date cannot be a scenario value"),
+        ("when = 1979-05-27\n", "sweep.toml: set.when: date cannot be a scenario value"),
+        ("[grid]\nbogus = [1, 2]\n", f"sweep.toml: grid.bogus = 1: {NOT_A_PARAMETER} {EVERY_POINT}"),
+        ("bogus = 1\n", f"sweep.toml: set.bogus = 1: {NOT_A_PARAMETER}"),
         (
-            "[grid]\nbogus = [1, 2]\n",
-            "sweep.toml: grid.bogus = 1: not a parameter (declared: offered_gbps, packet_bytes, placement, ring)",
+            '[grid]\n"sim.bogus" = [1, 2]\n',
+            "sweep.toml: grid.sim.bogus = 1: unknown field `bogus`, expected one of `warmup_us`, `measure_us`, "
+            f"`max_runahead_ns`, `allow_large` {EVERY_POINT}",
         ),
-        ('[grid]\n"sim.bogus" = [1, 2]\n', "sweep.toml: grid.sim.bogus = 1: unknown field `bogus`"),
-        ('[grid]\noffered_gbps = ["fast"]\n', "devices.0.queues.0.offered_gbps: invalid type"),
-        ("[grid\n", "sweep.toml: invalid TOML"),
+        (
+            '[grid]\noffered_gbps = ["fast"]\n',
+            'sweep.toml: grid.offered_gbps = "fast": devices.0.queues.0.offered_gbps: invalid type: string "fast", '
+            "expected f64",
+        ),
+        (
+            "[grid\n",
+            "sweep.toml: invalid TOML: Expected ']' at the end of a table declaration (at line 5, column 6)",
+        ),
         (
             "[grid]\nring = "
             + str(list(range(1, 102)))
             + "\noffered_gbps = "
             + str([float(g) for g in range(1, 101)])
             + "\n",
-            "sweep.toml: the grid and zips make 10,100 points, more than 10,000",
+            "sweep.toml: the grid and zips make 10,100 points, more than 10,000 (each is validated before any "
+            "runs): split the sweep",
         ),
     ],
 )
@@ -147,10 +171,41 @@ def test_bad_sweep_files_are_one_line_with_exit_code_2(tmp_path, capsys, body, e
     code = steer_main(["sweep", str(path), "-o", str(tmp_path / "out")])
     captured = capsys.readouterr()
     assert code == 2
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("steer: error: "), captured.err
-    assert expected in lines[0].replace(str(tmp_path) + "/", ""), lines[0]
+    assert captured.err.replace(str(tmp_path) + "/", "") == f"steer: error: {expected}\n"
     assert not (tmp_path / "out" / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    "data, expected",
+    [
+        ({"description": "no scenario"}, "sweep: missing `scenario` (a scenario file or built-in name)"),
+        ({"scenario": 3}, "sweep: scenario: expected a string (got an integer)"),
+        ({"scenario": "rx-default", "description": 1.5}, "sweep: description: expected a string (got a float)"),
+        ({"scenario": "rx-default", "set": [1]}, "sweep: set: expected a table (got a list)"),
+        ({"scenario": "rx-default", "grid": "ring"}, "sweep: grid: expected a table of lists (got a string)"),
+        (
+            {"scenario": "rx-default", "grid": {"ring": True}},
+            "sweep: grid.ring: expected a list of values (got a boolean)",
+        ),
+        (
+            {"scenario": "rx-default", "zip": {"ring": []}},
+            "sweep: zip.ring: expected at least one value (got an empty list)",
+        ),
+        (
+            {"scenario": "rx-default", "zip": {"ring": [{"a": 1}]}},
+            "sweep: zip.ring[0]: a table cannot be a scenario value",
+        ),
+        (
+            {"scenario": "rx-default", "zip": 7},
+            "sweep: zip: expected a table or an array of tables (got an integer)",
+        ),
+        ({"scenario": "rx-default", "zip": [[1]]}, "sweep: zip: expected a table of lists (got a list)"),
+    ],
+)
+def test_malformed_sweeps_from_python_name_the_key_and_the_type(data, expected):
+    with pytest.raises(steer.ScenarioError) as raised:
+        sweeps.sweep_from_dict(data)
+    assert str(raised.value) == expected
 
 
 def test_missing_files_and_bad_options(tmp_path, capsys):
