@@ -241,6 +241,41 @@ def test_missing_files_and_bad_options(tmp_path, capsys):
     assert done.returncode == 2 and "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+def test_a_relative_scenario_path_is_taken_from_the_sweep_files_directory(tmp_path, monkeypatch):
+    (tmp_path / "sweeps" / "cases").mkdir(parents=True)
+    api_source = steer.api.scenario_source("rx-default")[0]
+    for name in ("one.toml", "cases/two"):
+        (tmp_path / "sweeps" / name).write_text(api_source)
+    monkeypatch.chdir(tmp_path)
+    for name in ("one.toml", "cases/two", str(tmp_path / "sweeps" / "one.toml")):
+        path = tmp_path / "sweeps" / "sweep.toml"
+        path.write_text(f'scenario = "{name}"\n[grid]\nring = [64]\n')
+        sweep = sweeps.load_sweep(path)
+        assert sweep.scenario == tmp_path / "sweeps" / name
+        assert sweeps.plan(sweep)[0].resolved is not None
+    # A built-in name stays a name, and a Path from Python is taken from the base given.
+    assert sweeps.sweep_from_dict({"scenario": "rx-default"}, base=tmp_path).scenario == "rx-default"
+    assert sweeps.sweep_from_dict({"scenario": Path("two")}, base=tmp_path).scenario == tmp_path / "two"
+
+
+def test_at_most_ten_thousand_points(tmp_path):
+    hundred = [float(g) for g in range(1, 101)]
+    sweep = sweeps.sweep_from_dict({"scenario": "rx-default", "grid": {"offered_gbps": hundred, "ring": hundred}})
+    assert len(sweep.points()) == sweeps.MAX_POINTS == 10_000
+
+
+def test_a_rejected_value_names_its_section_key_and_value_once():
+    sweep = sweeps.sweep_from_dict({"scenario": "rx-default", "grid": {"sim.measure_us": ["long", 5]}})
+    expected = 'sweep: grid.sim.measure_us = "long": invalid type: string "long", expected f64'
+    # plan refuses a sweep with an invalid point unless asked to keep going.
+    with pytest.raises(steer.ScenarioError) as raised:
+        sweeps.plan(sweep)
+    assert str(raised.value) == expected
+    tasks = sweeps.plan(sweep, keep_going=True)
+    assert [t.error for t in tasks] == [expected, None]
+    assert tasks[0].resolved is None and tasks[1].resolved is not None
+
+
 def test_invalid_points_stop_a_sweep_unless_keep_going_records_them_and_runs_the_rest(tmp_path, capsys):
     path = write(
         tmp_path,

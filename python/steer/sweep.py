@@ -136,8 +136,8 @@ def sweep_from_dict(data: Mapping[str, Any], origin: str = "sweep", base: Path |
     if not isinstance(scenario, (str, Path)):
         raise ScenarioError(f"{origin}: scenario: expected a string (got {type_name(scenario)})")
     looks_like_path = isinstance(scenario, Path) or str(scenario).endswith(".toml") or "/" in str(scenario)
-    if looks_like_path and base is not None and not Path(scenario).is_absolute():
-        scenario = base / scenario
+    if looks_like_path and base is not None:
+        scenario = base / scenario  # an absolute path stays as it is
     description = data.get("description", "")
     if not isinstance(description, str):
         raise ScenarioError(f"{origin}: description: expected a string (got {type_name(description)})")
@@ -212,8 +212,7 @@ def override_error(message: str, sections: Mapping[str, str], origin: str, value
     if message.startswith("--set "):
         key, _, rest = message[len("--set ") :].partition(": ")
         if key in sections:
-            value = f" = {api.toml_literal(values[key])}" if key in values else ""
-            return f"{origin}: {sections[key]}.{key}{value}: {rest.removeprefix(f'{key}: ')}"
+            return f"{origin}: {sections[key]}.{key} = {api.toml_literal(values[key])}: {rest.removeprefix(f'{key}: ')}"
     return message
 
 
