@@ -118,6 +118,16 @@ def test_load_and_export(tmp_path):
         steer.export(tmp_path / "results", tmp_path / "runs.xlsx")
     with pytest.raises(steer.ScenarioError, match="no such results directory"):
         steer.load(tmp_path / "missing")
+    # A directory no sweep wrote into is refused, not read as an empty sweep (a mistyped path).
+    (tmp_path / "results" / "plots").mkdir()
+    for verb in (steer.load, lambda d: steer.export(d, tmp_path / "none.csv")):
+        with pytest.raises(steer.ScenarioError) as raised:
+            verb(tmp_path / "results" / "plots")
+        assert (
+            str(raised.value)
+            == f"{tmp_path / 'results' / 'plots'}: not a results directory (no sweep.json, runs/ or failed/ in it)"
+        )
+    assert not (tmp_path / "none.csv").exists()
 
 
 def test_import_steer_stays_light():

@@ -40,6 +40,8 @@ def test_sensitivity_moves_only_the_rows_of_the_parameters_platform(steer_cli):
     assert results["memory.interleave_bytes"]["moves"]["0.8"] is None, "no valid value 20% off a power of two"
     bad = steer_cli("reproduce", "--sensitivity", "--set", "queues=2")
     assert bad.returncode == 2 and "not with --set" in bad.stderr
+    none = steer_cli("reproduce", "--sensitivity", "--only", "seed999/*")
+    assert (none.returncode, none.stdout, none.stderr) == (2, "", "steer: error: --only seed999/*: no row matches\n")
 
 
 SCENARIO = """

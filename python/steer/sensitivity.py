@@ -166,6 +166,8 @@ def sensitivity(
     its kinds, their moves."""
     base_runner = reproduce.Runner(progress)
     base = reproduce.reproduce(only, runner=base_runner)
+    if not base:
+        raise api.ScenarioError(f"--only {only}: no row matches")
     presets = sorted({result["platform"] for result in base_runner.cache.values()})
     scenarios = sorted({scenario for scenario, _ in base_runner.cache})
     parameters = [p for preset in presets for p in marked_parameters(preset, api.preset_source(preset))]

@@ -145,6 +145,8 @@ class Store:
         A run that failed and later succeeded is its successful record."""
         if not self.root.is_dir():
             raise ScenarioError(f"{self.root}: no such results directory")
+        if not any(path.exists() for path in (self.root / MANIFEST, self.runs, self.failed)):
+            raise ScenarioError(f"{self.root}: not a results directory (no {MANIFEST}, {RUNS}/ or {FAILED}/ in it)")
         manifest = None if every_sweep else self.manifest()
         wanted = {point["run_id"] for point in manifest["points"]} if manifest else None
         records: dict[str, dict[str, Any]] = {}
