@@ -30,10 +30,11 @@ cpu = 1
 """
 
 
-def without_host_time(result: dict) -> dict:
-    result = dict(result)
-    result["sim"] = {k: v for k, v in result["sim"].items() if k != "host_seconds"}
-    return result
+def without_host_time(value):
+    """A result without its host timings, which differ between two runs."""
+    if isinstance(value, dict):
+        return {k: without_host_time(v) for k, v in value.items() if k != "host_seconds"}
+    return value
 
 
 def test_scenarios_and_platforms_are_listed(steer_cli):
@@ -230,6 +231,22 @@ def test_compare_runs_each_placement_side_by_side(steer_cli):
     assert bad.returncode == 2 and "unknown placement cxl" in bad.stderr
     only_ddio = steer_cli("compare", "sdci-l2fwd", "--placement", "ddio")
     assert only_ddio.returncode == 2 and "has no DDIO ways" in only_ddio.stderr
+
+
+def test_compare_and_trace_write_json_to_a_file_or_stdout(tmp_path, steer_cli):
+    trace = tmp_path / "t.din"
+    trace.write_text("0 1000\n1 1040\n0 1000\n")
+    compare = ("compare", "eflatency", "--set", "sim.measure_us=100", "--placement", "memory", "--quiet")
+    for command in (("trace", str(trace), "--quiet"), compare):
+        printed = steer_cli(*command, "--json")
+        target = tmp_path / f"{command[0]}.json"
+        written = steer_cli(*command, "--json", str(target))
+        assert (written.returncode, written.stdout, written.stderr) == (0, f"wrote {target}\n", "")
+        assert without_host_time(json.loads(target.read_text())) == without_host_time(json.loads(printed.stdout))
+    # Nothing half-written where a file cannot go.
+    bad = steer_cli("trace", str(trace), "--json", str(trace / "t.json"))
+    assert (bad.returncode, bad.stdout) == (2, "")
+    assert bad.stderr == f"steer: error: {trace / 't.json'}: cannot write there: {trace} is not a directory\n"
 
 
 def test_compare_shows_the_ping_pong_latency(steer_cli):

@@ -317,7 +317,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if not results:
         raise ScenarioError("; ".join(failures))
     if args.json:
-        print(json.dumps(results, indent=2, sort_keys=True))
+        output.emit_json(args.json, results)
         return 0
     print(output.table(["metric", *results], compare_rows(results)))
     for failure in failures:
@@ -425,7 +425,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     if args.json:
-        print(json.dumps(report, indent=2, sort_keys=True))
+        output.emit_json(args.json, report)
         return 0
     rows = []
     for level in ("l1d", "l2", "l3"):
@@ -598,7 +598,7 @@ def parser() -> argparse.ArgumentParser:
         "default: every one the scenario's platform and devices accept",
     )
     with_set(compare)
-    compare.add_argument("--json", action="store_true", help="machine-readable output (one result per placement)")
+    output.add_json_option(compare, "JSON (one result per placement) to FILE, or to stdout without one")
     compare.add_argument("--quiet", action="store_true", help="no progress bar")
     compare.set_defaults(handler=cmd_compare)
 
@@ -623,7 +623,7 @@ def parser() -> argparse.ArgumentParser:
     trc.add_argument("--core", type=int, default=0, help="logical CPU whose hierarchy replays the trace")
     with_set(trc, allow_large=False)
     trc.add_argument("--allow-empty", action="store_true", help="a trace with nothing to replay is not an error")
-    trc.add_argument("--json", action="store_true", help="machine-readable output")
+    output.add_json_option(trc, "JSON to FILE, or to stdout without one")
     trc.add_argument("--quiet", action="store_true", help="no progress bar")
     trc.set_defaults(handler=cmd_trace)
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 
 def current_umask() -> int:
@@ -127,6 +129,17 @@ def json_target(value: str) -> str:
 def add_json_option(parser: argparse.ArgumentParser, help: str) -> None:
     """``--json [FILE]``: JSON to FILE, or to stdout without one (``args.json == "-"``)."""
     parser.add_argument("--json", nargs="?", const="-", type=json_target, metavar="FILE", help=help)
+
+
+def emit_json(target: str, data: Any) -> None:
+    """Writes ``data`` as JSON for ``--json [FILE]``: to stdout for ``-``, else atomically to FILE
+    (saying so)."""
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    if target == "-":
+        sys.stdout.write(text)
+        return
+    write_atomically({Path(target): text})
+    print(f"wrote {target}")
 
 
 def count(n: int, noun: str) -> str:
