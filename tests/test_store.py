@@ -75,8 +75,9 @@ def test_only_the_temporary_files_of_killed_writers_are_removed(tmp_path):
 def test_records_come_back_in_point_order_whichever_directory_holds_them(tmp_path):
     store = Store(tmp_path)
     store.write(record("c" * 16, "failed", index=0))
-    with pytest.raises(steer.ScenarioError):
+    with pytest.raises(steer.ScenarioError) as raised:
         Store(tmp_path / "missing").records()
+    assert str(raised.value) == f"{tmp_path / 'missing'}: no such results directory"
     # Only failed/ exists so far.
     assert [r["run_id"] for r in store.records()] == ["c" * 16]
     store.write(record("d" * 16, index=2))

@@ -232,6 +232,8 @@ def test_missing_files_and_bad_options(tmp_path, capsys):
         assert steer_main(argv + ["-o", str(tmp_path / "out")]) == 2, argv
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and expected in err, err
+        if argv == cases[0][0]:
+            assert err == f"steer: error: {expected}"
     # The same from Python, with numbers that are not whole.
     for workers in (float("nan"), 2.5, True):
         with pytest.raises(steer.ScenarioError, match=r"--workers: must be a whole number, at least 1 \(got "):
@@ -256,6 +258,22 @@ def test_a_relative_scenario_path_is_taken_from_the_sweep_files_directory(tmp_pa
     # A built-in name stays a name, and a Path from Python is taken from the base given.
     assert sweeps.sweep_from_dict({"scenario": "rx-default"}, base=tmp_path).scenario == "rx-default"
     assert sweeps.sweep_from_dict({"scenario": Path("two")}, base=tmp_path).scenario == tmp_path / "two"
+
+
+def test_a_sweep_made_in_python_needs_only_its_scenario(tmp_path):
+    tiny = {"sim.measure_us": 100, "sim.warmup_us": 50}
+    for sweep in (sweeps.Sweep("rx-default", sets=tiny), {"scenario": "rx-default", "set": tiny}):
+        summary = steer.run_sweep(sweep, tmp_path / "out", workers=1)
+        assert summary.ok and summary.total == 1
+        manifest = Store(tmp_path / "out").manifest()
+        assert (manifest["sweep"], manifest["description"], manifest["text"]) == ("sweep", "", "")
+    # No values at all: the scenario as it is, one point; errors are named after "sweep".
+    assert sweeps.Sweep("rx-default").points() == [{}]
+    bad = sweeps.Sweep("rx-default", zips=[{"sim.measure_us": [100.0, "x"]}])
+    assert [t.error for t in sweeps.plan(bad, keep_going=True)] == [
+        None,
+        'sweep: zip.sim.measure_us = "x": invalid type: string "x", expected f64',
+    ]
 
 
 def test_at_most_ten_thousand_points(tmp_path):
