@@ -28,12 +28,12 @@ def test_every_file_is_written_whole_and_an_existing_one_replaced(tmp_path):
 
 
 def test_files_follow_the_umask_like_any_other_output(tmp_path):
-    previous = os.umask(0o027)
+    previous = os.umask(0o002)
     try:
         output.write_atomically({tmp_path / "a.json": "{}"})
     finally:
         os.umask(previous)
-    assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o640
+    assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o664
     assert output.current_umask() == previous
 
 
@@ -59,7 +59,7 @@ def test_a_fifo_is_refused_and_a_character_device_written_through(tmp_path):
     with pytest.raises(steer.ScenarioError) as raised:
         output.write_atomically({fifo: "x"})
     assert str(raised.value) == f"{fifo}: cannot write there: not a regular file"
-    output.write_atomically({tmp_path / "a.txt": "a", Path(os.devnull): "discarded"})
+    output.write_atomically({Path(os.devnull): "discarded", tmp_path / "a.txt": "a"})
     assert (tmp_path / "a.txt").read_text() == "a"
 
 
@@ -73,7 +73,10 @@ def test_a_symlink_is_followed_and_stays_a_symlink(tmp_path):
 
 
 def test_an_error_while_writing_names_the_file_and_leaves_nothing(tmp_path, monkeypatch):
-    def full(*args):
+    staged = []
+
+    def full(temporary, target):
+        staged.append(Path(temporary))
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(output.os, "replace", full)
@@ -81,14 +84,23 @@ def test_an_error_while_writing_names_the_file_and_leaves_nothing(tmp_path, monk
         output.write_atomically({tmp_path / "a.json": "x"})
     assert str(raised.value) == f"{tmp_path / 'a.json'}: cannot write there: No space left on device"
     assert list(tmp_path.iterdir()) == []
+    # Beside its file, named as steer.store.Store.remove_partial_files expects.
+    assert staged[0].parent == tmp_path
+    assert staged[0].name.startswith(".a.json.") and staged[0].name.endswith(".tmp")
 
 
 def test_a_table_aligns_numbers_right_and_text_left():
-    rows = [["dram", 1.5, "12%", "1,024"], ["l2 fills", 10, "3%", "8"]]
+    rows = [["dram", 1.5, "12.5%", "1,024"], ["l2 fills", 10, "3%", "8"]]
     assert output.table(["metric", "GB/s", "share", "lines"], rows).splitlines() == [
         "metric    GB/s  share  lines",
-        "dram       1.5    12%  1,024",
+        "dram       1.5  12.5%  1,024",
         "l2 fills    10     3%      8",
+    ]
+    # A version or a number with a suffix is text.
+    assert output.table(["version", "tag"], [["1.2.3", "12X"], ["3", "4"]]).splitlines() == [
+        "version  tag",
+        "1.2.3    12X",
+        "3        4",
     ]
     # One cell that is not a number makes the column text; trailing spaces are dropped.
     assert output.table(["a", "b"], [[1, "x"], ["-", ""]]).splitlines() == ["a  b", "1  x", "-"]
@@ -102,7 +114,10 @@ def test_json_goes_to_stdout_or_a_file(tmp_path, capsys):
     assert parser.parse_args(["--json", "x.json"]).json == "x.json"
     with pytest.raises(SystemExit):
         parser.parse_args(["--json", " "])
-    assert "empty file name (give a file, or no value to print to stdout)" in capsys.readouterr().err
+    assert capsys.readouterr().err.endswith(
+        "error: argument --json: empty file name (give a file, or no value to print to stdout)\n"
+    )
+    assert "[--json [FILE]]" in parser.format_usage()
     output.emit_json("-", {"b": 1, "a": [1.5]})
     assert capsys.readouterr().out == '{\n  "a": [\n    1.5\n  ],\n  "b": 1\n}\n'
     output.emit_json(str(tmp_path / "x.json"), {"b": 1})
@@ -118,18 +133,24 @@ def test_progress_draws_only_on_a_terminal_and_not_when_quiet(monkeypatch):
     err = io.StringIO()
     err.isatty = lambda: True
     monkeypatch.setattr(output.sys, "stderr", err)
-    clock = itertools.chain([0.0, 1.0, 1.05], itertools.repeat(3.0))
+    # Exact binary times: the first call is exactly the 0.1 s the bar waits between draws.
+    clock = itertools.chain([0.05, 0.1, 0.15, 0.16, 0.17, 3.05], itertools.repeat(4.0))
     monkeypatch.setattr(output.time, "monotonic", lambda: next(clock))
-    bar = output.Progress("steer run")  # starts at 0 s
-    bar(0.25)  # 1 s: drawn
-    bar(0.3)  # 1.05 s: too soon after the last, skipped
-    bar(1.0)  # 3 s: drawn
+    bar = output.Progress("steer run")  # starts at 0.05 s
+    bar(0.25)  # 0.1 s: drawn
+    bar(0.3)  # 0.15 s: too soon after the last, skipped
+    bar(1.0)  # 0.16 s: soon, but the end is always drawn
+    bar(1.5)  # more than done is shown as done
+    bar(0.0)  # nothing done: no estimate
     bar.close()
-    assert err.getvalue() == (
-        "\rsteer run [#######-----------------------]  25.0%    1.0s  eta   3.0s"
-        "\rsteer run [##############################] 100.0%    3.0s  eta   0.0s"
-        "\r\033[K"
-    )
+    assert err.getvalue().split("\r") == [
+        "",
+        "steer run [#######-----------------------]  25.0%    0.1s  eta   0.2s",
+        "steer run [##############################] 100.0%    0.1s  eta   0.0s",
+        "steer run [##############################] 150.0%    0.1s  eta  -0.0s",
+        "steer run [------------------------------]   0.0%    3.0s  eta   0.0s",
+        "\033[K",
+    ]
     quiet = output.Progress("steer run", quiet=True)
     quiet(0.5)
     quiet.close()
