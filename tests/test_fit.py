@@ -206,9 +206,9 @@ def test_steer_fit_writes_the_overlay_and_json(tmp_path):
     ("args", "message"),
     [
         (["fit", "missing.toml"], "steer: error: missing.toml: no such file"),
-        (["fit", "bad.toml"], "steer: error: bad.toml: not valid TOML"),
+        (["fit", "bad.toml"], "steer: error: bad.toml: invalid TOML"),
         (["run", "rx-default", "--set-file", "missing.toml"], "--set-file: missing.toml: no such file"),
-        (["run", "rx-default", "--set-file", "bad.toml"], "--set-file: bad.toml: not valid TOML"),
+        (["run", "rx-default", "--set-file", "bad.toml"], "--set-file: bad.toml: invalid TOML"),
     ],
 )
 def test_bad_files_are_one_line_and_exit_2(tmp_path, args, message):

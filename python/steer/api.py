@@ -134,7 +134,7 @@ def overrides_from_file(path: str | Path) -> list[str]:
     except (OSError, UnicodeDecodeError) as error:
         raise ScenarioError(f"{path}: cannot read: {getattr(error, 'strerror', None) or error}") from None
     except tomllib.TOMLDecodeError as error:
-        raise ScenarioError(f"{path}: not valid TOML: {error}") from None
+        raise ScenarioError(f"{path}: invalid TOML: {error}") from None
 
     from steer.sweep import dotted
 

@@ -225,7 +225,7 @@ def load_fit(path: str | Path) -> Fit:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise ScenarioError(f"{path}: not valid TOML: {error}") from None
+        raise ScenarioError(f"{path}: invalid TOML: {error}") from None
     return fit_from_dict(data, str(path), path.parent)
 
 
