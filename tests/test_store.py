@@ -119,13 +119,18 @@ def test_load_keeps_or_drops_failed_runs_and_reads_only_parquet_files_as_tables(
     assert list(every["steer_version"]) == [steer.__version__] * 2 and list(every["index"]) == [0, 1]
     assert list(steer.load(store.root, include_failed=False)["run_id"]) == ["a" * 16]
     csv = steer.export(store.root, tmp_path / "runs.csv")
+    with pytest.raises(steer.ScenarioError) as raised:
+        steer.export(store.root, tmp_path / "runs.xlsx")
+    assert str(raised.value) == f"{tmp_path / 'runs.xlsx'}: unknown export format `.xlsx` (use .parquet or .csv)"
     with pytest.raises(steer.ScenarioError, match="no such results directory"):
         steer.load(csv)
 
 
 def test_a_column_of_mixed_types_becomes_text_for_parquet():
     df = pandas.DataFrame({"count": [1, 2, 3, 4], "mixed": [1, "x", [1, 2], None], "flags": [True, 2.5, 1, None]})
+    df["lists"] = [[1], [2, 3], [], None]
     safe = stores._parquet_safe(df)
+    assert list(safe["lists"][:3]) == [[1], [2, 3], []], "one kind of value stays as it is"
     assert list(safe["count"]) == [1, 2, 3, 4]
     assert list(safe["mixed"][:3]) == ["1", "x", "[1, 2]"] and pandas.isna(safe["mixed"][3])
     assert list(safe["flags"][:3]) == ["True", "2.5", "1"] and pandas.isna(safe["flags"][3])
@@ -133,12 +138,32 @@ def test_a_column_of_mixed_types_becomes_text_for_parquet():
     assert list(df["mixed"]) == [1, "x", [1, 2], None], "the frame given is left as it was"
 
 
-def test_a_missing_optional_dependency_says_which_extra_installs_it(monkeypatch):
-    def missing(name):
-        raise ImportError(name)
+def test_a_missing_optional_dependency_says_which_extra_installs_it(tmp_path, monkeypatch):
+    store = Store(tmp_path / "results")
+    store.write(record("a" * 16))
+    parquet = steer.export(store.root, tmp_path / "runs.parquet")
+    absent: set[str] = set()
+    real_import = stores.importlib.import_module
 
-    monkeypatch.setattr(stores.importlib, "import_module", missing)
+    def without(name):
+        if name in absent:
+            raise ImportError(name)
+        return real_import(name)
+
+    monkeypatch.setattr(stores.importlib, "import_module", without)
     for module, extra in (("ray", "ray"), ("pandas", "plot")):
+        absent.add(module)
         with pytest.raises(steer.ScenarioError) as raised:
             stores.require(module, "this")
         assert str(raised.value) == f"this needs {module}: pip install 'steer[{extra}]'"
+    for missing, call, purpose in (
+        ("pandas", lambda: steer.load(store.root), "a DataFrame of runs"),
+        ("pandas", lambda: steer.load(parquet), "reading Parquet"),
+        ("pyarrow", lambda: steer.load(parquet), "reading Parquet"),
+        ("pyarrow", lambda: steer.export(store.root, tmp_path / "again.parquet"), "Parquet export"),
+    ):
+        absent.clear()
+        absent.add(missing)
+        with pytest.raises(steer.ScenarioError) as raised:
+            call()
+        assert str(raised.value) == f"{purpose} needs {missing}: pip install 'steer[plot]'"

@@ -3,11 +3,14 @@
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import tomllib
 from contextlib import suppress
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -227,12 +230,18 @@ def test_missing_files_and_bad_options(tmp_path, capsys):
         (["sweep", str(write(tmp_path, "", "s6.toml")), "--address", "auto"], "--address: only for --executor ray"),
     ]
     (tmp_path / "other.toml").write_text('scenario = "missing-scenario.toml"\n')
-    cases.append((["sweep", str(tmp_path / "other.toml")], "other.toml: scenario: "))
+    cases.append(
+        (
+            ["sweep", str(tmp_path / "other.toml")],
+            f"{tmp_path / 'other.toml'}: scenario: {tmp_path / 'missing-scenario.toml'}: cannot read scenario: "
+            "No such file or directory",
+        )
+    )
     for argv, expected in cases:
         assert steer_main(argv + ["-o", str(tmp_path / "out")]) == 2, argv
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and expected in err, err
-        if argv == cases[0][0]:
+        if argv in (cases[0][0], cases[-1][0]):
             assert err == f"steer: error: {expected}"
     # The same from Python, with numbers that are not whole.
     for workers in (float("nan"), 2.5, True):
@@ -274,6 +283,34 @@ def test_a_sweep_made_in_python_needs_only_its_scenario(tmp_path):
         None,
         'sweep: zip.sim.measure_us = "x": invalid type: string "x", expected f64',
     ]
+
+
+def test_set_may_change_a_fixed_value_of_the_sweep_but_not_a_swept_one():
+    sweep = sweeps.sweep_from_dict(
+        {"scenario": "rx-default", "set": {"sim.measure_us": 100}, "grid": {"ring": [64]}}, origin="s.toml"
+    )
+    # A value the sweep fixes, and one it does not mention: the --set value wins.
+    task = sweeps.plan(sweep, ["sim.measure_us=300", "sim.warmup_us=70"])[0]
+    resolved = tomllib.loads(task.resolved)["sim"]
+    assert (resolved["measure_us"], resolved["warmup_us"]) == (300.0, 70.0)
+    with pytest.raises(steer.ScenarioError) as raised:
+        sweeps.plan(sweep, ["ring=32"])
+    assert str(raised.value) == "--set ring: already swept in s.toml"
+
+
+def test_an_error_not_tied_to_one_value_names_the_point_or_the_scenario():
+    too_long = (
+        "sim: 10000300 µs of simulated time is more than 1000000 µs; set sim.allow_large = true (or --allow-large) "
+        "to run it anyway"
+    )
+    for data, where in (
+        ({"grid": {"sim.measure_us": [1e7]}}, "sim.measure_us=10000000.0"),
+        ({"set": {"sim.measure_us": 1e7}}, "the scenario"),
+        ({"grid": {"ring": [64]}, "zip": {"sim.measure_us": [1e7]}}, "ring=64, sim.measure_us=10000000.0"),
+    ):
+        with pytest.raises(steer.ScenarioError) as raised:
+            sweeps.plan(sweeps.sweep_from_dict({"scenario": "rx-default", **data}))
+        assert str(raised.value) == f"sweep: {where}: {too_long}"
 
 
 def test_at_most_ten_thousand_points(tmp_path):
@@ -336,7 +373,41 @@ def test_a_run_that_fails_in_the_worker_becomes_a_record():
     task = sweeps.Task(0, "0" * 16, {"x": 1}, [], "broken", resolved="[sim]\nmeasure_us = -5.0\n")
     record = sweeps.execute(task)
     assert record["status"] == "failed" and record["result"] is None
-    assert record["error"] and "\n" not in record["error"].strip()
+    assert record["error"] == "broken (resolved):2:1: sim.measure_us: must be positive (got -5)"
+
+    def boom(resolved, name):
+        raise ValueError(f"{name} broke")
+
+    assert sweeps.execute(task, boom)["error"] == "ValueError: broken broke"
+
+
+def test_a_record_holds_what_was_run_where_and_how_long_it_took(monkeypatch):
+    clock = iter([10.0, 11.23456789, 20.0])
+    fake_time = SimpleNamespace(
+        perf_counter=lambda: next(clock), time=lambda: 86400.0 * 365, strftime=time.strftime, gmtime=time.gmtime
+    )
+    monkeypatch.setattr(sweeps, "time", fake_time)
+    task = sweeps.Task(3, "a" * 16, {"ring": 64}, ["ring=64"], "probe", resolved="[sim]\n")
+    record = sweeps.execute(task, lambda resolved, name: {"ran": [resolved, name]})
+    assert record == {
+        "format": 1,
+        "run_id": "a" * 16,
+        "status": "ok",
+        "index": 3,
+        "point": {"ring": 64},
+        "overrides": ["ring=64"],
+        "steer_version": steer.__version__,
+        "host": socket.gethostname(),
+        "started_at": "1971-01-01T00:00:00Z",
+        "wall_seconds": 1.234568,
+        "resolved": "[sim]\n",
+        "result": {"ran": ["[sim]\n", "probe"]},
+        "error": None,
+    }
+    # A point the scenario rejected is recorded without running.
+    rejected = sweeps.Task(4, "b" * 16, {"ring": 0}, ["ring=0"], "probe", error="ring: must be at least 1")
+    record = sweeps.execute(rejected)
+    assert (record["status"], record["wall_seconds"], record["error"]) == ("failed", 0.0, "ring: must be at least 1")
 
 
 def die_on_three(task):

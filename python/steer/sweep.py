@@ -208,11 +208,11 @@ class Task:
 
 
 def override_error(message: str, sections: Mapping[str, str], origin: str, values: Mapping[str, Any]) -> str:
-    """Rewrites the core's ``--set KEY: KEY: reason`` as ``SWEEP: grid.KEY = VALUE: reason``."""
+    """Rewrites the core's ``--set KEY: reason`` as ``SWEEP: grid.KEY = VALUE: reason``."""
     if message.startswith("--set "):
         key, _, rest = message[len("--set ") :].partition(": ")
         if key in sections:
-            return f"{origin}: {sections[key]}.{key} = {api.toml_literal(values[key])}: {rest.removeprefix(f'{key}: ')}"
+            return f"{origin}: {sections[key]}.{key} = {api.toml_literal(values[key])}: {rest}"
     return message
 
 
