@@ -498,6 +498,28 @@ def test_resume_after_sigkill_completes_exactly_the_missing_runs(tmp_path):
     assert no_partial_files(out)
 
 
+def where_run(task):
+    """The work of a test's tasks: which process ran it, and how it was started."""
+    import multiprocessing
+
+    where = {"pid": os.getpid(), "start": multiprocessing.get_start_method(allow_none=True)}
+    return sweeps.record_for(task, "ok", 0.0, 0.0, result=where)
+
+
+def test_one_worker_or_one_task_runs_here_and_more_in_spawned_processes():
+    def tasks(n):
+        return [sweeps.Task(i, f"{i:016d}", {"x": i}, [], "t", resolved="") for i in range(n)]
+
+    for count, workers in ((2, 1), (1, 2)):
+        records = []
+        sweeps.run_local(tasks(count), workers, records.append, lambda task: where_run(task))  # a lambda: no pickling
+        assert [r["result"]["pid"] for r in records] == [os.getpid()] * count
+    records = []
+    sweeps.run_local(tasks(2), 2, records.append, where_run)
+    assert len(records) == 2 and all(r["result"]["pid"] != os.getpid() for r in records)
+    assert {r["result"]["start"] for r in records} == {"spawn"}
+
+
 def test_local_pool_matches_a_serial_run(tmp_path):
     path = write(tmp_path, '[grid]\nplacement = ["memory", "l2"]\noffered_gbps = [10.0, 60.0]\n')
     steer.run_sweep(path, tmp_path / "serial", workers=1)
@@ -537,6 +559,11 @@ def test_a_script_without_a_main_guard_is_refused_before_anything_runs(tmp_path)
     script.write_text(script.read_text().replace("workers=2", "workers=1"))
     assert subprocess.run([sys.executable, str(script)], capture_output=True, timeout=120).returncode == 0
     assert len(steer.load(results)) == 2
+    # Under the guard, two workers run.
+    lines = script.read_text().replace("workers=1", "workers=2").splitlines()
+    script.write_text(f'{lines[0]}\nif __name__ == "__main__":\n    {lines[1]}\n')
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_reused_results_directory_loads_the_last_sweep_unless_asked_for_every_one(tmp_path):
