@@ -427,6 +427,59 @@ def test_a_worker_that_dies_fails_only_its_point():
     assert all(by_x[x]["status"] == "ok" for x in by_x if x != 3)
 
 
+def logged(task):
+    """The work of spawned workers: logs each run in the point's `log` directory; x=2 kills its
+    worker; the points in `meet` wait (up to 20 s) until all of them have started."""
+    log, x, meet = Path(task.point["log"]), task.point["x"], task.point["meet"]
+    start = time.time()
+    (log / f"{x}.{os.getpid()}.start").touch()
+    if x == 2:
+        os._exit(7)
+    deadline = start + (20.0 if x in meet else 0.2)
+    while time.time() < deadline and not (x in meet and all(list(log.glob(f"{m}.*.start")) for m in meet)):
+        time.sleep(0.01)
+    (log / f"{x}.{os.getpid()}.json").write_text(json.dumps([start, time.time()]))
+    return sweeps.record_for(task, "ok", start, 0.0, result={"x": x})
+
+
+def test_the_suspects_of_a_worker_death_run_again_alone_and_the_others_together(tmp_path):
+    point = {"log": str(tmp_path), "meet": [6, 7]}
+    tasks = [sweeps.Task(i, f"{i:016d}", {"x": i, **point}, [], "t", resolved="") for i in range(8)]
+    records = []
+    sweeps.run_local(tasks, 3, records.append, logged)
+    assert sorted(r["point"]["x"] for r in records) == list(range(8))
+    assert [r["point"]["x"] for r in records if r["status"] == "failed"] == [2]
+    runs = {int(p.name.split(".")[0]): json.loads(p.read_text()) for p in tmp_path.glob("*.json")}
+    assert sorted(runs) == [0, 1, 3, 4, 5, 6, 7], "each finished once"
+
+    def overlap(a, b):
+        return runs[a][0] < runs[b][1] and runs[b][0] < runs[a][1]
+
+    # 0, 1 and 2 were in flight together when 2's worker died: 0 and 1 ran again, alone.
+    assert not any(overlap(x, other) for x in (0, 1) for other in runs if other != x)
+    assert overlap(6, 7), "the others share the pool"
+
+
+def sleepy(task):
+    """The work of spawned workers: half a second."""
+    time.sleep(0.5)
+    return sweeps.record_for(task, "ok", 0.0, 0.0, result={"x": task.point["x"]})
+
+
+def test_ctrl_c_keeps_the_runs_that_finish_while_the_pool_winds_down(monkeypatch):
+    import concurrent.futures
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(concurrent.futures, "wait", interrupted)
+    tasks = [sweeps.Task(i, f"{i:016d}", {"x": i}, [], "t", resolved="") for i in range(3)]
+    records = []
+    with pytest.raises(KeyboardInterrupt):
+        sweeps.run_local(tasks, 2, records.append, sleepy)
+    assert sorted(r["point"]["x"] for r in records) == [0, 1], "the two in flight, not the one never started"
+
+
 def test_one_sweep_at_a_time_per_results_directory(tmp_path):
     store = Store(tmp_path / "out")
     with (
