@@ -423,7 +423,8 @@ def test_a_worker_that_dies_fails_only_its_point():
     sweeps.run_local(tasks, 3, records.append, die_on_three)
     by_x = {r["point"]["x"]: r for r in records}
     assert sorted(by_x) == list(range(8)) and len(records) == 8
-    assert by_x[3]["status"] == "failed" and "died" in by_x[3]["error"]
+    assert (by_x[3]["status"], by_x[3]["error"]) == ("failed", "the worker process died while running this point")
+    assert by_x[3]["wall_seconds"] == 0.0
     assert all(by_x[x]["status"] == "ok" for x in by_x if x != 3)
 
 
@@ -594,6 +595,52 @@ def test_ray_executor_matches_the_local_one(tmp_path, monkeypatch):
     assert not ray_module.is_initialized()  # the local instance was shut down
     again = steer.run_sweep(path, tmp_path / "ray", executor="ray", workers=2)
     assert again.skipped == 4 and again.ran == []
+
+
+def test_an_address_nobody_listens_on_is_one_line_and_others_are_left_to_ray():
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        port = server.getsockname()[1]  # bound, not listening: refused
+        for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+            with pytest.raises(steer.ScenarioError) as raised:
+                sweeps.check_reachable(address)
+            assert str(raised.value) == f"--address {address}: no Ray cluster reachable there (Connection refused)"
+        server.listen()
+        sweeps.check_reachable(f"ray://[127.0.0.1]:{port}")
+    for address in ("auto", "localhost", "host:port"):
+        sweeps.check_reachable(address)
+
+
+def test_ray_failing_to_start_is_one_line_naming_the_option(monkeypatch):
+    started, says = [], {}
+
+    def init(**options):
+        started.append(options)
+        raise RuntimeError(says["message"])
+
+    fake_ray = SimpleNamespace(is_initialized=lambda: False, init=init)
+    monkeypatch.setattr(steer.store.importlib, "import_module", lambda name: fake_ray)
+    task = sweeps.Task(0, "0" * 16, {}, [], "t", resolved="")
+    for text, workers, expected in (
+        ("no cluster\ndetails", 3, "--executor ray: cannot start or connect to Ray: no cluster"),
+        ("", None, "--executor ray: cannot start or connect to Ray: RuntimeError"),
+    ):
+        says["message"] = text
+        with pytest.raises(steer.ScenarioError) as raised:
+            sweeps.run_ray([task], workers, None, print)
+        assert str(raised.value) == expected
+    # A local instance of the given CPUs (default: all), quiet, without its dashboard.
+    quiet = {"address": None, "logging_level": 30, "log_to_driver": False, "include_dashboard": False}
+    assert started == [{**quiet, "num_cpus": 3}, {**quiet, "num_cpus": os.cpu_count()}]
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        says["message"] = "refused"
+        with pytest.raises(steer.ScenarioError) as raised:
+            sweeps.run_ray([task], None, address, print)
+    assert str(raised.value) == f"--address {address}: cannot start or connect to Ray: refused"
+    assert started[-1] == {"address": address, "logging_level": 30, "log_to_driver": False}
 
 
 def test_a_script_without_a_main_guard_is_refused_before_anything_runs(tmp_path):
