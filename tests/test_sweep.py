@@ -643,6 +643,63 @@ def test_ray_failing_to_start_is_one_line_naming_the_option(monkeypatch):
     assert started[-1] == {"address": address, "logging_level": 30, "log_to_driver": False}
 
 
+def test_ray_tasks_are_kept_two_per_cpu_in_flight_and_a_lost_one_is_a_failed_record(monkeypatch):
+    in_flight = []
+
+    def wait(refs, num_returns):
+        assert num_returns == 1
+        in_flight.append(len(refs))
+        return refs[:1], refs[1:]
+
+    def get(ref):
+        if ref == 2:
+            raise RuntimeError("the worker was lost\ntraceback")
+        return {"run_id": f"{ref}", "status": "ok"}
+
+    fake_ray = SimpleNamespace(
+        is_initialized=lambda: True,  # connected already: neither started nor shut down here
+        remote=lambda num_cpus: lambda work: SimpleNamespace(remote=lambda task: task.index),
+        cluster_resources=lambda: {"CPU": 2},
+        wait=wait,
+        get=get,
+    )
+    monkeypatch.setattr(steer.store.importlib, "import_module", lambda name: fake_ray)
+    tasks = [sweeps.Task(i, f"{i:016d}", {"x": i}, [], "t", resolved="") for i in range(6)]
+    records = []
+    sweeps.run_ray(tasks, None, None, records.append)
+    assert in_flight == [4, 4, 4, 3, 2, 1]
+    assert [r["status"] for r in records] == ["ok", "ok", "failed", "ok", "ok", "ok"]
+    assert (records[2]["run_id"], records[2]["error"], records[2]["wall_seconds"]) == (
+        f"{2:016d}",
+        "RuntimeError: the worker was lost",
+        0.0,
+    )
+
+
+def test_sweep_progress_prints_a_line_per_tenth_without_a_terminal(monkeypatch, capsys):
+    now = [100.0]
+    monkeypatch.setattr(sweeps, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    progress = sweeps.SweepProgress("sweep rx", 20, quiet=False)
+    for i in range(20):
+        now[0] = 101.0 + i
+        progress({"status": "failed" if i in (2, 3) else "ok"})
+    progress.close()
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[:3] == [
+        "steer sweep rx: 2/20 runs, 0 failed, 2.0 s, eta 18.0 s",
+        "steer sweep rx: 4/20 runs, 2 failed, 4.0 s, eta 16.0 s",
+        "steer sweep rx: 6/20 runs, 2 failed, 6.0 s, eta 14.0 s",  # 6/20 is 0.3: not 0.1 + 0.1 + 0.1
+    ]
+    assert len(lines) == 10 and lines[-1] == "steer sweep rx: 20/20 runs, 2 failed, 20.0 s, eta 0.0 s"
+    # A step past several tenths prints once; quiet prints nothing.
+    coarse = sweeps.SweepProgress("fit x", 1, quiet=False)
+    coarse({"status": "ok"})
+    assert capsys.readouterr().err == "steer fit x: 1/1 run, 0 failed, 0.0 s, eta 0.0 s\n"
+    quiet = sweeps.SweepProgress("sweep rx", 2, quiet=True)
+    quiet({"status": "ok"})
+    assert capsys.readouterr().err == ""
+
+
 def test_a_script_without_a_main_guard_is_refused_before_anything_runs(tmp_path):
     script = tmp_path / "noguard.py"
     results = tmp_path / "results"

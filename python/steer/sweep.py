@@ -515,7 +515,7 @@ class SweepProgress:
         self.done = self.failed = 0
         self.bar = output.Progress(self.label(), quiet=quiet)
         self.started = time.monotonic()
-        self.next_line = 0.1
+        self.next_tenth = 1  # counted in whole tenths: sums of 0.1 drift past 0.3
 
     def label(self) -> str:
         return f"steer {self.name}: {self.done}/{output.count(self.total, 'run')}, {self.failed} failed"
@@ -526,10 +526,10 @@ class SweepProgress:
         fraction = self.done / self.total if self.total else 1.0
         self.bar.label = self.label()
         self.bar(fraction)
-        if not self.quiet and not self.bar.enabled and fraction >= self.next_line:
-            # Logs of batch jobs have no terminal: a plain line now and then.
-            while self.next_line <= fraction:
-                self.next_line += 0.1
+        tenths = self.done * 10 // self.total if self.total else 10
+        if not self.quiet and not self.bar.enabled and tenths >= self.next_tenth:
+            # Logs of batch jobs have no terminal: a plain line each tenth.
+            self.next_tenth = tenths + 1
             elapsed = time.monotonic() - self.started
             eta = elapsed * (1 - fraction) / fraction
             print(f"{self.label()}, {elapsed:.1f} s, eta {eta:.1f} s", file=sys.stderr, flush=True)
