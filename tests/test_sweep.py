@@ -382,7 +382,7 @@ def test_a_run_that_fails_in_the_worker_becomes_a_record():
 
 
 def test_a_record_holds_what_was_run_where_and_how_long_it_took(monkeypatch):
-    clock = iter([10.0, 11.23456789, 20.0])
+    clock = iter([10.0, 11.23456789, 20.0, 22.5, 30.0])
     fake_time = SimpleNamespace(
         perf_counter=lambda: next(clock), time=lambda: 86400.0 * 365, strftime=time.strftime, gmtime=time.gmtime
     )
@@ -404,6 +404,11 @@ def test_a_record_holds_what_was_run_where_and_how_long_it_took(monkeypatch):
         "result": {"ran": ["[sim]\n", "probe"]},
         "error": None,
     }
+
+    def boom(resolved, name):
+        raise ValueError("no")
+
+    assert sweeps.execute(task, boom)["wall_seconds"] == 2.5, "a failed run is timed too"
     # A point the scenario rejected is recorded without running.
     rejected = sweeps.Task(4, "b" * 16, {"ring": 0}, ["ring=0"], "probe", error="ring: must be at least 1")
     record = sweeps.execute(rejected)
