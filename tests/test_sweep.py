@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -269,13 +270,28 @@ def test_a_relative_scenario_path_is_taken_from_the_sweep_files_directory(tmp_pa
     assert sweeps.sweep_from_dict({"scenario": Path("two")}, base=tmp_path).scenario == tmp_path / "two"
 
 
-def test_a_sweep_made_in_python_needs_only_its_scenario(tmp_path):
+def test_a_sweep_made_in_python_needs_only_its_scenario(tmp_path, capsys):
     tiny = {"sim.measure_us": 100, "sim.warmup_us": 50}
     for sweep in (sweeps.Sweep("rx-default", sets=tiny), {"scenario": "rx-default", "set": tiny}):
         summary = steer.run_sweep(sweep, tmp_path / "out", workers=1)
-        assert summary.ok and summary.total == 1
+        assert summary.ok and summary.total == 1 and 0 <= summary.seconds < 600
         manifest = Store(tmp_path / "out").manifest()
-        assert (manifest["sweep"], manifest["description"], manifest["text"]) == ("sweep", "", "")
+        written_at = manifest.pop("written_at")
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", written_at)
+        assert manifest == {
+            "sweep": "sweep",
+            "text": "",
+            "scenario": "rx-default",
+            "description": "",
+            "points": [
+                {"index": 0, "run_id": sweeps.plan(sweeps.Sweep("rx-default", sets=tiny))[0].run_id, "point": {}}
+            ],
+            "steer_version": steer.__version__,
+        }
+    assert capsys.readouterr().err == "", "quiet unless asked"
+    # Invalid points stop the sweep unless asked to keep going.
+    with pytest.raises(steer.ScenarioError, match="invalid type"):
+        steer.run_sweep(sweeps.Sweep("rx-default", grid={"sim.measure_us": ["x"]}), tmp_path / "bad", workers=1)
     # No values at all: the scenario as it is, one point; errors are named after "sweep".
     assert sweeps.Sweep("rx-default").points() == [{}]
     bad = sweeps.Sweep("rx-default", zips=[{"sim.measure_us": [100.0, "x"]}])
@@ -311,6 +327,18 @@ def test_an_error_not_tied_to_one_value_names_the_point_or_the_scenario():
         with pytest.raises(steer.ScenarioError) as raised:
             sweeps.plan(sweeps.sweep_from_dict({"scenario": "rx-default", **data}))
         assert str(raised.value) == f"sweep: {where}: {too_long}"
+
+
+def test_executor_options_that_cannot_work_are_refused_by_name():
+    for options, expected in (
+        (("dask", None, None), "unknown executor `dask` (expected local or ray)"),
+        (("local", None, "auto"), "--address: only for --executor ray"),
+        (("local", 0, None), "--workers: must be a whole number, at least 1 (got 0)"),
+    ):
+        with pytest.raises(steer.ScenarioError) as raised:
+            sweeps.check_executor(*options)
+        assert str(raised.value) == expected
+    sweeps.check_executor("ray", 4, "auto")
 
 
 def test_at_most_ten_thousand_points(tmp_path):
