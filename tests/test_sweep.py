@@ -274,7 +274,7 @@ def test_a_sweep_made_in_python_needs_only_its_scenario(tmp_path, capsys):
     tiny = {"sim.measure_us": 100, "sim.warmup_us": 50}
     for sweep in (sweeps.Sweep("rx-default", sets=tiny), {"scenario": "rx-default", "set": tiny}):
         summary = steer.run_sweep(sweep, tmp_path / "out", workers=1)
-        assert summary.ok and summary.total == 1 and 0 <= summary.seconds < 600
+        assert summary.ok is True and summary.total == 1 and 0 <= summary.seconds < 600
         manifest = Store(tmp_path / "out").manifest()
         written_at = manifest.pop("written_at")
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", written_at)
@@ -291,7 +291,7 @@ def test_a_sweep_made_in_python_needs_only_its_scenario(tmp_path, capsys):
     assert capsys.readouterr().err == "", "quiet unless asked"
     # Invalid points stop the sweep unless asked to keep going.
     with pytest.raises(steer.ScenarioError, match="invalid type"):
-        steer.run_sweep(sweeps.Sweep("rx-default", grid={"sim.measure_us": ["x"]}), tmp_path / "bad", workers=1)
+        steer.run_sweep(sweeps.Sweep("rx-default", grid={"sim.measure_us": ["x", 100]}), tmp_path / "bad", workers=1)
     # No values at all: the scenario as it is, one point; errors are named after "sweep".
     assert sweeps.Sweep("rx-default").points() == [{}]
     bad = sweeps.Sweep("rx-default", zips=[{"sim.measure_us": [100.0, "x"]}])
@@ -645,6 +645,13 @@ def test_an_address_nobody_listens_on_is_one_line_and_others_are_left_to_ray():
 
 
 def test_ray_failing_to_start_is_one_line_naming_the_option(monkeypatch):
+    def no_ray(name):
+        raise ImportError(name)
+
+    monkeypatch.setattr(steer.store.importlib, "import_module", no_ray)
+    with pytest.raises(steer.ScenarioError) as raised:
+        sweeps.run_ray([], None, None, print)
+    assert str(raised.value) == "--executor ray needs ray: pip install 'steer[ray]'"
     started, says = [], {}
 
     def init(**options):
@@ -676,7 +683,10 @@ def test_ray_failing_to_start_is_one_line_naming_the_option(monkeypatch):
     assert started[-1] == {"address": address, "logging_level": 30, "log_to_driver": False}
 
 
-def test_ray_tasks_are_kept_two_per_cpu_in_flight_and_a_lost_one_is_a_failed_record(monkeypatch):
+@pytest.mark.parametrize("cpus, expected", [({"CPU": 2}, [4, 4, 4, 3, 2, 1]), ({}, [2, 2, 2, 2, 2, 1])])
+def test_ray_tasks_are_kept_two_per_cpu_in_flight_and_a_lost_one_is_a_failed_record(
+    tmp_path, monkeypatch, cpus, expected
+):
     in_flight = []
 
     def wait(refs, num_returns):
@@ -691,18 +701,22 @@ def test_ray_tasks_are_kept_two_per_cpu_in_flight_and_a_lost_one_is_a_failed_rec
 
     fake_ray = SimpleNamespace(
         is_initialized=lambda: True,  # connected already: neither started nor shut down here
-        remote=lambda num_cpus: lambda work: SimpleNamespace(remote=lambda task: task.index),
-        cluster_resources=lambda: {"CPU": 2},
+        remote=lambda num_cpus: (
+            (lambda work: SimpleNamespace(remote=lambda task: task.index)) if num_cpus == 1 else None
+        ),
+        cluster_resources=lambda: cpus,
         wait=wait,
         get=get,
     )
     monkeypatch.setattr(steer.store.importlib, "import_module", lambda name: fake_ray)
     tasks = [sweeps.Task(i, f"{i:016d}", {"x": i}, [], "t", resolved="") for i in range(6)]
-    records = []
-    sweeps.run_ray(tasks, None, None, records.append)
-    assert in_flight == [4, 4, 4, 3, 2, 1]
-    assert [r["status"] for r in records] == ["ok", "ok", "failed", "ok", "ok", "ok"]
-    assert (records[2]["run_id"], records[2]["error"], records[2]["wall_seconds"]) == (
+    summary = sweeps.run_tasks(tasks, Store(tmp_path), {}, "t", executor="ray")
+    assert in_flight == expected
+    records = Store(tmp_path).records(every_sweep=True)
+    assert summary.ran == [f"{i}" for i in (0, 1)] + [f"{2:016d}"] + [f"{i}" for i in (3, 4, 5)]
+    assert [r["status"] for r in records].count("failed") == 1
+    records = [r for r in records if r["status"] == "failed"]
+    assert (records[0]["run_id"], records[0]["error"], records[0]["wall_seconds"]) == (
         f"{2:016d}",
         "RuntimeError: the worker was lost",
         0.0,
