@@ -443,6 +443,11 @@ def test_a_record_holds_what_was_run_where_and_how_long_it_took(monkeypatch):
     assert (record["status"], record["wall_seconds"], record["error"]) == ("failed", 0.0, "ring: must be at least 1")
 
 
+def numbered_tasks(count: int, **point) -> list:
+    """Tasks x = 0, 1, ... with ids to match, for the executors alone (nothing to resolve)."""
+    return [sweeps.Task(i, f"{i:016d}", {"x": i, **point}, [], "t", resolved="") for i in range(count)]
+
+
 def die_on_three(task):
     """The work of spawned workers: the point x=3 kills its worker."""
     if task.point["x"] == 3:
@@ -451,7 +456,7 @@ def die_on_three(task):
 
 
 def test_a_worker_that_dies_fails_only_its_point():
-    tasks = [sweeps.Task(i, f"{i:016d}", {"x": i}, [], "t", resolved="") for i in range(8)]
+    tasks = numbered_tasks(8)
     records = []
     sweeps.run_local(tasks, 3, records.append, die_on_three)
     by_x = {r["point"]["x"]: r for r in records}
@@ -478,7 +483,7 @@ def logged(task):
 
 def test_the_suspects_of_a_worker_death_run_again_alone_and_the_others_together(tmp_path):
     point = {"log": str(tmp_path), "meet": [6, 7]}
-    tasks = [sweeps.Task(i, f"{i:016d}", {"x": i, **point}, [], "t", resolved="") for i in range(8)]
+    tasks = numbered_tasks(8, **point)
     records = []
     sweeps.run_local(tasks, 3, records.append, logged)
     assert sorted(r["point"]["x"] for r in records) == list(range(8))
@@ -507,7 +512,7 @@ def test_ctrl_c_keeps_the_runs_that_finish_while_the_pool_winds_down(monkeypatch
         raise KeyboardInterrupt
 
     monkeypatch.setattr(concurrent.futures, "wait", interrupted)
-    tasks = [sweeps.Task(i, f"{i:016d}", {"x": i}, [], "t", resolved="") for i in range(3)]
+    tasks = numbered_tasks(3)
     records = []
     with pytest.raises(KeyboardInterrupt):
         sweeps.run_local(tasks, 2, records.append, sleepy)
@@ -594,15 +599,14 @@ def where_run(task):
 
 
 def test_one_worker_or_one_task_runs_here_and_more_in_spawned_processes():
-    def tasks(n):
-        return [sweeps.Task(i, f"{i:016d}", {"x": i}, [], "t", resolved="") for i in range(n)]
-
     for count, workers in ((2, 1), (1, 2)):
         records = []
-        sweeps.run_local(tasks(count), workers, records.append, lambda task: where_run(task))  # a lambda: no pickling
+        sweeps.run_local(
+            numbered_tasks(count), workers, records.append, lambda task: where_run(task)
+        )  # a lambda: no pickling
         assert [r["result"]["pid"] for r in records] == [os.getpid()] * count
     records = []
-    sweeps.run_local(tasks(2), 2, records.append, where_run)
+    sweeps.run_local(numbered_tasks(2), 2, records.append, where_run)
     assert len(records) == 2 and all(r["result"]["pid"] != os.getpid() for r in records)
     assert {r["result"]["start"] for r in records} == {"spawn"}
 
@@ -709,7 +713,7 @@ def test_ray_tasks_are_kept_two_per_cpu_in_flight_and_a_lost_one_is_a_failed_rec
         get=get,
     )
     monkeypatch.setattr(steer.store.importlib, "import_module", lambda name: fake_ray)
-    tasks = [sweeps.Task(i, f"{i:016d}", {"x": i}, [], "t", resolved="") for i in range(6)]
+    tasks = numbered_tasks(6)
     summary = sweeps.run_tasks(tasks, Store(tmp_path), {}, "t", executor="ray")
     assert in_flight == expected
     records = Store(tmp_path).records(every_sweep=True)
