@@ -1,0 +1,110 @@
+"""Golden output of `steer reproduce`: every run its experiments ask for, and every row they make.
+
+`tests/fixtures/reproduce/runs.json` keeps, for each run (scenario and overrides), the parts of
+its result the rows read; `rows.json` keeps the rows. One test builds the rows from the stored
+runs (no simulation: it pins how rows are made from results, which runs are asked for and with
+which overrides); the other re-runs every scenario and compares the parts the rows read (it pins
+the model behind the rows). A change to either is a change to `steer reproduce`'s table: bless it
+with `STEER_BLESS=1 .venv/bin/python -m pytest tests/test_reproduce_golden.py` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+from steer import reproduce
+
+FIXTURES = Path(__file__).parent / "fixtures" / "reproduce"
+RUNS = FIXTURES / "runs.json"
+ROWS = FIXTURES / "rows.json"
+BLESS = os.environ.get("STEER_BLESS") == "1"
+
+
+def run_key(scenario: str, overrides: tuple[str, ...]) -> str:
+    return " ".join((scenario, *overrides))
+
+
+def read_parts(result: dict) -> dict:
+    """The parts of a result that rows read: DRAM bandwidth, each core's role and DC fills, the
+    Leon and eflatency workloads' timings, a copy's throughput, each ring's passes."""
+    parts: dict = {}
+    if "dram" in result:
+        parts["dram"] = {k: result["dram"][k] for k in ("read_gbps", "write_gbps", "total_gbps")}
+    cores = {}
+    for name, core in result.get("cores", {}).items():
+        kept = {k: core[k] for k in ("role", "dc_fill_counts") if k in core}
+        workload = core.get("workload", {})
+        if "exec_ns_per_message" in workload:
+            kept["workload"] = {"exec_ns_per_message": workload["exec_ns_per_message"]}
+        if "half_rtt_ns" in workload:
+            kept["workload"] = {"half_rtt_ns": {"p50": workload["half_rtt_ns"]["p50"]}}
+        cores[name] = kept
+    if cores:
+        parts["cores"] = cores
+    if "copy" in result:
+        parts["copy"] = {"gibps": result["copy"]["gibps"]}
+    nic = result.get("devices", {}).get("nic0")
+    if nic and "queues" in nic:
+        parts["devices"] = {"nic0": {"queues": [{"ring_passes": q["ring_passes"]} for q in nic["queues"]]}}
+    return parts
+
+
+class StoredRunner(reproduce.Runner):
+    """Answers each run from the stored results and records what was asked."""
+
+    def __init__(self, stored: dict[str, dict]) -> None:
+        super().__init__()
+        self.stored = stored
+        self.asked: list[str] = []
+
+    def run(self, scenario: str, *overrides: str) -> dict:
+        key = run_key(scenario, overrides)
+        self.asked.append(key)
+        assert key in self.stored, f"a run the golden file does not have: {key}"
+        return self.stored[key]
+
+
+def write_json(path: Path, value) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, indent=1, sort_keys=True) + "\n")
+
+
+def close(a, b, where: str = "") -> list[str]:
+    """Where two JSON values differ, numbers compared to 1e-9 relative."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return [f"{where}: keys {sorted(a)} != {sorted(b)}"]
+        return [d for k in a for d in close(a[k], b[k], f"{where}.{k}")]
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{where}: {len(a)} items != {len(b)}"]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in close(x, y, f"{where}[{i}]")]
+    if isinstance(a, float | int) and isinstance(b, float | int) and not isinstance(a, bool):
+        return [] if math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) else [f"{where}: {a} != {b}"]
+    return [] if a == b else [f"{where}: {a!r} != {b!r}"]
+
+
+def test_every_run_behind_the_rows_gives_its_stored_result():
+    # First in the file: blessing stores the runs the next test reads.
+    runner = reproduce.Runner()
+    for experiment in reproduce.EXPERIMENTS.values():
+        experiment(runner)
+    results = {run_key(*key): read_parts(result) for key, result in runner.cache.items()}
+    if BLESS:
+        write_json(RUNS, results)
+    stored = json.loads(RUNS.read_text())
+    assert close(results, stored) == []
+
+
+def test_rows_from_the_stored_runs_are_the_golden_rows_and_ask_for_exactly_those_runs():
+    stored = json.loads(RUNS.read_text())
+    runner = StoredRunner(stored)
+    rows = [row.to_dict() for row in reproduce.reproduce(runner=runner)]
+    if BLESS:
+        write_json(ROWS, rows)
+    # Each run is asked for once per row group that needs it; none stored goes unasked.
+    assert set(runner.asked) == set(stored)
+    assert rows == json.loads(ROWS.read_text())
