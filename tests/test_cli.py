@@ -294,20 +294,6 @@ def test_reproduce_has_the_sdci_rows_of_seeds_000_and_002(steer_cli):
     assert {r["role"] for r in seed000} == {"calibration"} and {r["role"] for r in rows} == {"validation"}
 
 
-def test_the_sdci_rows_each_measure_a_whole_pass_over_every_ring():
-    # A window that sees part of a ring can see a part whose buffers are cached more or less than
-    # the rest (docs/reproduce.md); every run behind seed 000's and 002's rows sees whole passes.
-    from steer import reproduce
-
-    runner = reproduce.Runner()
-    for experiment in ("seed000", "seed002"):
-        reproduce.EXPERIMENTS[experiment](runner)
-    assert len(runner.cache) == 12
-    for (scenario, overrides), result in runner.cache.items():
-        passes = [q["ring_passes"] for q in result["devices"]["nic0"]["queues"]]
-        assert min(passes) >= 1, (scenario, overrides, passes)
-
-
 def test_uprof_format_prints_one_column_per_umc(steer_cli):
     done = steer_cli("run", "rx-default", *SHORT, "--format", "uprof", "--quiet")
     assert done.returncode == 0, done.stderr
