@@ -92,6 +92,30 @@ def test_a_fit_resumes_and_the_overlay_applies_the_best_values(tmp_path):
     assert api.overrides_from_file(best) == ["offered_gbps=30"]
 
 
+def test_a_resumed_fit_runs_again_only_the_point_that_failed(tmp_path, monkeypatch):
+    # One worker runs the points in this process, so the simulation can be made to fail once.
+    path = own_row_fit(tmp_path, simulated(20))
+    simulate = fits.simulate_rows
+    calls: list[list[str]] = []
+
+    def fails_at_20_once(rows, overrides):
+        calls.append(overrides)
+        if "offered_gbps=20" in overrides and len(calls) <= 3:
+            raise RuntimeError("the machine went away")
+        return simulate(rows, overrides)
+
+    monkeypatch.setattr(fits, "simulate_rows", fails_at_20_once)
+    first = fits.run_fit(path, tmp_path / "out", workers=1)
+    assert (first.ran, first.skipped) == (3, 0)
+    assert list(first.failed.values()) == ["RuntimeError: the machine went away"]
+    assert sorted(p.point["offered_gbps"] for p in first.points) == [10, 30]
+    again = fits.run_fit(path, tmp_path / "out", workers=1)
+    assert (again.ran, again.skipped, again.failed) == (1, 2, {})
+    assert calls[3:] == [["offered_gbps=20"]]
+    assert again.best.point == {"offered_gbps": 20}
+    assert sorted(p.point["offered_gbps"] for p in again.points) == [10, 20, 30]
+
+
 def test_reproduce_rows_take_their_published_value_and_target():
     fit = fits.fit_from_dict(
         {
