@@ -8,7 +8,8 @@ import tomllib
 import pytest
 
 from steer import api, calibrate, validate
-from steer.calibrate import GIB, KIB, MIB, Figure, Measurements
+from steer.calibrate import Figure, Measurements
+from steer.output import GIB, KIB, MIB
 
 GEOMETRY = {
     "core.freq_ghz": 3.0,

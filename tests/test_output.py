@@ -125,6 +125,25 @@ def test_json_goes_to_stdout_or_a_file(tmp_path, capsys):
     assert json.loads((tmp_path / "x.json").read_text()) == {"b": 1}
 
 
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [
+        (1023, "1023 B"),
+        (1024, "1 KiB"),
+        (1536, "1.5 KiB"),
+        (99 * 1024 + 900, "99.9 KiB"),
+        (1000 * 1024, "1000 KiB"),
+        ((1 << 20) - 1, "1024 KiB"),
+        (1 << 20, "1 MiB"),
+        (256 << 20, "256 MiB"),
+        (3 << 29, "1.5 GiB"),
+        (2048 << 30, "2048 GiB"),
+    ],
+)
+def test_a_size_takes_the_largest_unit_it_reaches_and_no_exponent(n, text):
+    assert output.fmt_bytes(n) == text
+
+
 def test_counts_take_the_plural_except_for_one():
     assert [output.count(n, "run") for n in (0, 1, 2)] == ["0 runs", "1 run", "2 runs"]
 
@@ -157,3 +176,23 @@ def test_progress_draws_only_on_a_terminal_and_not_when_quiet(monkeypatch):
     assert not quiet.enabled and err.getvalue().endswith("\r\033[K")
     err.isatty = lambda: False
     assert not output.Progress("steer run").enabled
+
+
+def test_a_restarted_bar_clears_the_line_and_times_its_stage_from_the_restart(monkeypatch):
+    err = io.StringIO()
+    err.isatty = lambda: True
+    monkeypatch.setattr(output.sys, "stderr", err)
+    clock = iter([0.0, 1.0, 1.0, 1.0625, 2.0])
+    monkeypatch.setattr(output.time, "monotonic", lambda: next(clock))
+    bar = output.Progress("steer x: base rows")  # starts at 0 s
+    bar(0.5)  # 1 s
+    bar.restart("steer x: changes")  # 1 s
+    bar(0.25)  # 1.0625 s: drawn, though the last draw (of the last stage) was under 0.1 s ago
+    bar(0.5)  # 2 s
+    assert err.getvalue().split("\r") == [
+        "",
+        "steer x: base rows [###############---------------]  50.0%    1.0s  eta   1.0s",
+        "\033[K",
+        "steer x: changes [#######-----------------------]  25.0%    0.1s  eta   0.2s",
+        "steer x: changes [###############---------------]  50.0%    1.0s  eta   1.0s",
+    ]

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from steer import _core, api
 from steer._core import ScenarioError
+from steer.output import GIB, KIB, MIB, fmt_bytes
 
-KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 LINE = 64
 ACCESSES = ("read", "write", "copy")
 # Independent chases in flight when measuring miss parallelism: more than any core keeps.
@@ -408,13 +408,6 @@ def calibration_path() -> Path:
     if path is None:
         raise ScenarioError("no place for the calibration: set STEER_HOST_CALIBRATION or HOME")
     return Path(path)
-
-
-def fmt_bytes(n: int) -> str:
-    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n} B"
 
 
 def plot(m: Measurements, values: list[Value]) -> bytes:

@@ -1,4 +1,4 @@
-"""Writing results: atomic files, tables, a progress bar."""
+"""Writing results: atomic files, tables, sizes, a progress bar."""
 
 from __future__ import annotations
 
@@ -11,6 +11,18 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+
+
+def fmt_bytes(n: int) -> str:
+    """A size in the largest binary unit it reaches: three significant digits (`1.5 MiB`), or a
+    whole number from 100 up (`1000 KiB`, never `1e+03 KiB`)."""
+    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if n >= size:
+            value = n / size
+            return f"{value:.3g} {unit}" if value < 100 else f"{value:.0f} {unit}"
+    return f"{n} B"
 
 
 def current_umask() -> int:
@@ -112,6 +124,14 @@ class Progress:
         bar = "#" * filled + "-" * (width - filled)
         sys.stderr.write(f"\r{self.label} [{bar}] {fraction:6.1%}  {elapsed:5.1f}s  eta {eta:5.1f}s")
         sys.stderr.flush()
+
+    def restart(self, label: str) -> None:
+        """Starts the bar again from nothing, for the next stage of a job (the line is cleared:
+        the new label may be shorter)."""
+        self.close()
+        self.label = label
+        self.started = time.monotonic()
+        self.last_draw = 0.0
 
     def close(self) -> None:
         if self.enabled:

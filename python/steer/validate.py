@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from steer import _core, api
-from steer.calibrate import GIB, KIB, MIB, Figure, fmt_bytes, platform_values
+from steer.calibrate import Figure, platform_values
+from steer.output import GIB, KIB, MIB, fmt_bytes
 
 # Within this relative error a simulated figure agrees with the measured one.
 TARGET = 0.15
