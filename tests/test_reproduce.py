@@ -113,3 +113,180 @@ def test_a_row_without_a_relation_is_judged_on_its_target_and_only_picks_rows_by
     assert reproduce.matches("seed000/1q/dram-read-change", "seed000/1q/*")
     assert reproduce.matches("seed000/4q/dram-read-change", "4q/dram")
     assert not reproduce.matches("seed001/dsa-ceiling", "seed000")
+
+
+def test_the_runner_runs_each_scenario_and_overrides_once_with_the_common_overrides_last(monkeypatch):
+    calls = []
+    monkeypatch.setattr(reproduce.api, "run", lambda scenario, overrides: calls.append((scenario, overrides)) or {})
+    said = []
+    runner = reproduce.Runner(said.append, common=iter(["queues=2"]))
+    first = runner.run("iperf-rx", "offered_gbps=70.0", 'tph_mode="iv"')
+    assert runner.run("iperf-rx", "offered_gbps=70.0", 'tph_mode="iv"') is first
+    runner.run("iperf-rx", "offered_gbps=70.0")
+    runner.run("eflatency")
+    assert calls == [
+        ("iperf-rx", ["offered_gbps=70.0", 'tph_mode="iv"', "queues=2"]),
+        ("iperf-rx", ["offered_gbps=70.0", "queues=2"]),
+        ("eflatency", ["queues=2"]),
+    ]
+    assert said == ['iperf-rx offered_gbps=70.0 tph_mode="iv"', "iperf-rx offered_gbps=70.0", "eflatency "]
+    assert set(runner.cache) == {
+        ("iperf-rx", ("offered_gbps=70.0", 'tph_mode="iv"')),
+        ("iperf-rx", ("offered_gbps=70.0",)),
+        ("eflatency", ()),
+    }
+    # Without a progress callback it runs silently.
+    reproduce.Runner().run("eflatency")
+
+
+@pytest.mark.parametrize(
+    ("off", "on", "percent"), [(10.0, 5.0, -50.0), (0.5, 1.0, 100.0), (8.0, 0.0, -100.0), (0.0, 3.0, 0.0)]
+)
+def test_a_change_is_in_percent_of_the_value_without_sdci_and_none_from_nothing(off, on, percent):
+    assert reproduce.change(off, on) == percent
+
+
+class FakeRunner(reproduce.Runner):
+    """Answers every run from `answer(scenario, {key: value})` and records what was asked."""
+
+    def __init__(self, answer) -> None:
+        super().__init__()
+        self.answer = answer
+        self.asked: list[tuple[str, tuple[str, ...]]] = []
+
+    def run(self, scenario: str, *overrides: str) -> dict:
+        self.asked.append((scenario, overrides))
+        return self.answer(scenario, dict(o.split("=", 1) for o in overrides))
+
+
+# Per Leon configuration, memory reads (GB/s) and time per message (ns) at 4, 16, 64, 256 KiB.
+LEON_READS = {
+    "base": [0.0, 2.0, 4.0, 8.0],
+    "prefetch": [0.0, 2.0, 4.0, 6.0],
+    "inject-l3": [0.0, 1.0, 0.5, 0.4],
+    "inject-l2": [0.0, 1.0, 0.5, 0.4],
+}
+LEON_EXEC_NS = {
+    "base": [100.0, 200.0, 400.0, 800.0],
+    "prefetch": [100.0, 150.0, 300.0, 640.0],
+    "inject-l3": [90.0, 180.0, 300.0, 560.0],
+    "inject-l2": [50.0, 200.0, 400.0, 800.0],
+}
+
+
+def leon_answer(scenario: str, o: dict[str, str]) -> dict:
+    assert scenario == "leon-reduce"
+    config = {'"l3"': "inject-l3", '"l2"': "inject-l2"}.get(o.get("level", ""), "base")
+    if "prefetch_distance" in o:
+        config = "prefetch"
+    i = reproduce.LEON_SIZES.index(int(o["message_bytes"]))
+    workload = {"exec_ns_per_message": LEON_EXEC_NS[config][i]}
+    return {"dram": {"read_gbps": LEON_READS[config][i]}, "cores": {"0": {"workload": workload}}}
+
+
+def test_leons_rows_take_the_best_saving_over_sizes_and_skip_sizes_that_read_nothing():
+    runner = FakeRunner(leon_answer)
+    rows = {r.id: r.simulated for r in reproduce.leon_rows(runner)}
+    assert rows == pytest.approx(
+        {
+            # Prefetching reads as much as the base: 1, 1 and 0.75 where the base reads anything.
+            "leon/prefetch-reads": (1 + 1 + 0.75) / 3,
+            "leon/inject-l3-reads": 95.0,  # 0.4 of 8 at 256 KiB
+            "leon/prefetch-time": 25.0,  # 150 of 200 and 300 of 400
+            "leon/inject-l3-time": 30.0,  # 560 of 800
+            "leon/inject-l2-time": 50.0,  # 50 of 100 at 4 KiB
+        }
+    )
+    assert len(runner.asked) == 16 and len(set(runner.asked)) == 16
+    assert ("leon-reduce", ("message_bytes=65536", 'policy="inject"', 'level="l2"')) in runner.asked
+
+
+def test_fill_shares_sum_the_counts_of_every_core_in_the_role_and_a_core_may_have_two():
+    result = {
+        "cores": {
+            "0": {"role": "irq", "dc_fill_counts": {"dram": 2, "l2": 6, "l3": 1, "peer_l2": 1}},
+            # Keys a core never filled from may be missing; they count as none.
+            "1": {"role": "irq+iperf", "dc_fill_counts": {"dram": 1, "l2": 3}},
+            "2": {"role": "iperf", "dc_fill_counts": {"dram": 0, "l2": 0, "l3": 0, "peer_l2": 0}},
+        }
+    }
+    irq = {"memory": 300 / 14, "local-l2": 900 / 14, "other-cache": 200 / 14}
+    assert reproduce.role_fills(result, "irq") == pytest.approx(irq)
+    assert reproduce.role_fills(result, "iperf") == pytest.approx(
+        {"memory": 25.0, "local-l2": 75.0, "other-cache": 0.0}
+    )
+    assert reproduce.role_fills(result, "combined") == pytest.approx(irq)
+    assert reproduce.role_fills(result, "ping") == {"memory": 0.0, "local-l2": 0.0, "other-cache": 0.0}
+
+
+def dsa_answer(scenario: str, o: dict[str, str]) -> dict:
+    """Throughputs that tell every run apart: the node for brute force, half of it for smart,
+    node + threads for the software path, and for copies within node 0 the transfer's bit length,
+    +1 for a batch, +0.1 a thread."""
+    assert scenario == "dsa-copy"
+    threads = int(o.get("threads", 1))
+    if o.get("path") == '"software"':
+        gibps = int(o["dst_node"]) + threads
+    elif "copy_policy" in o:
+        gibps = int(o["dst_node"]) / (1 if o["copy_policy"] == '"brute"' else 2)
+    else:
+        gibps = int(o["transfer_bytes"]).bit_length() + ("batch" in o) + 0.1 * threads
+    return {"copy": {"gibps": gibps}}
+
+
+def test_seed_001s_rows_compare_the_runs_the_seed_compares():
+    rows = {r.id: r.simulated for r in reproduce.seed001_rows(FakeRunner(dsa_answer))}
+    assert rows == pytest.approx(
+        {
+            "seed001/dsa-ceiling": 21.1,
+            "seed001/methods-1mib": 22.2 / 21.1,
+            "seed001/batch-small": 20.1 / 19.1,  # the least of 4, 64 and 256 KiB
+            "seed001/threads-no-slower": 31.2 / 31.1,  # 2 threads at 1 GiB
+            "seed001/threads-1mib": 22.2 / 21.1,
+            "seed001/threads-1mib-above-1gib": 21.1 / 31.1,  # one thread
+            "seed001/brute-0-15": 15.0,
+            "seed001/brute-cross-above-intra": 15 / 11,
+            "seed001/brute-minus-smart-8": 4.0,
+            "seed001/brute-minus-smart-11": 5.5,
+            "seed001/brute-minus-smart-12": 6.0,
+            "seed001/brute-minus-smart-15": 7.5,
+            "seed001/software-vs-dsa": 16 / 7.5,
+            "seed001/cpu-cross-slower": 27 / 20,  # node 15 over node 8, 12 threads
+        }
+    )
+
+
+def test_seed_001s_figures_draw_every_size_that_fits_and_every_hbm_node():
+    runner = FakeRunner(dsa_answer)
+    curves = reproduce.seed001_transfer_curves(runner)
+    sizes = [1024 << (2 * i) for i in range(11)]  # 1 KiB to 1 GiB
+    assert {label: [s for s, _ in points] for label, points in curves.items()} == {
+        "single": sizes,
+        "batch of 32": sizes[:8],  # 32 transfers of at most 16 MiB fit in 1 GiB
+        "12 threads": sizes,
+    }
+    assert curves["batch of 32"][0] == (1024, 11 + 1 + 0.1)
+    assert curves["12 threads"][-1] == pytest.approx((1 << 30, 31 + 1.2))
+    # Each point copies 1024 transfers, at most 1 GiB.
+    last = (
+        "dsa-copy",
+        ("dst_node=0", "transfer_bytes=1073741824", "total_bytes=1073741824", "buffer_bytes=1073741824"),
+    )
+    assert (
+        "dsa-copy",
+        ("dst_node=0", "transfer_bytes=1024", "total_bytes=1048576", "buffer_bytes=1024"),
+    ) in runner.asked
+    assert last in runner.asked
+    assert reproduce.seed001_hbm_bars(runner) == {
+        "brute force": [8, 9, 10, 11, 12, 13, 14, 15],
+        "smart": [4, 4.5, 5, 5.5, 6, 6.5, 7, 7.5],
+        "CPU, 12 threads": [20, 21, 22, 23, 24, 25, 26, 27],
+    }
+    figures = reproduce.seed001_figures(runner)
+    assert set(figures) == {"seed001-transfer-size.png", "seed001-ddr-to-hbm.png"}
+    assert all(f[:8] == b"\x89PNG\r\n\x1a\n" for f in figures.values())
+
+
+@pytest.mark.parametrize(("panels", "grid"), [(1, (1, 1)), (2, (1, 2)), (6, (1, 6)), (7, (2, 6)), (13, (3, 6))])
+def test_the_rows_figure_has_at_most_six_panels_a_line(panels, grid):
+    assert reproduce.panel_grid(panels) == grid

@@ -15,7 +15,7 @@ import math
 import os
 from pathlib import Path
 
-from steer import reproduce
+from steer import reproduce, sensitivity
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reproduce"
 RUNS = FIXTURES / "runs.json"
@@ -29,8 +29,9 @@ def run_key(scenario: str, overrides: tuple[str, ...]) -> str:
 
 def read_parts(result: dict) -> dict:
     """The parts of a result that rows read: DRAM bandwidth, each core's role and DC fills, the
-    Leon and eflatency workloads' timings, a copy's throughput, each ring's passes."""
-    parts: dict = {}
+    Leon and eflatency workloads' timings, a copy's throughput, each ring's passes; and its
+    platform (`--sensitivity` changes the runs of a parameter's platform)."""
+    parts: dict = {"platform": result["platform"]}
     if "dram" in result:
         parts["dram"] = {k: result["dram"][k] for k in ("read_gbps", "write_gbps", "total_gbps")}
     cores = {}
@@ -118,3 +119,45 @@ def test_every_sdci_run_measures_a_whole_pass_over_every_ring():
     for key, run in iperf.items():
         passes = [q["ring_passes"] for q in run["devices"]["nic0"]["queues"]]
         assert min(passes) >= 1, (key, passes)
+
+
+def test_each_experiment_plans_the_runs_it_makes_and_only_picks_experiments_by_its_head():
+    stored = json.loads(RUNS.read_text())
+    for name, experiment in reproduce.EXPERIMENTS.items():
+        runner = StoredRunner(stored)
+        experiment(runner)
+        assert reproduce.RUNS[name] == len(set(runner.asked)), name
+    assert reproduce.planned_runs(None) == len(stored) == 98
+    assert reproduce.planned_runs("leon/*time") == 16
+    assert reproduce.planned_runs("seed00") == 4 + 28 + 8 + 42
+    # A first part that names no experiment (`4q`) runs them all and keeps the matching rows.
+    runner = StoredRunner(stored)
+    rows = reproduce.reproduce("4q/dram-read", runner=runner)
+    assert [r.id for r in rows] == [f"seed000/4q/dram-read-{x}" for x in ("sdci-off", "sdci-on", "change")]
+    assert len(set(runner.asked)) == 98
+    runner = StoredRunner(stored)
+    rows = reproduce.reproduce("leon/*time", runner=runner)
+    assert [r.id for r in rows] == ["leon/prefetch-time", "leon/inject-l3-time", "leon/inject-l2-time"]
+    assert {key.split()[0] for key in runner.asked} == {"leon-reduce"}
+
+
+def test_sensitivity_reports_each_stage_from_its_first_run_to_its_last(monkeypatch):
+    stored = json.loads(RUNS.read_text())
+    calls = []
+
+    def stored_run(scenario, overrides):
+        # The changed value comes last; the stored base result stands in for every run.
+        calls.append(scenario)
+        key = run_key(scenario, tuple(overrides))
+        return stored.get(key) or stored[run_key(scenario, tuple(overrides[:-1]))]
+
+    monkeypatch.setattr(reproduce.api, "run", stored_run)
+    reports = []
+    sensitivity.sensitivity("seed004/eflatency-avg", progress=lambda *report: reports.append(report))
+    base = [f for stage, f in reports if stage == "base rows"]
+    changes = [f for stage, f in reports if stage == "changes"]
+    assert [stage for stage, _ in reports] == ["base rows"] * 42 + ["changes"] * (len(calls) - 42)
+    # Each stage counts its runs exactly; the bar waits at 99% for the rows to be made.
+    assert base == [min(i / 42, 0.99) for i in range(1, 43)]
+    n = len(changes)
+    assert n > 42 and changes == [min(i / n, 0.99) for i in range(1, n + 1)]

@@ -325,13 +325,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def reproduce_sensitivity(args: argparse.Namespace, step, progress) -> int:
+def reproduce_sensitivity(args: argparse.Namespace) -> int:
     from steer import sensitivity
 
     if args.set or args.plot:
         raise ScenarioError("--sensitivity: not with --set or --plot")
+    progress = output.Progress("steer reproduce --sensitivity", quiet=args.quiet)
+
+    def report(stage: str, fraction: float) -> None:
+        label = f"steer reproduce --sensitivity: {stage}"
+        if progress.label != label:
+            progress.restart(label)
+        progress(fraction)
+
     try:
-        _, results = sensitivity.sensitivity(args.only, progress=step)
+        _, results = sensitivity.sensitivity(args.only, progress=report)
     finally:
         progress.close()
     if args.json:
@@ -348,15 +356,17 @@ def reproduce_sensitivity(args: argparse.Namespace, step, progress) -> int:
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from steer import reproduce
 
+    if args.sensitivity:
+        return reproduce_sensitivity(args)
     progress = output.Progress("steer reproduce", quiet=args.quiet)
     done = []
+    planned = reproduce.planned_runs(args.only)
 
     def step(label: str) -> None:
         done.append(label)
-        progress(min(len(done) / 74, 0.99))
+        # Seed 001's figures (--plot) run more; the bar waits at 99% for them.
+        progress(min(len(done) / planned, 0.99))
 
-    if args.sensitivity:
-        return reproduce_sensitivity(args, step, progress)
     runner = reproduce.Runner(step, args.set)
     try:
         rows = reproduce.reproduce(args.only, runner=runner)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
 from steer import api
+from steer.output import GIB, MIB, fmt_bytes
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,8 @@ def leon_rows(runner: Runner) -> list[Row]:
     def saved(config: str, values: dict[str, list[float]]) -> float:
         return max(100 * (1 - new / old) for new, old in zip(values[config], values["base"]) if old > 0)
 
-    ratio = sum(p / b for p, b in zip(reads["prefetch"], reads["base"]) if b > 0) / len(LEON_SIZES)
+    ratios = [p / b for p, b in zip(reads["prefetch"], reads["base"]) if b > 0]
+    ratio = sum(ratios) / len(ratios)
     return [
         Row("leon/prefetch-reads", LEON, "memory reads, prefetch / base (published: equal)", "x", 1.0, ratio),
         Row(
@@ -355,8 +357,6 @@ def seed004_rows(runner: Runner) -> list[Row]:
 
 
 SEED001 = "seed 001 (DSA on Xeon Max)"
-GIB = 1 << 30
-MIB = 1 << 20
 
 
 def copy_gibps(runner: Runner, *overrides: str) -> float:
@@ -492,6 +492,8 @@ EXPERIMENTS: dict[str, Callable[[Runner], list[Row]]] = {
     "seed004": seed004_rows,
     "leon": leon_rows,
 }
+# Distinct runs each experiment asks for (progress counts them; a test keeps them true).
+RUNS = {"seed000": 4, "seed001": 28, "seed002": 8, "seed004": 42, "leon": 16}
 
 
 def reproduce(
@@ -505,10 +507,19 @@ def reproduce(
     `common` overrides apply to every run (`platform.memory.idle_latency_ns=120`); a `runner`
     given runs them instead (and keeps them)."""
     runner = runner or Runner(progress, common)
-    head = (only or "").split("/")[0]
-    chosen = [name for name in EXPERIMENTS if head and matches(name, head)] or list(EXPERIMENTS)
-    rows = [row for name in chosen for row in EXPERIMENTS[name](runner)]
+    rows = [row for name in experiments(only) for row in EXPERIMENTS[name](runner)]
     return [row for row in rows if not only or matches(row.id, only)]
+
+
+def experiments(only: str | None) -> list[str]:
+    """The experiments whose rows `only` may match: those its first part names, else all."""
+    head = (only or "").split("/")[0]
+    return [name for name in EXPERIMENTS if head and matches(name, head)] or list(EXPERIMENTS)
+
+
+def planned_runs(only: str | None) -> int:
+    """How many runs `reproduce(only)` makes."""
+    return sum(RUNS[name] for name in experiments(only))
 
 
 def matches(text: str, pattern: str) -> bool:
@@ -588,13 +599,17 @@ def pyplot():
 PANELS_PER_LINE = 6
 
 
+def panel_grid(panels: int) -> tuple[int, int]:
+    """Lines and columns for `panels` panels, at most six a line."""
+    return -(-panels // PANELS_PER_LINE), min(panels, PANELS_PER_LINE)
+
+
 def plot(rows: list[Row]) -> bytes:
     """Published vs simulated for every row, one panel per row, six panels a line, as PNG bytes."""
     import textwrap
 
     plt = pyplot()
-    lines = -(-len(rows) // PANELS_PER_LINE)
-    columns = min(len(rows), PANELS_PER_LINE)
+    lines, columns = panel_grid(len(rows))
     fig, axes = plt.subplots(lines, columns, figsize=(2.6 * columns, 3.0 * lines), squeeze=False)
     for ax in axes.flat[len(rows) :]:
         ax.set_visible(False)
@@ -612,19 +627,41 @@ SEED001_SIZES = tuple(1024 << (2 * i) for i in range(11))
 SEED001_HBM_NODES = tuple(range(8, 16))
 
 
-def seed001_figures(runner: Runner) -> dict[str, bytes]:
-    """Seed 001's two curves as the simulator draws them: one DSA's throughput against transfer
-    size per submission method (node 0 to 0; each point moves 1024 transfers, at most 1 GiB, each
-    thread copying one buffer of the transfer size again and again), and
-    DDR-to-HBM throughput from node 0 per destination node for brute force, smart and 12 CPU
-    threads on node 0."""
-    plt = pyplot()
+def seed001_transfer_curves(runner: Runner) -> dict[str, list[tuple[int, float]]]:
+    """One DSA's throughput (node 0 to 0) against transfer size, per submission method: each point
+    moves 1024 transfers, at most 1 GiB, each thread copying one buffer of the transfer size again
+    and again; a batch of 32 only where it fits in 1 GiB."""
     methods = {"single": (), "batch of 32": ("batch=32",), "12 threads": ("threads=12",)}
+    return {
+        label: [
+            (size, local_copy_gibps(runner, size, min(1024 * size, GIB), *extra))
+            for size in SEED001_SIZES
+            if size * (32 if "batch=32" in extra else 1) <= GIB
+        ]
+        for label, extra in methods.items()
+    }
+
+
+def seed001_hbm_bars(runner: Runner) -> dict[str, list[float]]:
+    """1 GiB from node 0 (DDR) into each HBM node, per way: brute force, smart, 12 CPU threads."""
+    ways = {
+        "brute force": ('copy_policy="brute"',),
+        "smart": ('copy_policy="smart"',),
+        "CPU, 12 threads": ('path="software"', "threads=12"),
+    }
+    return {
+        label: [copy_gibps(runner, *extra, f"dst_node={dst}") for dst in SEED001_HBM_NODES]
+        for label, extra in ways.items()
+    }
+
+
+def seed001_figures(runner: Runner) -> dict[str, bytes]:
+    """Seed 001's two figures as the simulator draws them: the transfer-size curves and the
+    DDR-to-HBM bars (above)."""
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for label, extra in methods.items():
-        sizes = [size for size in SEED001_SIZES if size * (32 if "batch=32" in extra else 1) <= GIB]
-        ys = [local_copy_gibps(runner, s, min(1024 * s, GIB), *extra) for s in sizes]
-        ax.plot(sizes, ys, marker="o", label=label)
+    for label, points in seed001_transfer_curves(runner).items():
+        ax.plot([size for size, _ in points], [gibps for _, gibps in points], marker="o", label=label)
     ax.set_xscale("log", base=2)
     ax.set_xticks(SEED001_SIZES, [fmt_bytes(s) for s in SEED001_SIZES], fontsize=7)
     ax.set_xlabel("transfer size (bytes per descriptor)")
@@ -635,20 +672,13 @@ def seed001_figures(runner: Runner) -> dict[str, bytes]:
     fig.tight_layout()
     figures = {"seed001-transfer-size.png": png(fig)}
 
-    ways = {
-        "brute force": ('copy_policy="brute"',),
-        "smart": ('copy_policy="smart"',),
-        "CPU, 12 threads": ('path="software"', "threads=12"),
-    }
+    bars = seed001_hbm_bars(runner)
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    width = 0.8 / len(ways)
-    top = 0.0
-    for i, (label, extra) in enumerate(ways.items()):
-        ys = [copy_gibps(runner, *extra, f"dst_node={dst}") for dst in SEED001_HBM_NODES]
+    width = 0.8 / len(bars)
+    for i, (label, ys) in enumerate(bars.items()):
         ax.bar([n + (i - 1) * width for n in SEED001_HBM_NODES], ys, width, label=label)
-        top = max(top, *ys)
     # Room above the bars for the legend.
-    ax.set_ylim(0, top * 1.25)
+    ax.set_ylim(0, max(max(ys) for ys in bars.values()) * 1.25)
     ax.set_xticks(SEED001_HBM_NODES)
     ax.set_xlabel("destination node (HBM; 8-11 this socket, 12-15 the other)")
     ax.set_ylabel("GiB/s")
@@ -658,10 +688,3 @@ def seed001_figures(runner: Runner) -> dict[str, bytes]:
     fig.tight_layout()
     figures["seed001-ddr-to-hbm.png"] = png(fig)
     return figures
-
-
-def fmt_bytes(n: int) -> str:
-    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", 1024)):
-        if n >= size:
-            return f"{n // size} {unit}"
-    return f"{n} B"

@@ -139,9 +139,12 @@ class ChangedRunner(reproduce.Runner):
 
     def run(self, scenario: str, *overrides: str) -> dict:
         result = self.base.run(scenario, *overrides)
-        p = self.parameter
-        changed = scenario == p.scenario if p.scenario else result["platform"] == p.preset
-        return super().run(scenario, *overrides) if changed else result
+        return super().run(scenario, *overrides) if changes(self.parameter, scenario, result) else result
+
+
+def changes(parameter: Parameter, scenario: str, result: dict) -> bool:
+    """Whether a run (its scenario, its base result) depends on the parameter."""
+    return scenario == parameter.scenario if parameter.scenario else result["platform"] == parameter.preset
 
 
 @dataclass(frozen=True)
@@ -160,11 +163,20 @@ class Sensitivity:
 
 
 def sensitivity(
-    only: str | None = None, progress: Callable[[str], None] | None = None
+    only: str | None = None, progress: Callable[[str, float], None] | None = None
 ) -> tuple[list[reproduce.Row], list[Sensitivity]]:
     """The base rows and, for every marked parameter of a preset, of a scenario the rows run or of
-    its kinds, their moves."""
-    base_runner = reproduce.Runner(progress)
+    its kinds, their moves. `progress(stage, fraction)` is told the fraction of a stage's runs done:
+    stage `base rows`, then `changes` (every run a changed value touches)."""
+    stage, ran, total = "base rows", 0, reproduce.planned_runs(only)
+
+    def count(_label: str) -> None:
+        nonlocal ran
+        ran += 1
+        if progress:
+            progress(stage, min(ran / total, 0.99))
+
+    base_runner = reproduce.Runner(count)
     base = reproduce.reproduce(only, runner=base_runner)
     if not base:
         raise api.ScenarioError(f"--only {only}: no row matches")
@@ -175,6 +187,9 @@ def sensitivity(
     for scenario in scenarios:
         source = api.scenario_source(scenario)[0]
         parameters += marked_parameters("", source, scenario) + kind_defaults(source, scenario, docs)
+    runs = base_runner.cache.items()
+    stage, ran = "changes", 0
+    total = len(FACTORS) * sum(changes(p, scenario, r) for p in parameters for (scenario, _), r in runs)
     results = []
     for parameter in parameters:
         moves = {}
