@@ -102,7 +102,7 @@ def test_a_turin_tree_gets_a_verdict_for_every_check(tmp_path):
         "0 IRQs on the consumer's CPUs, 1 on its CCX, 1 elsewhere",
     )
     assert got["resctrl/io_alloc"] == ("ok", "io_alloc enabled; mask 0=ffff")
-    assert got["dsa/dsa0"] == ("ok", "enabled, 1 engines")
+    assert got["dsa/dsa0"] == ("ok", "enabled, 1 engine")
     assert got["dsa/wq0.0"][0] == "ok" and "shared, size 128" in got["dsa/wq0.0"][1]
     assert got["hbm/memory-only nodes"] == ("ok", "node1 (16.0 GiB)")
     on_core, _ = doctor.diagnose(tmp_path, cpus="2,9")

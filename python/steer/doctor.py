@@ -16,6 +16,7 @@ from pathlib import Path
 
 from steer import _core
 from steer.api import ScenarioError
+from steer.output import count
 
 OK, NOT_USABLE, MISCONFIGURED, UNKNOWN = "ok", "not usable", "misconfigured", "unknown"
 
@@ -260,7 +261,7 @@ def check_pci(host: Host, devices: dict[str, dict]) -> list[Check]:
                 "pci",
                 "config space",
                 UNKNOWN,
-                f"only the first 64 bytes of {len(short)} devices are readable (not root)",
+                f"only the first 64 bytes of {count(len(short), 'device')} are readable (not root)",
                 "run `sudo steer doctor`, or `sudo lspci -vv -xxxx | steer tph -`",
             )
         )
@@ -292,7 +293,7 @@ def check_pci(host: Host, devices: dict[str, dict]) -> list[Check]:
             )
         )
     if not requesters and not short:
-        checks.append(Check("pci", "TPH requesters", NOT_USABLE, f"none among {len(devices)} PCI functions"))
+        checks.append(Check("pci", "TPH requesters", NOT_USABLE, f"none among {count(len(devices), 'PCI function')}"))
     return checks
 
 
@@ -350,7 +351,8 @@ def check_nics(host: Host, consumers: list[int] | None) -> list[Check]:
                 "nic",
                 f"{name} injection target",
                 verdict,
-                f"{len(on_core)} IRQs on the consumer's CPUs, {len(on_ccx)} on its CCX, {len(elsewhere)} elsewhere"
+                f"{count(len(on_core), 'IRQ')} on the consumer's CPUs, {len(on_ccx)} on its CCX, "
+                f"{len(elsewhere)} elsewhere"
                 + (f", {len(unread)} with no readable /proc/irq/N/smp_affinity_list" if unread else ""),
                 ""
                 if verdict != MISCONFIGURED
@@ -482,7 +484,9 @@ def check_dsa(host: Host) -> list[Check]:
     for device in devices:
         state = (host.text(f"/sys/bus/dsa/devices/{device}/state") or "?").strip()
         engines = len([n for n in names if n.startswith(f"engine{device[3:]}.")])
-        checks.append(Check("dsa", device, OK if state == "enabled" else MISCONFIGURED, f"{state}, {engines} engines"))
+        checks.append(
+            Check("dsa", device, OK if state == "enabled" else MISCONFIGURED, f"{state}, {count(engines, 'engine')}")
+        )
     for wq in [n for n in names if re.fullmatch(r"wq\d+\.\d+", n)]:
         attr = {
             a: (host.text(f"/sys/bus/dsa/devices/{wq}/{a}") or "?").strip()
@@ -521,10 +525,15 @@ def check_hbm(host: Host) -> list[Check]:
             size = f"{int(match[1]) / (1 << 20):.1f} GiB" if match else "? GiB"
             memory_only.append(f"{node} ({size})")
     if len(unread) == len(nodes):
-        return [Check("hbm", "memory-only nodes", UNKNOWN, f"no cpulist readable in {len(nodes)} NUMA nodes")]
+        return [Check("hbm", "memory-only nodes", UNKNOWN, f"no cpulist readable in {count(len(nodes), 'NUMA node')}")]
     if not memory_only:
         return [
-            Check("hbm", "memory-only nodes", NOT_USABLE, f"none among {len(nodes)} NUMA nodes (no HBM in flat mode)")
+            Check(
+                "hbm",
+                "memory-only nodes",
+                NOT_USABLE,
+                f"none among {count(len(nodes), 'NUMA node')} (no HBM in flat mode)",
+            )
         ]
     return [Check("hbm", "memory-only nodes", OK, ", ".join(memory_only))]
 
