@@ -3,6 +3,8 @@ hand-made rows (the rows' simulated values come from runs tested elsewhere)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from steer import reproduce
@@ -110,6 +112,8 @@ def test_the_table_shows_each_rows_difference_in_its_own_terms_and_the_json_its_
 
 def test_a_row_without_a_relation_is_judged_on_its_target_and_only_picks_rows_by_pattern_or_part():
     assert Row("seed004/x", "s", "m", "ns", 55.0, 70.0).within_target is True
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Row("seed004/x", "s", "m", "ns", 55.0, 70.0).simulated = 55.0  # a row is what was simulated
     assert reproduce.matches("seed000/1q/dram-read-change", "seed000/1q/*")
     assert reproduce.matches("seed000/4q/dram-read-change", "4q/dram")
     assert not reproduce.matches("seed001/dsa-ceiling", "seed000")
