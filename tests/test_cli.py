@@ -368,11 +368,13 @@ def test_qdp_prints_the_pipelines_and_what_the_cache_did(steer_cli):
 def test_reproduce_plots_wrap_their_panels_and_draw_seed_001s_curves(tmp_path):
     from steer import reproduce
 
+    def size(image: bytes) -> tuple[int, int]:
+        return int.from_bytes(image[16:20], "big"), int.from_bytes(image[20:24], "big")
+
     rows = [reproduce.Row(f"r/{i}", "s", "m", "x", 1.0, 1.0) for i in range(13)]
-    image = reproduce.plot(rows)
-    width, height = int.from_bytes(image[16:20], "big"), int.from_bytes(image[20:24], "big")
-    # Thirteen panels: three lines of at most six, not one line thirteen panels wide.
-    assert width <= 2.6 * 6 * 120 + 1 and height >= 3 * 3.0 * 120 - 1, (width, height)
+    # Thirteen panels: three lines of six, 2.6 x 3 inches each at 120 dpi, not one line thirteen wide.
+    assert size(reproduce.plot(rows)) == (1872, 1080)
+    assert size(reproduce.plot(rows[:1])) == (312, 360)
     runner = reproduce.Runner()
     figures = reproduce.seed001_figures(runner)
     assert set(figures) == {"seed001-transfer-size.png", "seed001-ddr-to-hbm.png"}
