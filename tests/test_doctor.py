@@ -366,3 +366,55 @@ def test_on_a_terminal_the_table_wraps_to_its_width_and_colours_verdicts(tmp_pat
     assert sum(line.startswith("│ ") for line in text.splitlines()) >= len(checks)
     styled = console.export_text(styles=True)
     assert "\x1b[32mok" in styled and "\x1b[33mnot usable" in styled
+
+
+def test_a_path_is_followed_through_relative_absolute_and_chained_links_inside_the_tree(tmp_path):
+    write(tmp_path, "sys/devices/pci0/0000:41:00.0/config", b"\x14\xe4")
+    (tmp_path / "sys/bus/pci/devices").mkdir(parents=True)
+    os.symlink("../../../devices/pci0/0000:41:00.0", tmp_path / "sys/bus/pci/devices/0000:41:00.0")
+    os.symlink("/sys/bus/pci/devices/0000:41:00.0", tmp_path / "sys/nic")  # absolute: from the tree's root
+    os.symlink("nic", tmp_path / "sys/eth1")  # a link to a link
+    os.symlink("../../../etc", tmp_path / "sys/out")  # leaves the tree: not followed
+    os.symlink("loop-b", tmp_path / "sys/loop-a")
+    os.symlink("loop-a", tmp_path / "sys/loop-b")
+    host = doctor.Host(tmp_path)
+    links: dict[str, str] = {}
+    assert host.real("sys/bus/pci/devices/0000:41:00.0/config", links) == "sys/devices/pci0/0000:41:00.0/config"
+    assert links == {"sys/bus/pci/devices/0000:41:00.0": "../../../devices/pci0/0000:41:00.0"}
+    links = {}
+    assert host.real("/sys/eth1/config", links) == "sys/devices/pci0/0000:41:00.0/config"
+    assert links == {
+        "sys/eth1": "nic",
+        "sys/nic": "/sys/bus/pci/devices/0000:41:00.0",
+        "sys/bus/pci/devices/0000:41:00.0": "../../../devices/pci0/0000:41:00.0",
+    }
+    links = {}
+    assert host.real("sys/out/passwd", links) == "sys/out/passwd" and links == {}
+    # A loop of links ends (after 4096 steps), somewhere in the loop.
+    assert host.real("sys/loop-a/x", {}).startswith("sys/loop-")
+
+
+def test_a_capture_holds_what_was_read_where_it_lies_the_links_to_it_and_what_was_only_seen(tmp_path):
+    root = tmp_path / "host"
+    write(root, "sys/devices/pci0/0000:41:00.0/config", b"\x14\xe4")
+    write(root, "sys/devices/pci0/0000:41:00.0/vendor", "0x14e4\n")
+    (root / "sys/devices/pci0/0000:41:00.0/msi_irqs").mkdir()
+    (root / "sys/bus/pci/devices").mkdir(parents=True)
+    os.symlink("../../../devices/pci0/0000:41:00.0", root / "sys/bus/pci/devices/0000:41:00.0")
+    os.symlink("/sys/bus/pci/devices/0000:41:00.0", root / "sys/nic")
+    host = doctor.Host(root)
+    assert host.bytes("sys/nic/config") == b"\x14\xe4"
+    assert host.listdir("sys/bus/pci/devices/0000:41:00.0") == ["config", "msi_irqs", "vendor"]
+    assert host.mode("sys/bus/pci/devices") is not None and host.link("sys/nic") is not None
+    with tarfile.open(fileobj=io.BytesIO(host.capture())) as tar:
+        members = {
+            m.name: (m.type, m.linkname, tar.extractfile(m).read() if m.isreg() else None) for m in tar.getmembers()
+        }
+    assert members == {
+        "sys/devices/pci0/0000:41:00.0/config": (tarfile.REGTYPE, "", b"\x14\xe4"),
+        "sys/bus/pci/devices/0000:41:00.0": (tarfile.SYMTYPE, "../../../devices/pci0/0000:41:00.0", None),
+        "sys/nic": (tarfile.SYMTYPE, "/sys/bus/pci/devices/0000:41:00.0", None),
+        # Seen but not read: empty, so that listing them finds them.
+        "sys/devices/pci0/0000:41:00.0/msi_irqs": (tarfile.DIRTYPE, "", None),
+        "sys/devices/pci0/0000:41:00.0/vendor": (tarfile.REGTYPE, "", b""),
+    }

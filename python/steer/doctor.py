@@ -50,7 +50,10 @@ class Host:
         self.seen: dict[str, bool] = {}
 
     def path(self, name: str) -> Path:
-        return self.root / name.lstrip("/")
+        """Where `name` lies in the tree: each link on the way is followed inside it (an absolute
+        target from the tree's root, as on the host it came from), so that nothing outside the
+        tree is ever read."""
+        return self.root / self.real(name, {})
 
     def bytes(self, name: str, limit: int = 1 << 20) -> bytes | None:
         try:
@@ -76,8 +79,9 @@ class Host:
         return names
 
     def link(self, name: str) -> str | None:
+        parent, _, base = name.rstrip("/").rpartition("/")
         try:
-            target = os.readlink(self.path(name))
+            target = os.readlink(self.path(parent) / base)
         except OSError:
             return None
         self.links[name] = target
@@ -105,7 +109,7 @@ class Host:
                 break
             real.append(parts.pop(0))
             here = "/".join(real)
-            target = os.readlink(self.path(here)) if self.path(here).is_symlink() else None
+            target = os.readlink(self.root / here) if (self.root / here).is_symlink() else None
             if target is None:
                 continue
             resolved = os.path.normpath(target.lstrip("/") if target.startswith("/") else f"{here}/../{target}")
