@@ -5,6 +5,7 @@ A change to any word is a change to what users read: bless it with `STEER_BLESS=
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from dataclasses import asdict
@@ -36,6 +37,65 @@ def unprivileged_and_malformed(root: Path) -> Path:
     return root
 
 
+def genoa_variants(root: Path) -> Path:
+    """An AMD host on the other side of most checks: Zen 4, a kernel configured without TPH (in
+    /proc/config.gz), `notph` among other pci= options, no TPH requester and an unreadable config
+    space, a NIC without a driver whose ten IRQs are elsewhere or unread, io_alloc off, a DSA
+    and a work queue set up wrong, a memory-only node without meminfo."""
+    write(root, "proc/cpuinfo", "vendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel name\t: AMD EPYC 9654\n\n")
+    # Only the first processor's fields count.
+    (root / "proc/cpuinfo").write_text((root / "proc/cpuinfo").read_text() + "vendor_id\t: Other\nmodel name\t: x\n")
+    write(root, "proc/sys/kernel/osrelease", "6.19.0-rc1\n")
+    write(root, "proc/config.gz", gzip.compress(b"CONFIG_PCI=y\n# CONFIG_PCIE_TPH is not set\n"))
+    write(root, "boot/config-6.19.0-rc1", "CONFIG_PCIE_TPH=y\n")  # /proc/config.gz comes first
+    write(root, "proc/cmdline", "BOOT_IMAGE=/vmlinuz pci=realloc=off,notph iommu=pt\n")
+    write(root, "proc/4242/status", "Name:\tapp\nCpus_allowed_list:\t0-3\n")
+    write(root, "sys/bus/pci/devices/0000:40:01.1/config", config_spaces()["0000:40:01.1"])
+    (root / "sys/bus/pci/devices/0000:42:00.0/config").mkdir(parents=True)  # unreadable as a file
+    nic = root / "sys/bus/pci/devices/0000:42:00.0"
+    for irq in range(100, 110):
+        write(root, f"sys/bus/pci/devices/0000:42:00.0/msi_irqs/{irq}", "msix\n")
+        if irq < 109:
+            write(root, f"proc/irq/{irq}/smp_affinity_list", "20-21\n")
+    (root / "sys/class/net/eth0/queues/rx-0").mkdir(parents=True)
+    (root / "sys/class/net/eth0/queues/tx-0").mkdir(parents=True)
+    os.symlink("../../../bus/pci/devices/0000:42:00.0", root / "sys/class/net/eth0/device")
+    (root / "sys/class/net/lo").mkdir()  # no device: not a PCI NIC
+    assert nic.is_dir()
+    for cpu in (0, 1, 2, 3, 20):
+        l3 = "0-7\n" if cpu < 8 else "16-23\n"
+        write(root, f"sys/devices/system/cpu/cpu{cpu}/cache/index3/shared_cpu_list", l3)
+    write(root, "sys/fs/resctrl/info/L3/io_alloc", "disabled\n")
+    write(root, "sys/fs/resctrl/schemata", "MB:0=100\n")
+    (root / "sys/bus/dsa/devices/dsa0").mkdir(parents=True)
+    wq = {"mode": "dedicated", "size": "16", "group_id": "0", "state": "enabled", "type": "kernel"}
+    for attr, value in wq.items():
+        write(root, f"sys/bus/dsa/devices/wq0.0/{attr}", value + "\n")
+    write(root, "sys/devices/system/node/node0/cpulist", "0-31\n")
+    write(root, "sys/devices/system/node/node1/cpulist", "\n")
+    return root
+
+
+def xeon_variants(root: Path) -> Path:
+    """A Xeon with DDIO off (no way in the register), an empty family, and resctrl's own
+    directories beside a group that shares two ways and one with no L3 line."""
+    write(root, "proc/cpuinfo", "vendor_id\t: GenuineIntel\ncpu family\t:\nmodel name\t: Xeon\n\n")
+    write(root, "dev/cpu/0/msr", bytes(doctor.IIO_LLC_WAYS_MSR) + (0xFFF00000).to_bytes(8, "little"))
+    write(root, "sys/fs/resctrl/info/L3/cbm_mask", "7ff\n")
+    write(root, "sys/fs/resctrl/schemata", "L3:0=7ff;1=7ff\n")
+    for own in ("info", "mon_groups", "mon_data"):
+        write(root, f"sys/fs/resctrl/{own}/schemata", "L3:0=1\n")
+    write(root, "sys/fs/resctrl/two/schemata", "L3:0=201;1=401\n")
+    write(root, "sys/fs/resctrl/memory-bandwidth-only/schemata", "MB:0=50\n")
+    return root
+
+
+def xeon_two_shared_ways(root: Path) -> Path:
+    xeon_variants(root)
+    write(root, "dev/cpu/0/msr", bytes(doctor.IIO_LLC_WAYS_MSR) + (0x600).to_bytes(8, "little"))
+    return root
+
+
 # Each case: a tree and the consumer CPUs the doctor is asked about.
 CASES = {
     "turin-consumer-0": (turin_tree, "0"),
@@ -46,13 +106,18 @@ CASES = {
     "sapphire-rapids-config-spaces": (sapphire_rapids, None),
     "unprivileged-and-malformed": (unprivileged_and_malformed, None),
     **{f"real-{name}": (lambda root, name=name: real_host(name, root), "0") for name in REAL_HOSTS},
+    "genoa-variants": (genoa_variants, None),
+    "xeon-ddio-off": (xeon_variants, None),
+    "xeon-two-shared-ways": (xeon_two_shared_ways, None),
 }
+# Cases whose consumer is a process: its allowed CPUs (/proc/PID/status in the tree).
+PIDS = {"genoa-variants": 4242}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_check_on_every_tree_is_as_blessed(tmp_path, case):
     build, cpus = CASES[case]
-    checks, _ = doctor.diagnose(build(tmp_path), cpus=cpus)
+    checks, _ = doctor.diagnose(build(tmp_path), pid=PIDS.get(case), cpus=cpus)
     got = [asdict(c) for c in checks]
     # The tree's place is not part of what the doctor says about it.
     assert str(tmp_path) not in json.dumps(got)

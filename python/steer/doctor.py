@@ -245,7 +245,7 @@ def pci_devices(host: Host) -> dict[str, dict]:
     for bdf in host.listdir("/sys/bus/pci/devices"):
         data = host.bytes(f"/sys/bus/pci/devices/{bdf}/config", 4096)
         if not data:
-            devices[bdf] = {"problems": ["config space unreadable"], "bytes": 0}
+            devices[bdf] = {"problems": [], "bytes": 0}
             continue
         try:
             devices[bdf] = json.loads(_core.inspect_tph(data))
@@ -269,7 +269,11 @@ def check_pci(host: Host, devices: dict[str, dict]) -> list[Check]:
                 "run `sudo steer doctor`, or `sudo lspci -vv -xxxx | steer tph -`",
             )
         )
+    unreadable = [bdf for bdf, d in devices.items() if d["bytes"] == 0]
     for bdf, device in devices.items():
+        if bdf in unreadable:
+            checks.append(Check("pci", bdf, UNKNOWN, "config space unreadable"))
+            continue
         # A 64-byte (unprivileged) read ends before the capabilities: said once above, not malformed.
         for error in [] if bdf in short else device["problems"]:
             checks.append(Check("pci", bdf, UNKNOWN, f"malformed config space: {error}"))
@@ -297,7 +301,11 @@ def check_pci(host: Host, devices: dict[str, dict]) -> list[Check]:
             )
         )
     if not requesters and not short:
-        checks.append(Check("pci", "TPH requesters", NOT_USABLE, f"none among {count(len(devices), 'PCI function')}"))
+        among = count(len(devices), "PCI function")
+        if unreadable:  # any of them may be one
+            checks.append(Check("pci", "TPH requesters", UNKNOWN, f"none among {among}, {len(unreadable)} unreadable"))
+        else:
+            checks.append(Check("pci", "TPH requesters", NOT_USABLE, f"none among {among}"))
     return checks
 
 
@@ -336,7 +344,8 @@ def check_nics(host: Host, consumers: list[int] | None) -> list[Check]:
         shown = ", ".join(f"{irq}->{cpus or '?'}" for irq, cpus in list(affinity.items())[:8])
         more = f" (+{len(irqs) - 8})" if len(irqs) > 8 else ""
         evidence = (
-            f"driver {driver}{' ' + version if version else ''}, {len(rx)} RX queues, IRQs {shown or 'none'}{more}"
+            f"driver {driver}{' ' + version if version else ''}, {count(len(rx), 'RX queue')}, "
+            f"IRQs {shown or 'none'}{more}"
         )
         checks.append(Check("nic", name, OK, evidence))
         if consumers is None or not irqs:
