@@ -276,3 +276,92 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, steer_cli, args
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert broken.read_text() == "[l2\n", "nothing half-written"
+
+
+class FakeProbes:
+    """steer-probe's kernels as made-up functions of their arguments, each call recorded."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+        self.clock_calls = 0
+
+    def probe_clock_ghz(self, cpu, min_ns):
+        self.calls.append(("clock", cpu, min_ns))
+        self.clock_calls += 1
+        return 3.0 if self.clock_calls == 1 else 3.5
+
+    def probe_chase_ns(self, cpu, working_set, min_ns, chains=1):
+        self.calls.append(("chase", cpu, working_set, min_ns, chains))
+        return working_set / KIB + chains
+
+    def probe_bandwidth_gbs(self, access, working_set, cpus, min_ns):
+        self.calls.append(("bandwidth", access, working_set, tuple(cpus), min_ns))
+        return len(access) + working_set / KIB + len(cpus)
+
+    def probe_strided_scan_ns(self, cpu, working_set, stride, distance, min_ns):
+        self.calls.append(("scan", cpu, working_set, stride, distance, min_ns))
+        return 2.0
+
+    def probe_peer_read_ns(self, cpu, peer, min_ns):
+        self.calls.append(("peer", cpu, peer, min_ns))
+        return 80.0
+
+    def probe_huge_pages(self):
+        return "madvise"
+
+
+def test_measure_runs_every_kernel_once_per_repeat_and_takes_each_figure_from_its_own(monkeypatch):
+    probes = FakeProbes()
+    monkeypatch.setattr(calibrate, "_core", probes)
+    monkeypatch.setattr(calibrate, "share_l3", lambda a, b: (a, b) == (2, 5))
+    plan = calibrate.Plan(max_bytes=64 * KIB, min_ms=0.5, repeats=2, per_octave=1, cpus=(2, 5))
+    geometry = {"l1d.size_kib": 48, "l2.size_kib": 1024, "l3.size_kib": 32768}
+    said = []
+    m = calibrate.measure(plan, geometry, said.append)
+    ns = 500_000
+    chases = [4 * KIB, 8 * KIB, 16 * KIB, 32 * KIB, 64 * KIB]
+    levels = [24 * KIB, 64 * KIB]  # half of L1 (48 KiB), the rest capped at the largest working set
+    one_pass = [
+        ("clock", 2, ns),
+        *[("chase", 2, ws, ns, 1) for ws in chases],
+        ("chase", 2, 64 * KIB, ns, 32),
+        *[("bandwidth", a, ws, (2,), ns) for a in ("read", "write", "copy") for ws in levels],
+        # Each CPU streams its own half of the largest working set.
+        *[("bandwidth", a, 32 * KIB, (2, 5), ns) for a in ("read", "write", "copy")],
+        ("scan", 2, 64 * KIB, 64, 0, ns),
+        ("peer", 2, 5, ns),
+    ]
+    assert probes.calls == one_pass + one_pass
+    assert said == [i / 36 for i in range(1, 37)]
+    assert m.clock_ghz == Figure(3.25, 3.0, 3.5, [3.0, 3.5])
+    assert m.latency_ns == {ws: Figure(ws / KIB + 1, ws / KIB + 1, ws / KIB + 1, [ws / KIB + 1] * 2) for ws in chases}
+    assert m.parallel_ns.median == 64 + 32
+    assert m.bandwidth_gbs["write"] == {
+        24 * KIB: Figure(30.0, 30.0, 30.0, [30.0, 30.0]),  # "write", 24 KiB, one CPU
+        64 * KIB: Figure(70.0, 70.0, 70.0, [70.0, 70.0]),
+    }
+    assert {a: f.median for a, f in m.all_cores_gbs.items()} == {"read": 38.0, "write": 39.0, "copy": 38.0}
+    assert m.line_read_gbs.median == 32.0 and m.peer_read_ns.median == 80.0 and m.peers_share_l3 is True
+    assert (m.cpus, m.huge_pages, m.dram_bytes) == ([2, 5], "madvise", 64 * KIB)
+
+
+def test_measure_on_one_cpu_has_no_peer_and_a_clock_that_reads_nothing_is_none(monkeypatch):
+    probes = FakeProbes()
+    probes.probe_clock_ghz = lambda cpu, min_ns: None
+    monkeypatch.setattr(calibrate, "_core", probes)
+    plan = calibrate.Plan(max_bytes=4 * KIB, min_ms=1.0, repeats=1, per_octave=2, cpus=(0,))
+    m = calibrate.measure(plan, {"l1d.size_kib": 48, "l2.size_kib": 1024, "l3.size_kib": 32768})
+    assert not [c for c in probes.calls if c[0] == "peer"]
+    assert (m.clock_ghz, m.peer_read_ns, m.peers_share_l3) == (None, None, True)
+    assert list(m.latency_ns) == [4 * KIB] and list(m.bandwidth_gbs["read"]) == [4 * KIB]
+
+
+def test_two_cpus_share_an_l3_when_sysfs_lists_the_second_with_the_first(monkeypatch, tmp_path):
+    monkeypatch.setattr(calibrate, "Path", lambda path: tmp_path / path.lstrip("/"))
+    shared = tmp_path / "sys/devices/system/cpu/cpu0/cache/index3/shared_cpu_list"
+    shared.parent.mkdir(parents=True)
+    shared.write_text("0-3,8\n")
+    assert calibrate.share_l3(0, 8) and calibrate.share_l3(0, 3)
+    assert not calibrate.share_l3(0, 4)
+    # Without sysfs, the transfer is taken as within one L3.
+    assert calibrate.share_l3(1, 4)
