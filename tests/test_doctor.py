@@ -119,7 +119,7 @@ def xeon_tree(root: Path, msr: int | None) -> Path:
     write(root, "sys/fs/resctrl/apart/schemata", "L3:0=0ff;1=0ff\n")
     write(root, "sys/fs/resctrl/mon_groups/x/schemata", "L3:0=600\n")
     if msr is not None:
-        write(root, "dev/cpu/0/msr", bytes(doctor.IIO_LLC_WAYS_MSR) + msr.to_bytes(8, "little"))
+        write(root, "dev/cpu/0/msr", bytes(0xC8B) + msr.to_bytes(8, "little"))  # the register at its offset
     return root
 
 
@@ -390,6 +390,10 @@ def test_a_path_is_followed_through_relative_absolute_and_chained_links_inside_t
     }
     links = {}
     assert host.real("sys/out/passwd", links) == "sys/out/passwd" and links == {}
+    os.symlink("..", tmp_path / "up")  # the tree's parent: not followed either
+    os.symlink(".", tmp_path / "sys/here")
+    assert host.real("up/x", {}) == "up/x"
+    assert host.real("sys/here/nic/config", {}) == "sys/devices/pci0/0000:41:00.0/config"
     # A loop of links ends (after 4096 steps), somewhere in the loop.
     assert host.real("sys/loop-a/x", {}).startswith("sys/loop-")
 
@@ -418,3 +422,20 @@ def test_a_capture_holds_what_was_read_where_it_lies_the_links_to_it_and_what_wa
         "sys/devices/pci0/0000:41:00.0/msi_irqs": (tarfile.DIRTYPE, "", None),
         "sys/devices/pci0/0000:41:00.0/vendor": (tarfile.REGTYPE, "", b""),
     }
+
+
+def test_a_config_space_the_codec_refuses_is_said_malformed_and_the_rest_are_still_read(tmp_path, monkeypatch):
+    for bdf in ("0000:00:00.0", "0000:00:01.0"):
+        write(tmp_path, f"sys/bus/pci/devices/{bdf}/config", config_spaces()["0000:41:00.0"])
+    inspect = doctor._core.inspect_tph
+    refused = iter([True, False])
+
+    def refuses_the_first(data: bytes) -> str:
+        if next(refused):
+            raise doctor.ScenarioError("config space: too odd")
+        return inspect(data)
+
+    monkeypatch.setattr(doctor._core, "inspect_tph", refuses_the_first)
+    got = verdicts(doctor.diagnose(tmp_path)[0])
+    assert got["pci/0000:00:00.0"] == ("unknown", "malformed config space: config space: too odd")
+    assert got["pci/0000:00:01.0 TPH requester"][0] == "ok"

@@ -37,22 +37,36 @@ def unprivileged_and_malformed(root: Path) -> Path:
     return root
 
 
+def without_tph_completer(space: bytes) -> bytes:
+    """A root port's config space with DevCap2's TPH Completer Supported bits (12-13) cleared."""
+    data = bytearray(space)
+    cap = data[0x34]
+    while data[cap] != 0x10:  # the PCI Express capability
+        cap = data[cap + 1]
+    devcap2 = int.from_bytes(data[cap + 0x24 : cap + 0x28], "little") & ~0x3000
+    data[cap + 0x24 : cap + 0x28] = devcap2.to_bytes(4, "little")
+    return bytes(data)
+
+
 def genoa_variants(root: Path) -> Path:
     """An AMD host on the other side of most checks: Zen 4, a kernel configured without TPH (in
     /proc/config.gz), `notph` among other pci= options, no TPH requester and an unreadable config
     space, a NIC without a driver whose ten IRQs are elsewhere or unread, io_alloc off, a DSA
     and a work queue set up wrong, a memory-only node without meminfo."""
-    write(root, "proc/cpuinfo", "vendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel name\t: AMD EPYC 9654\n\n")
+    # A byte that is not UTF-8 is read as a replacement character.
+    write(root, "proc/cpuinfo", b"vendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel name\t: AMD EPYC 9654\xff\n\n")
     # Only the first processor's fields count.
-    (root / "proc/cpuinfo").write_text((root / "proc/cpuinfo").read_text() + "vendor_id\t: Other\nmodel name\t: x\n")
+    cpuinfo = root / "proc/cpuinfo"
+    cpuinfo.write_bytes(cpuinfo.read_bytes() + b"vendor_id\t: Other\nmodel name\t: x\n")
     write(root, "proc/sys/kernel/osrelease", "6.19.0-rc1\n")
-    write(root, "proc/config.gz", gzip.compress(b"CONFIG_PCI=y\n# CONFIG_PCIE_TPH is not set\n"))
+    write(root, "proc/config.gz", gzip.compress(b'CONFIG_LOCALVERSION="\xff"\n# CONFIG_PCIE_TPH is not set\n'))
     write(root, "boot/config-6.19.0-rc1", "CONFIG_PCIE_TPH=y\n")  # /proc/config.gz comes first
     write(root, "proc/cmdline", "BOOT_IMAGE=/vmlinuz pci=realloc=off,notph iommu=pt\n")
     write(root, "proc/4242/status", "Name:\tapp\nCpus_allowed_list:\t0-3\n")
-    write(root, "sys/bus/pci/devices/0000:40:01.1/config", config_spaces()["0000:40:01.1"])
-    (root / "sys/bus/pci/devices/0000:42:00.0/config").mkdir(parents=True)  # unreadable as a file
+    write(root, "sys/bus/pci/devices/0000:40:01.1/config", without_tph_completer(config_spaces()["0000:40:01.1"]))
+    (root / "sys/bus/pci/devices/0000:00:02.0/config").mkdir(parents=True)  # unreadable as a file, listed first
     nic = root / "sys/bus/pci/devices/0000:42:00.0"
+    nic.mkdir()
     for irq in range(100, 110):
         write(root, f"sys/bus/pci/devices/0000:42:00.0/msi_irqs/{irq}", "msix\n")
         if irq < 109:
@@ -60,7 +74,7 @@ def genoa_variants(root: Path) -> Path:
     (root / "sys/class/net/eth0/queues/rx-0").mkdir(parents=True)
     (root / "sys/class/net/eth0/queues/tx-0").mkdir(parents=True)
     os.symlink("../../../bus/pci/devices/0000:42:00.0", root / "sys/class/net/eth0/device")
-    (root / "sys/class/net/lo").mkdir()  # no device: not a PCI NIC
+    (root / "sys/class/net/br0").mkdir()  # no device: not a PCI NIC (listed before eth0)
     assert nic.is_dir()
     for cpu in (0, 1, 2, 3, 20):
         l3 = "0-7\n" if cpu < 8 else "16-23\n"
@@ -77,10 +91,10 @@ def genoa_variants(root: Path) -> Path:
 
 
 def xeon_variants(root: Path) -> Path:
-    """A Xeon with DDIO off (no way in the register), an empty family, and resctrl's own
+    """A Xeon with DDIO off (no way in the register), no family nor model, and resctrl's own
     directories beside a group that shares two ways and one with no L3 line."""
-    write(root, "proc/cpuinfo", "vendor_id\t: GenuineIntel\ncpu family\t:\nmodel name\t: Xeon\n\n")
-    write(root, "dev/cpu/0/msr", bytes(doctor.IIO_LLC_WAYS_MSR) + (0xFFF00000).to_bytes(8, "little"))
+    write(root, "proc/cpuinfo", "vendor_id\t: GenuineIntel\n\n")  # no family, no model name
+    write(root, "dev/cpu/0/msr", bytes(0xC8B) + (0xFFF00000).to_bytes(8, "little"))
     write(root, "sys/fs/resctrl/info/L3/cbm_mask", "7ff\n")
     write(root, "sys/fs/resctrl/schemata", "L3:0=7ff;1=7ff\n")
     for own in ("info", "mon_groups", "mon_data"):
@@ -92,14 +106,21 @@ def xeon_variants(root: Path) -> Path:
 
 def xeon_two_shared_ways(root: Path) -> Path:
     xeon_variants(root)
-    write(root, "dev/cpu/0/msr", bytes(doctor.IIO_LLC_WAYS_MSR) + (0x600).to_bytes(8, "little"))
+    write(root, "proc/cpuinfo", "vendor_id\t: GenuineIntel\ncpu family\t:\nmodel name\t: Xeon\n\n")  # an empty family
+    write(root, "dev/cpu/0/msr", bytes(0xC8B) + (0x600).to_bytes(8, "little"))
+    return root
+
+
+def bad_config_gz(root: Path) -> Path:
+    """A /proc/config.gz that is not gzip: the doctor falls back to /boot/config-RELEASE."""
+    write(root, "proc/config.gz", b"CONFIG_PCIE_TPH=n\n")
     return root
 
 
 # Each case: a tree and the consumer CPUs the doctor is asked about.
 CASES = {
     "turin-consumer-0": (turin_tree, "0"),
-    "turin-consumer-2-9": (turin_tree, "2,9"),
+    "turin-consumer-2-9": (lambda root: bad_config_gz(turin_tree(root)), "2,9"),
     "xeon-ddio-ways": (lambda root: xeon_tree(root, 0x600), None),
     "xeon-no-msr": (lambda root: xeon_tree(root, None), None),
     "empty": (lambda root: root, None),

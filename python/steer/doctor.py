@@ -245,7 +245,7 @@ def pci_devices(host: Host) -> dict[str, dict]:
     for bdf in host.listdir("/sys/bus/pci/devices"):
         data = host.bytes(f"/sys/bus/pci/devices/{bdf}/config", 4096)
         if not data:
-            devices[bdf] = {"problems": [], "bytes": 0}
+            devices[bdf] = {"bytes": 0}
             continue
         try:
             devices[bdf] = json.loads(_core.inspect_tph(data))
