@@ -343,16 +343,22 @@ def test_this_machine_gets_a_verdict_for_every_check(steer_cli):
 
 
 @pytest.mark.parametrize(
-    "args, words",
+    "args, line",
     [
         (["--root", "/no/such/dir"], "--root /no/such/dir: not a directory"),
         (["--pid", "999999999"], "--pid 999999999: no such process"),
-        (["--cpus", "all"], "--cpus 'all': not a CPU list"),
+        (["--cpus", "all"], "--cpus 'all': not a CPU list (e.g. 0-3,8)"),
     ],
 )
-def test_bad_input_is_one_line_with_exit_code_2(steer_cli, args, words):
+def test_bad_input_is_one_line_with_exit_code_2(steer_cli, args, line):
     done = steer_cli("doctor", *args)
-    assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr
+    assert (done.returncode, done.stderr, done.stdout) == (2, f"steer: error: {line}\n", "")
+
+
+def test_the_json_names_the_tree_and_lists_every_check(tmp_path):
+    checks, _ = doctor.diagnose(turin_tree(tmp_path), cpus="0")
+    expected = {"root": str(tmp_path), "checks": [asdict(c) for c in checks]}
+    assert json.loads(doctor.as_json(checks, tmp_path)) == expected
 
 
 def test_on_a_terminal_the_table_wraps_to_its_width_and_colours_verdicts(tmp_path):
@@ -365,7 +371,13 @@ def test_on_a_terminal_the_table_wraps_to_its_width_and_colours_verdicts(tmp_pat
     assert max(len(line) for line in text.splitlines()) <= 100
     assert sum(line.startswith("│ ") for line in text.splitlines()) >= len(checks)
     styled = console.export_text(styles=True)
-    assert "\x1b[32mok" in styled and "\x1b[33mnot usable" in styled
+    assert "\x1b[32mok" in styled and "\x1b[33mnot usable" in styled and "\x1b[1;31mmisconfigured" in styled
+    assert [c.strip() for c in text.splitlines()[1].split("┃")[1:-1]] == ["area", "check", "verdict", "evidence", "fix"]
+    # One line a check, or more where it wraps: no rule between checks.
+    assert not [line for line in text.splitlines() if line.startswith("├")]
+    unknown = [c for c in doctor.diagnose(tmp_path / "empty")[0] if c.verdict == "unknown"]
+    doctor.rich_table(unknown, console)
+    assert "\x1b[2munknown" in console.export_text(styles=True)
 
 
 def test_a_path_is_followed_through_relative_absolute_and_chained_links_inside_the_tree(tmp_path):
