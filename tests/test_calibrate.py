@@ -186,6 +186,69 @@ def test_the_default_plan_reaches_past_the_llc_within_its_cap():
 
 
 @pytest.mark.parametrize(
+    ("mode", "l3_kib", "plan"),
+    [
+        # Each mode: so many times the LLC, under its cap; each figure's time, repeats, sizes per doubling.
+        ("quick", 32 << 10, (64 * MIB, 10.0, 3, 1)),
+        ("default", 32 << 10, (128 * MIB, 20.0, 3, 2)),
+        ("full", 32 << 10, (256 * MIB, 50.0, 5, 4)),
+        ("quick", 1 << 20, (512 * MIB, 10.0, 3, 1)),
+        ("default", 1 << 20, (GIB, 20.0, 3, 2)),
+        ("full", 1 << 20, (4 * GIB, 50.0, 5, 4)),
+    ],
+)
+def test_each_mode_plans_its_own_working_sets_timings_and_repeats(mode, l3_kib, plan):
+    got = calibrate.plan_for(mode, {**GEOMETRY, "l3.size_kib": l3_kib}, (0, 1), None, None)
+    assert got == calibrate.Plan(*plan, cpus=(0, 1))
+
+
+def test_one_doubling_at_one_size_a_doubling_is_its_two_ends():
+    plan = calibrate.Plan(max_bytes=8 * KIB, min_ms=1, repeats=1, per_octave=1, cpus=(0,))
+    assert calibrate.sizes(plan) == [4 * KIB, 8 * KIB]
+
+
+@pytest.mark.parametrize(
+    ("max_bytes", "min_ms", "error"),
+    [
+        (4 * KIB, 10_000, None),
+        (64 * GIB, 0.001, None),
+        (4 * KIB - 1, None, "--max-bytes 4095: must be 4 KiB to 64 GiB"),
+        (64 * GIB + 1, None, "--max-bytes 68719476737: must be 4 KiB to 64 GiB"),
+        (None, 10_000.5, "--min-ms 10000.5: must be above 0 and at most 10000"),
+        (None, -1.0, "--min-ms -1.0: must be above 0 and at most 10000"),
+    ],
+)
+def test_a_plans_bounds_are_inclusive_and_a_value_past_one_is_named(max_bytes, min_ms, error):
+    if error is None:
+        plan = calibrate.plan_for("quick", GEOMETRY, (0,), max_bytes, min_ms)
+        assert (plan.max_bytes, plan.min_ms) == (max_bytes, min_ms)
+        return
+    with pytest.raises(api.ScenarioError) as raised:
+        calibrate.plan_for("quick", GEOMETRY, (0,), max_bytes, min_ms)
+    assert str(raised.value) == error
+
+
+@pytest.mark.parametrize(
+    ("text", "cpus", "error"),
+    [
+        ("0-3,8", (0, 1, 2, 3, 8), None),
+        (" 8 , 1-2,2", (1, 2, 8), None),
+        ("9", None, "--cpus '9': CPUs [9] are not ones this process may run on"),
+        ("3-2", None, "--cpus '3-2': expected a list such as 0-3,8"),
+        ("0-x", None, "--cpus '0-x': expected a list such as 0-3,8"),
+    ],
+)
+def test_cpus_are_a_list_of_ones_this_process_may_run_on(monkeypatch, text, cpus, error):
+    monkeypatch.setattr(calibrate._core, "probe_allowed_cpus", lambda: [0, 1, 2, 3, 8])
+    if error is None:
+        assert calibrate.parse_cpus(text) == cpus
+        return
+    with pytest.raises(api.ScenarioError) as raised:
+        calibrate.parse_cpus(text)
+    assert str(raised.value) == error
+
+
+@pytest.mark.parametrize(
     ("text", "value"), [("4096", 4096), ("64KiB", 64 * KIB), ("1g", GIB), ("1.5 MiB", 3 * MIB // 2), ("2M", 2 * MIB)]
 )
 def test_sizes_parse(text, value):

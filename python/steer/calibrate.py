@@ -116,11 +116,12 @@ def parse_cpus(text: str) -> tuple[int, ...]:
             first, _, last = part.strip().partition("-")
             cpus.extend(range(int(first), int(last or first) + 1))
     except ValueError:
-        raise ScenarioError(f"--cpus {text!r}: expected a list such as 0-3,8") from None
-    allowed = set(_core.probe_allowed_cpus())
-    outside = sorted(set(cpus) - allowed)
-    if not cpus or outside:
-        raise ScenarioError(f"--cpus {text!r}: CPUs {outside or cpus} are not ones this process may run on")
+        cpus = []
+    if not cpus:  # not numbers, or a range such as 3-2
+        raise ScenarioError(f"--cpus {text!r}: expected a list such as 0-3,8")
+    outside = sorted(set(cpus) - set(_core.probe_allowed_cpus()))
+    if outside:
+        raise ScenarioError(f"--cpus {text!r}: CPUs {outside} are not ones this process may run on")
     return tuple(sorted(set(cpus)))
 
 
