@@ -75,6 +75,12 @@ def genoa_variants(root: Path) -> Path:
     (root / "sys/class/net/eth0/queues/tx-0").mkdir(parents=True)
     os.symlink("../../../bus/pci/devices/0000:42:00.0", root / "sys/class/net/eth0/device")
     (root / "sys/class/net/br0").mkdir()  # no device: not a PCI NIC (listed before eth0)
+    # A second NIC with exactly eight IRQs (all shown), on the consumer's CPUs.
+    for irq in range(200, 208):
+        write(root, f"sys/bus/pci/devices/0000:43:00.0/msi_irqs/{irq}", "msix\n")
+        write(root, f"proc/irq/{irq}/smp_affinity_list", "1\n")
+    (root / "sys/class/net/eth1").mkdir()
+    os.symlink("../../../bus/pci/devices/0000:43:00.0", root / "sys/class/net/eth1/device")
     assert nic.is_dir()
     for cpu in (0, 1, 2, 3, 20):
         l3 = "0-7\n" if cpu < 8 else "16-23\n"
@@ -91,12 +97,15 @@ def genoa_variants(root: Path) -> Path:
 
 
 def xeon_variants(root: Path) -> Path:
-    """A Xeon with DDIO off (no way in the register), no family nor model, and resctrl's own
+    """A Xeon with DDIO off (no way in the register), no family nor model, a root port and no TPH
+    requester, and resctrl's own
     directories beside a group that shares two ways and one with no L3 line."""
     write(root, "proc/cpuinfo", "vendor_id\t: GenuineIntel\n\n")  # no family, no model name
     write(root, "dev/cpu/0/msr", bytes(0xC8B) + (0xFFF00000).to_bytes(8, "little"))
     write(root, "sys/fs/resctrl/info/L3/cbm_mask", "7ff\n")
     write(root, "sys/fs/resctrl/schemata", "L3:0=7ff;1=7ff\n")
+    # One PCI function, readable, no TPH requester.
+    write(root, "sys/bus/pci/devices/0000:40:01.1/config", config_spaces()["0000:40:01.1"])
     for own in ("info", "mon_groups", "mon_data"):
         write(root, f"sys/fs/resctrl/{own}/schemata", "L3:0=1\n")
     write(root, "sys/fs/resctrl/two/schemata", "L3:0=201;1=401\n")
