@@ -376,7 +376,7 @@ class FakeProbes:
 def test_measure_runs_every_kernel_once_per_repeat_and_takes_each_figure_from_its_own(monkeypatch):
     probes = FakeProbes()
     monkeypatch.setattr(calibrate, "_core", probes)
-    monkeypatch.setattr(calibrate, "share_l3", lambda a, b: (a, b) == (2, 5))
+    monkeypatch.setattr(calibrate, "share_l3", lambda a, b: (a, b) != (2, 5))  # in different L3s
     plan = calibrate.Plan(max_bytes=64 * KIB, min_ms=0.5, repeats=2, per_octave=1, cpus=(2, 5))
     geometry = {"l1d.size_kib": 48, "l2.size_kib": 1024, "l3.size_kib": 32768}
     said = []
@@ -404,7 +404,7 @@ def test_measure_runs_every_kernel_once_per_repeat_and_takes_each_figure_from_it
         64 * KIB: Figure(70.0, 70.0, 70.0, [70.0, 70.0]),
     }
     assert {a: f.median for a, f in m.all_cores_gbs.items()} == {"read": 38.0, "write": 39.0, "copy": 38.0}
-    assert m.line_read_gbs.median == 32.0 and m.peer_read_ns.median == 80.0 and m.peers_share_l3 is True
+    assert m.line_read_gbs.median == 32.0 and m.peer_read_ns.median == 80.0 and m.peers_share_l3 is False
     assert (m.cpus, m.huge_pages, m.dram_bytes) == ([2, 5], "madvise", 64 * KIB)
 
 
@@ -428,3 +428,36 @@ def test_two_cpus_share_an_l3_when_sysfs_lists_the_second_with_the_first(monkeyp
     assert not calibrate.share_l3(0, 4)
     # Without sysfs, the transfer is taken as within one L3.
     assert calibrate.share_l3(1, 4)
+
+
+# Made-up machines whose fits (every value with where it came from) are kept in
+# tests/fixtures/calibrate/NAME.json; bless a change with STEER_BLESS=1 and review the diff.
+FIT_CASES = {
+    "made-up": {},
+    "knee-at-sysfs-size": {"latency_ns": {**made_up().latency_ns, 16 * MIB: exact(21.0), 64 * MIB: exact(30.0)}},
+    "peer-in-the-same-l3": {"peer_read_ns": Figure(30.5, 29.0, 31.25, [29.0, 30.5, 31.25])},
+    "peer-in-another-l3": {"peer_read_ns": exact(120.5), "peers_share_l3": False},
+    "no-clock": {"clock_ghz": None},
+    "slow-chases": {"parallel_ns": exact(200.0), "clock_ghz": Figure(2.0, 1.9, 2.1, [1.9, 2.0, 2.1])},
+    # Figures with more digits than a value keeps: each is rounded as the preset shows it.
+    "many-digits": {
+        "clock_ghz": exact(2.123456),
+        "parallel_ns": exact(11.0517),
+        "all_cores_gbs": {a: exact(40.12345) for a in calibrate.ACCESSES},
+        "peer_read_ns": exact(30.56789),
+    },
+}
+
+
+@pytest.mark.parametrize("case", sorted(FIT_CASES))
+def test_each_fitted_value_and_its_provenance_is_as_blessed(case):
+    import os
+    from dataclasses import asdict
+    from pathlib import Path
+
+    got = [asdict(v) for v in calibrate.fit(made_up(**FIT_CASES[case]), GEOMETRY)]
+    path = Path(__file__).parent / "fixtures" / "calibrate" / f"{case}.json"
+    if os.environ.get("STEER_BLESS") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(got, indent=1) + "\n")
+    assert got == json.loads(path.read_text())
