@@ -453,3 +453,8 @@ def test_a_config_space_the_codec_refuses_is_said_malformed_and_the_rest_are_sti
     got = verdicts(doctor.diagnose(tmp_path)[0])
     assert got["pci/0000:00:00.0"] == ("unknown", "malformed config space: config space: too odd")
     assert got["pci/0000:00:01.0 TPH requester"][0] == "ok"
+
+
+def test_a_cpu_list_takes_ranges_and_caps_an_absurd_one():
+    assert doctor.cpu_lists("0-2,7, 9") == [0, 1, 2, 7, 9]
+    assert len(doctor.cpu_lists("5-100000000")) == 65537  # 5 and the 65536 after it

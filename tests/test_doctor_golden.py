@@ -67,9 +67,9 @@ def genoa_variants(root: Path) -> Path:
     (root / "sys/bus/pci/devices/0000:00:02.0/config").mkdir(parents=True)  # unreadable as a file, listed first
     nic = root / "sys/bus/pci/devices/0000:42:00.0"
     nic.mkdir()
-    for irq in range(100, 110):
+    for irq in range(100, 109):
         write(root, f"sys/bus/pci/devices/0000:42:00.0/msi_irqs/{irq}", "msix\n")
-        if irq < 109:
+        if irq < 108:
             write(root, f"proc/irq/{irq}/smp_affinity_list", "20-21\n")
     (root / "sys/class/net/eth0/queues/rx-0").mkdir(parents=True)
     (root / "sys/class/net/eth0/queues/tx-0").mkdir(parents=True)
@@ -81,6 +81,14 @@ def genoa_variants(root: Path) -> Path:
         write(root, f"proc/irq/{irq}/smp_affinity_list", "1\n")
     (root / "sys/class/net/eth1").mkdir()
     os.symlink("../../../bus/pci/devices/0000:43:00.0", root / "sys/class/net/eth1/device")
+    # A NIC without IRQs, listed between the two.
+    (root / "sys/class/net/eth00").mkdir()
+    (root / "sys/bus/pci/devices/0000:44:00.0").mkdir()
+    os.symlink("../../../bus/pci/devices/0000:44:00.0", root / "sys/class/net/eth00/device")
+    # Config spaces longer than 4 KiB (the first 4 KiB are read) and of 65 bytes (not a short read).
+    port = config_spaces()["0000:40:01.1"]
+    write(root, "sys/bus/pci/devices/0000:45:00.0/config", port + bytes(5000 - len(port)))
+    write(root, "sys/bus/pci/devices/0000:46:00.0/config", port[:65])
     assert nic.is_dir()
     for cpu in (0, 1, 2, 3, 20):
         l3 = "0-7\n" if cpu < 8 else "16-23\n"
@@ -91,6 +99,7 @@ def genoa_variants(root: Path) -> Path:
     wq = {"mode": "dedicated", "size": "16", "group_id": "0", "state": "enabled", "type": "kernel"}
     for attr, value in wq.items():
         write(root, f"sys/bus/dsa/devices/wq0.0/{attr}", value + "\n")
+    (root / "sys/bus/dsa/devices/wq0.1").mkdir()  # no attributes readable
     write(root, "sys/devices/system/node/node0/cpulist", "0-31\n")
     write(root, "sys/devices/system/node/node1/cpulist", "\n")
     return root
