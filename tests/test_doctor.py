@@ -373,8 +373,13 @@ def test_on_a_terminal_the_table_wraps_to_its_width_and_colours_verdicts(tmp_pat
     styled = console.export_text(styles=True)
     assert "\x1b[32mok" in styled and "\x1b[33mnot usable" in styled and "\x1b[1;31mmisconfigured" in styled
     assert [c.strip() for c in text.splitlines()[1].split("┃")[1:-1]] == ["area", "check", "verdict", "evidence", "fix"]
-    # One line a check, or more where it wraps: no rule between checks.
+    # One line a check, or more where it wraps: no rule between checks. The table takes the
+    # width, most of it for the evidence.
     assert not [line for line in text.splitlines() if line.startswith("├")]
+    assert text.splitlines()[3] == (
+        "│ cpu     │ vendor           │ ok            │ AuthenticAMD, family 0x1a, AMD    │                 │"
+    )
+    assert len(text.splitlines()) == 33
     unknown = [c for c in doctor.diagnose(tmp_path / "empty")[0] if c.verdict == "unknown"]
     doctor.rich_table(unknown, console)
     assert "\x1b[2munknown" in console.export_text(styles=True)

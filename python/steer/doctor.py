@@ -575,8 +575,8 @@ def rich_table(checks: list[Check], console) -> None:
     wrapped to the console's width instead of the plain table's one long line each."""
     from rich.table import Table
 
-    table = Table(show_lines=False, expand=False)
-    for header, ratio in (("area", None), ("check", None), ("verdict", None), ("evidence", 3), ("fix", 2)):
+    table = Table(show_lines=False, expand=True)
+    for header, ratio in (("area", None), ("check", 2), ("verdict", None), ("evidence", 4), ("fix", 2)):
         table.add_column(header, ratio=ratio, overflow="fold")
     for check in checks:
         style = VERDICT_STYLES.get(check.verdict, "")
