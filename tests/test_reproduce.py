@@ -202,6 +202,10 @@ def test_leons_rows_take_the_best_saving_over_sizes_and_skip_sizes_that_read_not
         }
     )
     assert len(runner.asked) == 16 and len(set(runner.asked)) == 16
+    # A base that reads no memory at any size: nothing saved, reads equal.
+    nothing = FakeRunner(lambda scenario, o: {**leon_answer(scenario, o), "dram": {"read_gbps": 0.0}})
+    assert {r.id: r.simulated for r in reproduce.leon_rows(nothing)}["leon/prefetch-reads"] == 1.0
+    assert {r.id: r.simulated for r in reproduce.leon_rows(nothing)}["leon/inject-l3-reads"] == 0.0
     assert ("leon-reduce", ("message_bytes=65536", 'policy="inject"', 'level="l2"')) in runner.asked
 
 

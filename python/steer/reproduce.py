@@ -113,11 +113,12 @@ def leon_rows(runner: Runner) -> list[Row]:
             reads[config].append(result["dram"]["read_gbps"])
             exec_ns[config].append(result["cores"]["0"]["workload"]["exec_ns_per_message"])
 
+    # Sizes where the base reads no memory at all save nothing and set no ratio.
     def saved(config: str, values: dict[str, list[float]]) -> float:
-        return max(100 * (1 - new / old) for new, old in zip(values[config], values["base"]) if old > 0)
+        return max((100 * (1 - new / old) for new, old in zip(values[config], values["base"]) if old > 0), default=0.0)
 
     ratios = [p / b for p, b in zip(reads["prefetch"], reads["base"]) if b > 0]
-    ratio = sum(ratios) / len(ratios)
+    ratio = sum(ratios) / len(ratios) if ratios else 1.0
     return [
         Row("leon/prefetch-reads", LEON, "memory reads, prefetch / base (published: equal)", "x", 1.0, ratio),
         Row(
