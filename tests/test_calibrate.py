@@ -3,6 +3,7 @@ calibration file as the host preset reads it, both commands end to end on tiny w
 figures themselves depend on this machine), and bad input."""
 
 import json
+import re
 import tomllib
 
 import pytest
@@ -257,8 +258,9 @@ def test_sizes_parse(text, value):
 
 def test_bad_plans_are_one_line_errors():
     for text in ("", "1x", "MiB", "-4k"):
-        with pytest.raises(api.ScenarioError, match="expected a size such as 64MiB"):
+        with pytest.raises(api.ScenarioError) as raised:
             calibrate.parse_bytes(text)
+        assert str(raised.value) == f"--max-bytes {text!r}: expected a size such as 64MiB or 1GiB"
     with pytest.raises(api.ScenarioError, match="must be 4 KiB to 64 GiB"):
         calibrate.plan_for("quick", GEOMETRY, (0,), 1024, None)
     with pytest.raises(api.ScenarioError, match="--min-ms 0"):
@@ -406,6 +408,12 @@ def test_measure_runs_every_kernel_once_per_repeat_and_takes_each_figure_from_it
     assert {a: f.median for a, f in m.all_cores_gbs.items()} == {"read": 38.0, "write": 39.0, "copy": 38.0}
     assert m.line_read_gbs.median == 32.0 and m.peer_read_ns.median == 80.0 and m.peers_share_l3 is False
     assert (m.cpus, m.huge_pages, m.dram_bytes) == ([2, 5], "madvise", 64 * KIB)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", m.date), m.date
+    # Two CPUs' shares of 4 KiB would be 2 KiB each: each streams at least 4 KiB.
+    probes.calls.clear()
+    small = calibrate.Plan(max_bytes=4 * KIB, min_ms=0.5, repeats=1, per_octave=1, cpus=(2, 5))
+    calibrate.measure(small, geometry)
+    assert [c[2] for c in probes.calls if c[0] == "bandwidth" and c[3] == (2, 5)] == [4 * KIB] * 3
 
 
 def test_measure_on_one_cpu_has_no_peer_and_a_clock_that_reads_nothing_is_none(monkeypatch):
@@ -439,8 +447,14 @@ FIT_CASES = {
     "peer-in-another-l3": {"peer_read_ns": exact(120.5), "peers_share_l3": False},
     "no-clock": {"clock_ghz": None},
     "slow-chases": {"parallel_ns": exact(200.0), "clock_ghz": Figure(2.0, 1.9, 2.1, [1.9, 2.0, 2.1])},
+    # The chase leaves the L3 at half of what sysfs says, or inside it: sysfs stays; past 2x it goes.
+    "knee-at-half-sysfs": {"latency_ns": {**made_up().latency_ns, 16 * MIB: exact(21.0)}},
+    "knee-inside-sysfs": {"latency_ns": {**made_up().latency_ns, 16 * MIB: exact(21.0), 32 * MIB: exact(21.0)}},
+    # An L1 chase quicker than the issue it includes: no negative latency.
+    "fast-l1": {"latency_ns": {**made_up().latency_ns, 4 * KIB: exact(0.9), 16 * KIB: exact(0.9)}},
     # Figures with more digits than a value keeps: each is rounded as the preset shows it.
     "many-digits": {
+        "latency_ns": {**made_up().latency_ns, 64 * MIB: exact(100.5678)},
         "clock_ghz": exact(2.123456),
         "parallel_ns": exact(11.0517),
         "all_cores_gbs": {a: exact(40.12345) for a in calibrate.ACCESSES},
