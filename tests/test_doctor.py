@@ -391,7 +391,7 @@ def test_a_path_is_followed_through_relative_absolute_and_chained_links_inside_t
     os.symlink("../../../devices/pci0/0000:41:00.0", tmp_path / "sys/bus/pci/devices/0000:41:00.0")
     os.symlink("/sys/bus/pci/devices/0000:41:00.0", tmp_path / "sys/nic")  # absolute: from the tree's root
     os.symlink("nic", tmp_path / "sys/eth1")  # a link to a link
-    os.symlink("../../../etc", tmp_path / "sys/out")  # leaves the tree: not followed
+    os.symlink("../../etc", tmp_path / "sys/out")  # leaves the tree: not followed
     os.symlink("loop-b", tmp_path / "sys/loop-a")
     os.symlink("loop-a", tmp_path / "sys/loop-b")
     host = doctor.Host(tmp_path)
@@ -407,6 +407,10 @@ def test_a_path_is_followed_through_relative_absolute_and_chained_links_inside_t
     }
     links = {}
     assert host.real("sys/out/passwd", links) == "sys/out/passwd" and links == {}
+    # What lies under a link out of the tree is never read: it is missing.
+    write(tmp_path.parent, "etc/passwd", "root:x:0:0\n")
+    assert (tmp_path / "sys/out/passwd").exists()
+    assert host.bytes("sys/out/passwd") is None and host.listdir("sys/out") == [] and not host.exists("sys/out")
     os.symlink("..", tmp_path / "up")  # the tree's parent: not followed either
     os.symlink(".", tmp_path / "sys/here")
     assert host.real("up/x", {}) == "up/x"

@@ -51,9 +51,21 @@ class Host:
 
     def path(self, name: str) -> Path:
         """Where `name` lies in the tree: each link on the way is followed inside it (an absolute
-        target from the tree's root, as on the host it came from), so that nothing outside the
-        tree is ever read."""
-        return self.root / self.real(name, {})
+        target from the tree's root, as on the host it came from). Nothing outside the tree is
+        ever read: under a link that leaves it, a name is missing (FileNotFoundError)."""
+        here = self.root
+        for part in filter(None, self.real(name, {}).split("/")):
+            here = here / part
+            # `real` followed every link inside the tree: one still here leads out of it.
+            if here.is_symlink():
+                raise FileNotFoundError(f"{name}: under a link that leaves the tree")
+        return here
+
+    def is_dir(self, name: str) -> bool:
+        try:
+            return self.path(name).is_dir()
+        except OSError:
+            return False
 
     def bytes(self, name: str, limit: int = 1 << 20) -> bytes | None:
         try:
@@ -75,7 +87,7 @@ class Host:
             return []
         self.seen[name] = True
         for child in names:
-            self.seen.setdefault(f"{name}/{child}", self.path(f"{name}/{child}").is_dir())
+            self.seen.setdefault(f"{name}/{child}", self.is_dir(f"{name}/{child}"))
         return names
 
     def link(self, name: str) -> str | None:
