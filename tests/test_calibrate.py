@@ -475,3 +475,13 @@ def test_each_fitted_value_and_its_provenance_is_as_blessed(case):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(got, indent=1) + "\n")
     assert got == json.loads(path.read_text())
+
+
+def test_the_json_names_the_file_and_holds_every_value_and_measurement(tmp_path):
+    m = made_up()
+    values = calibrate.fit(m, GEOMETRY)
+    data = json.loads(calibrate.as_json(m, values, tmp_path / "host.toml"))
+    assert list(data) == ["calibration", "values", "measurements"]
+    assert data["calibration"] == str(tmp_path / "host.toml")
+    assert data["values"][0] == {"key": "core.freq_ghz", "value": 2.0, "source": values[0].source}
+    assert data["measurements"]["host"] == "box" and data["measurements"]["dram_bytes"] == 512 * MIB
