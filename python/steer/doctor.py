@@ -10,6 +10,7 @@ import io
 import json
 import os
 import re
+import stat
 import tarfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -53,13 +54,10 @@ class Host:
         """Where `name` lies in the tree: each link on the way is followed inside it (an absolute
         target from the tree's root, as on the host it came from). Nothing outside the tree is
         ever read: under a link that leaves it, a name is missing (FileNotFoundError)."""
-        here = self.root
-        for part in filter(None, self.real(name, {}).split("/")):
-            here = here / part
-            # `real` followed every link inside the tree: one still here leads out of it.
-            if here.is_symlink():
-                raise FileNotFoundError(f"{name}: under a link that leaves the tree")
-        return here
+        real, inside = self.walk(name, {})
+        if not inside:
+            raise FileNotFoundError(f"{name}: under a link that leaves the tree")
+        return self.root / real
 
     def is_dir(self, name: str) -> bool:
         try:
@@ -108,14 +106,20 @@ class Host:
             st = self.path(name).stat()
         except OSError:
             return None
-        self.seen.setdefault(name, self.path(name).is_dir())
+        self.seen.setdefault(name, stat.S_ISDIR(st.st_mode))
         return st.st_mode & 0o7777
 
     def real(self, name: str, links: dict[str, str]) -> str:
         """`name`'s path in the tree with each symbolic link on the way followed (sysfs is made of
         them: /sys/class/net/X, its device, /sys/bus/pci/devices/B); the links met go in `links`."""
+        return self.walk(name, links)[0]
+
+    def walk(self, name: str, links: dict[str, str]) -> tuple[str, bool]:
+        """`real`, and whether the path stays inside the tree: False past a link out of it (kept
+        as a directory of what is under it) or in a loop of links."""
         real: list[str] = []
         parts = [p for p in name.split("/") if p]
+        inside = True
         for _ in range(4096):
             if not parts:
                 break
@@ -126,10 +130,13 @@ class Host:
                 continue
             resolved = os.path.normpath(target.lstrip("/") if target.startswith("/") else f"{here}/../{target}")
             if resolved == ".." or resolved.startswith("../"):
-                continue  # out of the tree: kept as a directory of what is under it
+                inside = False
+                continue
             links[here] = target
             parts, real = [p for p in resolved.split("/") if p not in ("", ".")] + parts, []
-        return "/".join(real + parts)
+        else:
+            inside = False  # links still to follow after 4096 steps: a loop
+        return "/".join(real + parts), inside
 
     def capture(self) -> bytes:
         """The files and links read, as a gzipped tar whose paths are the host's (each file where
