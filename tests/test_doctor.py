@@ -150,19 +150,21 @@ def test_an_empty_tree_gives_unknowns_not_errors(tmp_path):
     assert verdicts(checks)["cpu/vendor"][0] == "unknown"
 
 
-def test_real_config_spaces_of_a_sapphire_rapids_host(tmp_path):
-    # Captured on real machines (crates/steer-tph/tests/data/real/PROVENANCE.md): an Intel DSA
-    # whose driver enabled TPH, a CXL device with TPH disabled, a host bridge whose extended space
-    # mirrors the standard one.
+def sapphire_rapids_tree(root: Path) -> Path:
+    """Config spaces captured on real machines (crates/steer-tph/tests/data/real/PROVENANCE.md):
+    an Intel DSA whose driver enabled TPH, a CXL device with TPH disabled, a host bridge whose
+    extended space mirrors the standard one; nothing else."""
     real = TPH_DATA / "real"
-    spaces = {
-        **config_spaces(real / "pciutils-pri-pasid.txt"),
-        **config_spaces(real / "pciutils-cap-dvsec-cxl.txt"),
-        **config_spaces(real / "pciutils-broken-ecaps.txt"),
-    }
-    assert set(spaces) == {"0000:6a:01.0", "0000:6b:00.0", "0000:7f:00.0", "0000:00:00.0"}
-    for bdf, space in spaces.items():
-        write(tmp_path, f"sys/bus/pci/devices/{bdf}/config", space)
+    for dump in ("pciutils-pri-pasid.txt", "pciutils-cap-dvsec-cxl.txt", "pciutils-broken-ecaps.txt"):
+        for bdf, space in config_spaces(real / dump).items():
+            write(root, f"sys/bus/pci/devices/{bdf}/config", space)
+    return root
+
+
+def test_real_config_spaces_of_a_sapphire_rapids_host(tmp_path):
+    sapphire_rapids_tree(tmp_path)
+    spaces = {p.name for p in (tmp_path / "sys/bus/pci/devices").iterdir()}
+    assert spaces == {"0000:6a:01.0", "0000:6b:00.0", "0000:7f:00.0", "0000:00:00.0"}
     got = verdicts(doctor.diagnose(tmp_path)[0])
     assert got["pci/0000:6a:01.0 TPH requester"] == (
         "ok",
@@ -174,12 +176,18 @@ def test_real_config_spaces_of_a_sapphire_rapids_host(tmp_path):
     assert "pci/0000:7f:00.0 TPH requester" not in got
 
 
-def test_unprivileged_and_malformed_config_spaces_are_said_so(tmp_path):
-    write(tmp_path, "sys/bus/pci/devices/0000:00:00.0/config", config_spaces()["0000:41:00.0"][:64])
+def unprivileged_and_malformed_tree(root: Path) -> Path:
+    """A config space read unprivileged (its first 64 bytes) and one whose capability pointer
+    leads into the header."""
+    write(root, "sys/bus/pci/devices/0000:00:00.0/config", config_spaces()["0000:41:00.0"][:64])
     broken = bytearray(config_spaces()["0000:41:00.0"])
     broken[0x34] = 0x01  # a capability pointer into the header
-    write(tmp_path, "sys/bus/pci/devices/0000:00:01.0/config", bytes(broken))
-    got = verdicts(doctor.diagnose(tmp_path)[0])
+    write(root, "sys/bus/pci/devices/0000:00:01.0/config", bytes(broken))
+    return root
+
+
+def test_unprivileged_and_malformed_config_spaces_are_said_so(tmp_path):
+    got = verdicts(doctor.diagnose(unprivileged_and_malformed_tree(tmp_path))[0])
     assert got["pci/config space"][0] == "unknown" and "first 64 bytes" in got["pci/config space"][1]
     assert got["pci/0000:00:01.0"][0] == "unknown" and "malformed" in got["pci/0000:00:01.0"][1]
 

@@ -14,27 +14,19 @@ from pathlib import Path
 import pytest
 
 from steer import doctor
-from test_doctor import REAL_HOSTS, TPH_DATA, config_spaces, real_host, turin_tree, write, xeon_tree
+from test_doctor import (
+    REAL_HOSTS,
+    config_spaces,
+    real_host,
+    sapphire_rapids_tree,
+    turin_tree,
+    unprivileged_and_malformed_tree,
+    write,
+    xeon_tree,
+)
 
 GOLDEN = Path(__file__).parent / "fixtures" / "doctor"
 BLESS = os.environ.get("STEER_BLESS") == "1"
-
-
-def sapphire_rapids(root: Path) -> Path:
-    """Real config spaces (crates/steer-tph/tests/data/real/PROVENANCE.md) and nothing else."""
-    real = TPH_DATA / "real"
-    for dump in ("pciutils-pri-pasid.txt", "pciutils-cap-dvsec-cxl.txt", "pciutils-broken-ecaps.txt"):
-        for bdf, space in config_spaces(real / dump).items():
-            write(root, f"sys/bus/pci/devices/{bdf}/config", space)
-    return root
-
-
-def unprivileged_and_malformed(root: Path) -> Path:
-    write(root, "sys/bus/pci/devices/0000:00:00.0/config", config_spaces()["0000:41:00.0"][:64])
-    broken = bytearray(config_spaces()["0000:41:00.0"])
-    broken[0x34] = 0x01  # a capability pointer into the header
-    write(root, "sys/bus/pci/devices/0000:00:01.0/config", bytes(broken))
-    return root
 
 
 def without_tph_completer(space: bytes) -> bytes:
@@ -142,8 +134,8 @@ CASES = {
     "xeon-ddio-ways": (lambda root: xeon_tree(root, 0x600), None),
     "xeon-no-msr": (lambda root: xeon_tree(root, None), None),
     "empty": (lambda root: root, None),
-    "sapphire-rapids-config-spaces": (sapphire_rapids, None),
-    "unprivileged-and-malformed": (unprivileged_and_malformed, None),
+    "sapphire-rapids-config-spaces": (sapphire_rapids_tree, None),
+    "unprivileged-and-malformed": (unprivileged_and_malformed_tree, None),
     **{f"real-{name}": (lambda root, name=name: real_host(name, root), "0") for name in REAL_HOSTS},
     "genoa-variants": (genoa_variants, None),
     "xeon-ddio-off": (xeon_variants, None),
