@@ -3,8 +3,11 @@ calibration file as the host preset reads it, both commands end to end on tiny w
 figures themselves depend on this machine), and bad input."""
 
 import json
+import os
 import re
 import tomllib
+from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 
@@ -465,10 +468,6 @@ FIT_CASES = {
 
 @pytest.mark.parametrize("case", sorted(FIT_CASES))
 def test_each_fitted_value_and_its_provenance_is_as_blessed(case):
-    import os
-    from dataclasses import asdict
-    from pathlib import Path
-
     got = [asdict(v) for v in calibrate.fit(made_up(**FIT_CASES[case]), GEOMETRY)]
     path = Path(__file__).parent / "fixtures" / "calibrate" / f"{case}.json"
     if os.environ.get("STEER_BLESS") == "1":
