@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from steer import api, calibrate, validate
+from steer import api, calibrate
 from steer.calibrate import Figure, Measurements
 from steer.output import GIB, KIB, MIB
 
@@ -272,21 +272,6 @@ def test_bad_plans_are_one_line_errors():
         calibrate.parse_cpus("9999")
     with pytest.raises(api.ScenarioError, match="expected a list such as 0-3,8"):
         calibrate.parse_cpus("one")
-
-
-def test_validate_compares_each_row_with_the_target():
-    row = validate.Row("w", "m", "ns", Figure.of([10.0, 9.0, 12.0]), 11.4)
-    assert row.error == pytest.approx(0.14)
-    assert row.within
-    assert row.to_dict()["spread"] == [9.0, 12.0]
-    assert not validate.Row("w", "m", "ns", Figure.of([10.0]), 8.4).within
-
-
-def test_validate_warms_up_for_one_pass_of_misses():
-    platform = {"memory.idle_latency_ns": 100.0, "core.outstanding_misses": 10}
-    # 64 MiB is 1 Mi lines at 10 ns each: 10.5 ms, and half again.
-    assert validate.pass_us(platform, 64 * MIB) == pytest.approx(100.0 + 1.5 * 10485.76)
-    assert validate.pass_us(platform, 64 * GIB) == 50_000.0
 
 
 def test_calibrate_and_validate_end_to_end(tmp_path, monkeypatch, steer_cli):

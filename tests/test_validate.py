@@ -1,0 +1,274 @@
+"""`steer validate` against made-up probes and a made-up simulator: which loops it times at which
+sizes, with which arguments, how each row is made from them, its progress, its table and its JSON.
+The command end to end on this machine is in test_calibrate."""
+
+import io
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from steer import validate
+from steer.calibrate import Figure
+from steer.output import GIB, KIB, MIB
+
+PLATFORM = {
+    "l1d.size_kib": 48,
+    "l2.size_kib": 2048,
+    "l3.size_kib": 32768,
+    "memory.idle_latency_ns": 100.0,
+    "core.outstanding_misses": 10,
+}
+
+
+class Probes:
+    """Stands in for the native probes: records each call and answers 1, 2, 3, ... in turn."""
+
+    def __init__(self, cpus=(4, 6)) -> None:
+        self.calls: list[tuple] = []
+        self.cpus = list(cpus)
+
+    def answer(self, *call) -> float:
+        self.calls.append(call)
+        return float(len(self.calls))
+
+    def probe_ring_copy_ns(self, *args):
+        return self.answer("ring_copy", *args)
+
+    def probe_random_reads_ns(self, *args):
+        return self.answer("random", *args)
+
+    def probe_strided_scan_ns(self, *args):
+        return self.answer("strided", *args)
+
+    def probe_handoff_ns(self, *args):
+        return self.answer("handoff", *args)
+
+    def probe_allowed_cpus(self):
+        return self.cpus
+
+
+@pytest.fixture
+def probes(monkeypatch) -> Probes:
+    fake = Probes()
+    monkeypatch.setattr(validate, "_core", fake)
+    return fake
+
+
+def summary(case: validate.Case) -> tuple:
+    return (case.workload, case.metric, case.unit, case.cpu, case.key)
+
+
+def test_each_level_below_the_dram_working_set_gets_a_ring_copy_and_random_reads_but_the_l1(probes):
+    found = validate.cases(PLATFORM, [3, 5], 1000, 256 * MIB)
+    assert [summary(c) for c in found] == [
+        ("ring copy, 24 KiB ring (L1)", "ring_copy.l1", "ns/buffer", 3, "exec_ns_per_buffer"),
+        ("ring copy, 1 MiB ring (L2)", "ring_copy.l2", "ns/buffer", 3, "exec_ns_per_buffer"),
+        ("ring copy, 16 MiB ring (L3)", "ring_copy.l3", "ns/buffer", 3, "exec_ns_per_buffer"),
+        ("ring copy, 256 MiB ring (DRAM)", "ring_copy.dram", "ns/buffer", 3, "exec_ns_per_buffer"),
+        ("random reads over 1 MiB (L2)", "random.l2", "ns/load", 3, "exec_ns_per_load"),
+        ("random reads over 16 MiB (L3)", "random.l3", "ns/load", 3, "exec_ns_per_load"),
+        ("random reads over 256 MiB (DRAM)", "random.dram", "ns/load", 3, "exec_ns_per_load"),
+        (
+            "strided scan, 256 B stride over 256 MiB, no software prefetch",
+            "strided.prefetch0",
+            "ns/load",
+            3,
+            "exec_ns_per_load",
+        ),
+        (
+            "strided scan, 256 B stride over 256 MiB, software prefetch 16 ahead",
+            "strided.prefetch16",
+            "ns/load",
+            3,
+            "exec_ns_per_load",
+        ),
+        ("handoff of a line between CPUs 3 and 5", "handoff", "ns/round trip", 3, "ns_per_round_trip"),
+    ]
+    # A pass of misses over N lines at 100 ns / 10 outstanding: 100 us plus 1.5 x 10 ns a line, up
+    # to 50 ms; a scan and a handoff warm up in 100 us.
+    assert [c.warmup_us for c in found] == pytest.approx(
+        [105.76, 345.76, 4032.16, 50_000.0, 345.76, 4032.16, 50_000.0, 100.0, 100.0, 100.0]
+    )
+    assert [c.simulated for c in found] == [
+        {"kind": "probe", "pattern": "ring_copy", "working_set_bytes": 24 * KIB, "buffer_bytes": 2048},
+        {"kind": "probe", "pattern": "ring_copy", "working_set_bytes": MIB, "buffer_bytes": 2048},
+        {"kind": "probe", "pattern": "ring_copy", "working_set_bytes": 16 * MIB, "buffer_bytes": 2048},
+        {"kind": "probe", "pattern": "ring_copy", "working_set_bytes": 256 * MIB, "buffer_bytes": 2048},
+        {"kind": "probe", "pattern": "random", "working_set_bytes": MIB},
+        {"kind": "probe", "pattern": "random", "working_set_bytes": 16 * MIB},
+        {"kind": "probe", "pattern": "random", "working_set_bytes": 256 * MIB},
+        *(
+            {
+                "kind": "probe",
+                "pattern": "strided",
+                "working_set_bytes": 256 * MIB,
+                "stride_bytes": 256,
+                "prefetch_distance": distance,
+            }
+            for distance in (0, 16)
+        ),
+        {"kind": "handoff", "cpu": 3, "peer_cpu": 5},
+    ]
+    # Each loop is timed on the first CPU (the handoff on both), for at least the time asked.
+    assert [c.native(7) for c in found] == [float(n) for n in range(1, 11)]
+    assert probes.calls == [
+        ("ring_copy", 3, 12, 2048, 1000),
+        ("ring_copy", 3, 512, 2048, 1000),
+        ("ring_copy", 3, 8192, 2048, 1000),
+        ("ring_copy", 3, 131072, 2048, 1000),
+        ("random", 3, MIB, 1000),
+        ("random", 3, 16 * MIB, 1000),
+        ("random", 3, 256 * MIB, 1000),
+        ("strided", 3, 256 * MIB, 256, 0, 1000),
+        ("strided", 3, 256 * MIB, 256, 16, 1000),
+        ("handoff", 3, 5, 1000),
+    ]
+
+
+def test_a_small_dram_working_set_drops_the_levels_it_does_not_exceed_and_one_cpu_drops_the_handoff(probes):
+    metrics = [c.metric for c in validate.cases(PLATFORM, [0], 1000, 64 * KIB)]
+    assert metrics == ["ring_copy.l1", "ring_copy.dram", "random.dram", "strided.prefetch0", "strided.prefetch16"]
+    # Below half the L1 only DRAM is left, and its random reads stay.
+    metrics = [c.metric for c in validate.cases(PLATFORM, [0, 1], 1000, 24 * KIB)]
+    assert metrics == ["ring_copy.dram", "random.dram", "strided.prefetch0", "strided.prefetch16", "handoff"]
+
+
+def test_the_warm_up_outlasts_one_pass_of_misses_within_50_ms():
+    platform = {"memory.idle_latency_ns": 100.0, "core.outstanding_misses": 10}
+    # 64 MiB is 1 Mi lines at 10 ns each: 10.5 ms, and half again.
+    assert validate.pass_us(platform, 64 * MIB) == pytest.approx(100.0 + 1.5 * 10485.76)
+    assert validate.pass_us(platform, 64 * GIB) == 50_000.0
+
+
+def test_a_case_is_simulated_on_the_host_preset_and_read_from_its_cpu(monkeypatch):
+    case = validate.cases(PLATFORM, [3, 5], 1000, 256 * MIB)[-1]
+    assert validate.scenario_text(case) == (
+        '[platform]\npreset = "host"\n'
+        "[sim]\nwarmup_us = 100.0\nmeasure_us = 1000.0\n"
+        '[[workloads]]\nkind = "handoff"\ncpu = 3\npeer_cpu = 5\n'
+    )
+    calls = []
+
+    def run_scenario(*args):
+        calls.append(args)
+        cores = {str(cpu): {"workload": {"ns_per_round_trip": 10.0 * cpu}} for cpu in (3, 5)}
+        return json.dumps({"cores": cores}), None
+
+    monkeypatch.setattr(validate, "_core", SimpleNamespace(run_scenario=run_scenario))
+    assert validate.simulate(case) == 30.0
+    assert calls == [(validate.scenario_text(case), "validate", "validate", [], None)]
+
+
+def test_a_case_runs_in_the_simulator():
+    platform = {**PLATFORM, "l1d.size_kib": 64}
+    case = validate.cases(platform, [0], 1000, 64 * KIB)[0]
+    assert case.metric == "ring_copy.l1"
+    assert validate.simulate(case) > 0
+
+
+@pytest.mark.parametrize(
+    ("l3_kib", "max_bytes", "dram_bytes"),
+    [(32768, None, 256 * MIB), (131072, None, 512 * MIB), (524288, None, GIB), (524288, 8 * MIB, 8 * MIB)],
+)
+def test_the_dram_working_set_is_four_l3s_within_256_mib_to_1_gib_unless_given(
+    monkeypatch, probes, l3_kib, max_bytes, dram_bytes
+):
+    monkeypatch.setattr(validate, "platform_values", lambda name: {**PLATFORM, "l3.size_kib": l3_kib})
+    monkeypatch.setattr(validate, "simulate", lambda case: 0.0)
+    validate.validate(1, 1.0, max_bytes=max_bytes)
+    assert [call[2] for call in probes.calls if call[0] == "strided"] == [dram_bytes, dram_bytes]
+
+
+def test_each_row_is_the_median_of_its_repeats_against_the_simulated_figure(monkeypatch, probes):
+    asked = []
+    monkeypatch.setattr(validate, "platform_values", lambda name: asked.append(name) or PLATFORM)
+    monkeypatch.setattr(validate, "simulate", lambda case: 100.0 * len(case.metric))
+    seen = []
+    rows = validate.validate(3, 2.5, progress=seen.append, max_bytes=64 * KIB)
+    assert asked == ["host"]
+    # No CPUs given: the ones this process may run on (4 and 6), and so a handoff.
+    assert [r.metric for r in rows] == [
+        "ring_copy.l1",
+        "ring_copy.dram",
+        "random.dram",
+        "strided.prefetch0",
+        "strided.prefetch16",
+        "handoff",
+    ]
+    assert probes.calls[0] == ("ring_copy", 4, 12, 2048, 2_500_000)
+    assert probes.calls[-1] == ("handoff", 4, 6, 2_500_000)
+    assert [len(r.measured.samples) for r in rows] == [3] * 6
+    assert rows[1].measured == Figure(5.0, 4.0, 6.0, [4.0, 5.0, 6.0])
+    assert [r.simulated for r in rows] == [1200.0, 1400.0, 1100.0, 1700.0, 1800.0, 700.0]
+    assert (rows[0].workload, rows[0].unit) == ("ring copy, 24 KiB ring (L1)", "ns/buffer")
+    # Four steps a case: three repeats, then its simulation.
+    assert seen == pytest.approx([k / 24 for k in range(1, 25)])
+
+    rows = validate.validate(1, 1.0, cpus=[9], max_bytes=64 * KIB)
+    assert "handoff" not in [r.metric for r in rows]
+    assert {call[1] for call in probes.calls[18:]} == {9}
+
+
+def row(measured: list[float], simulated: float, metric: str = "m") -> validate.Row:
+    return validate.Row(f"loop {metric}", metric, "ns", Figure.of(measured), simulated)
+
+
+def test_a_row_is_within_target_up_to_15_percent_either_way():
+    assert row([10.0, 9.0, 12.0], 11.4).error == pytest.approx(0.14)
+    assert row([10.0, 9.0, 12.0], 11.4).within
+    assert row([10.0], 11.45).within and row([10.0], 8.55).within
+    assert not row([10.0], 11.55).within and not row([10.0], 8.45).within
+
+
+def test_the_table_and_the_json_give_each_row_with_its_spread_and_verdict():
+    rows = [row([10.0, 9.0, 12.0], 11.4, "a"), row([2000.0, 1000.0, 4000.0], 1234.0, "b")]
+    assert validate.HEADERS == ["workload", "unit", "measured", "spread", "simulated", "error", "within 15%"]
+    assert validate.table_rows(rows) == [
+        ["loop a", "ns", "10", "9-12", "11.4", "+14%", "yes"],
+        ["loop b", "ns", "2e+03", "1e+03-4e+03", "1.23e+03", "-38%", "NO"],
+    ]
+    body = json.loads(validate.as_json(rows, "/home/u/host.toml", "box"))
+    assert body == {
+        "host": "box",
+        "calibration": "/home/u/host.toml",
+        "target": 0.15,
+        "rows": [
+            {
+                "workload": "loop a",
+                "metric": "a",
+                "unit": "ns",
+                "measured": 10.0,
+                "simulated": 11.4,
+                "error": pytest.approx(0.14),
+                "within_target": True,
+                "spread": [9.0, 12.0],
+                "samples": [10.0, 9.0, 12.0],
+            },
+            {
+                "workload": "loop b",
+                "metric": "b",
+                "unit": "ns",
+                "measured": 2000.0,
+                "simulated": 1234.0,
+                "error": pytest.approx(-0.383),
+                "within_target": False,
+                "spread": [1000.0, 4000.0],
+                "samples": [2000.0, 1000.0, 4000.0],
+            },
+        ],
+    }
+    assert validate.as_json(rows, "x", "y").endswith("}\n")
+
+
+def test_the_plot_is_a_png_a_row_taller_for_each_row():
+    from PIL import Image
+
+    sizes = []
+    for count in (1, 3):
+        rows = [row([10.0, 9.0, 12.0], 11.4 + n) for n in range(count)]
+        png = validate.plot(rows)
+        assert png.startswith(b"\x89PNG\r\n\x1a\n")
+        sizes.append(Image.open(io.BytesIO(png)).size)
+    # 9 inches wide; 0.45 inch a row and 1.5 more, at 120 dpi.
+    assert sizes == [(1080, 234), (1080, 342)]
