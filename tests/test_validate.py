@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from steer import validate
+from steer import calibrate, cli, host_cli, validate
 from steer.calibrate import Figure
 from steer.output import GIB, KIB, MIB
 
@@ -29,6 +29,8 @@ class Probes:
         self.cpus = list(cpus)
 
     def answer(self, *call) -> float:
+        # The native probes take whole numbers only.
+        assert all(type(argument) is int for argument in call[1:]), call
         self.calls.append(call)
         return float(len(self.calls))
 
@@ -132,6 +134,12 @@ def test_a_small_dram_working_set_drops_the_levels_it_does_not_exceed_and_one_cp
     # Below half the L1 only DRAM is left, and its random reads stay.
     metrics = [c.metric for c in validate.cases(PLATFORM, [0, 1], 1000, 24 * KIB)]
     assert metrics == ["ring_copy.dram", "random.dram", "strided.prefetch0", "strided.prefetch16", "handoff"]
+    # The handoff takes the first two CPUs of any more.
+    assert validate.cases(PLATFORM, [7, 2, 5], 1000, 24 * KIB)[-1].simulated == {
+        "kind": "handoff",
+        "cpu": 7,
+        "peer_cpu": 2,
+    }
 
 
 def test_the_warm_up_outlasts_one_pass_of_misses_within_50_ms():
@@ -258,7 +266,31 @@ def test_the_table_and_the_json_give_each_row_with_its_spread_and_verdict():
             },
         ],
     }
-    assert validate.as_json(rows, "x", "y").endswith("}\n")
+    assert (
+        validate.as_json([], "x", "y")
+        == '{\n  "host": "y",\n  "calibration": "x",\n  "target": 0.15,\n  "rows": []\n}\n'
+    )
+
+
+def test_the_plot_puts_each_ratio_first_row_on_top_with_its_spread_in_the_target_band():
+    import matplotlib.colors
+
+    rows = [row([10.0, 8.0, 12.5], 11.0, "a"), row([4.0], 2.0, "b")]
+    ax = validate.figure(rows).axes[0]
+    assert dict(zip(ax.get_yticks(), [t.get_text() for t in ax.get_yticklabels()])) == {1: "loop a", 0: "loop b"}
+    bars, points = ax.collections
+    # The ratio at the median, its bar from the highest measurement to the lowest; in the band green.
+    assert points.get_offsets().tolist() == [[1.1, 1.0], [0.5, 0.0]]
+    assert [matplotlib.colors.to_hex(c) for c in points.get_facecolors()] == ["#55a868", "#c44e52"]
+    assert [segment.tolist() for segment in bars.get_segments()] == [
+        [[0.88, 1.0], [1.375, 1.0]],
+        [[0.5, 0.0], [0.5, 0.0]],
+    ]
+    band = ax.patches[0]
+    assert (band.get_x(), band.get_width()) == pytest.approx((0.85, 0.3))
+    assert ax.lines[0].get_xdata() == [1.0, 1.0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["within 15%"]
+    assert (ax.get_xscale(), ax.get_xlabel()) == ("log", "simulated / measured (bars: the measured spread)")
 
 
 def test_the_plot_is_a_png_a_row_taller_for_each_row():
@@ -272,3 +304,52 @@ def test_the_plot_is_a_png_a_row_taller_for_each_row():
         sizes.append(Image.open(io.BytesIO(png)).size)
     # 9 inches wide; 0.45 inch a row and 1.5 more, at 120 dpi.
     assert sizes == [(1080, 234), (1080, 342)]
+
+
+@pytest.fixture
+def command(monkeypatch, tmp_path, capsys):
+    """`steer validate` in this process with made-up rows: returns what it asked `validate` for
+    and a function that runs it and returns its output."""
+    calibration = tmp_path / "host.toml"
+    calibration.write_text("")
+    monkeypatch.setattr(calibrate, "calibration_path", lambda: calibration)
+    monkeypatch.setattr(host_cli.socket, "gethostname", lambda: "box")
+    asked = []
+
+    def made_up(repeats, min_ms, progress, cpus, max_bytes):
+        asked.append((repeats, min_ms, cpus, max_bytes))
+        return [row([10.0], 11.0, "a"), row([10.0], 20.0, "b")]
+
+    monkeypatch.setattr(validate, "validate", made_up)
+
+    def run(*args: str) -> str:
+        assert cli.main(["validate", "--quiet", *args]) == 0
+        return capsys.readouterr().out
+
+    return SimpleNamespace(calibration=calibration, asked=asked, run=run)
+
+
+def test_the_command_times_five_repeats_of_30_ms_or_three_of_10_ms_quick(command):
+    out = command.run()
+    command.run("--quick")
+    command.run("--quick", "--min-ms", "2", "--cpus", "0", "--max-bytes", "1MiB")
+    assert command.asked == [(5, 30.0, None, None), (3, 10.0, None, None), (3, 2.0, [0], MIB)]
+    assert out.splitlines()[1].split() == ["loop", "a", "ns", "10", "10-10", "11", "+10%", "yes"]
+    assert out.splitlines()[-1] == f"1 of 2 within 15% of the measured median (calibration: {command.calibration})"
+
+
+def test_the_command_writes_json_and_a_plot_or_json_alone_to_stdout(command, tmp_path):
+    rows = [row([10.0], 11.0, "a"), row([10.0], 20.0, "b")]
+    assert command.run("--json", "-") == validate.as_json(rows, command.calibration, "box")
+    out = command.run("--json", str(tmp_path / "v.json"), "--plot", str(tmp_path / "v.png"))
+    assert out.splitlines()[-2:] == [f"wrote {tmp_path / 'v.png'}", f"wrote {tmp_path / 'v.json'}"]
+    assert (tmp_path / "v.json").read_text() == validate.as_json(rows, command.calibration, "box")
+    assert (tmp_path / "v.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_command_calibrates_quickly_first_where_there_is_no_calibration(command, monkeypatch, capsys):
+    command.calibration.unlink()
+    calibrated = []
+    monkeypatch.setattr(host_cli, "calibrate_and_write", lambda args, mode, out, extra: calibrated.append((mode, out)))
+    command.run()
+    assert calibrated == [("quick", command.calibration)]

@@ -214,8 +214,15 @@ def as_json(rows: list[Row], calibration: Path, host: str) -> str:
 
 
 def plot(rows: list[Row]) -> bytes:
-    """Simulated over measured for each row, with the target band and the measured spread."""
-    from steer.reproduce import png, pyplot
+    """Simulated over measured for each row, with the target band and the measured spread (PNG)."""
+    from steer.reproduce import png
+
+    return png(figure(rows))
+
+
+def figure(rows: list[Row]):
+    """The plot's matplotlib figure: the first row on top."""
+    from steer.reproduce import pyplot
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.5))
@@ -240,4 +247,4 @@ def plot(rows: list[Row]) -> bytes:
     ax.set_xlabel("simulated / measured (bars: the measured spread)")
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    return png(fig)
+    return fig
