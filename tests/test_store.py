@@ -91,6 +91,32 @@ def test_records_come_back_in_point_order_whichever_directory_holds_them(tmp_pat
     store.write_manifest({"points": [{"run_id": "a" * 16}, {"run_id": "c" * 16}]})
     assert [r["run_id"] for r in store.records()] == ["c" * 16, "a" * 16]
     assert len(store.records(every_sweep=True)) == 4
+    # Records of other sweeps are passed over wherever they sort.
+    store.write_manifest({"points": [{"run_id": "d" * 16}]})
+    assert [r["run_id"] for r in store.records()] == ["d" * 16]
+    # A run in both directories (a retry written by an older steer) is its successful record.
+    (store.failed / f"{'a' * 16}.json").write_text(json.dumps(record("a" * 16, "failed")))
+    assert [r["status"] for r in store.records(every_sweep=True) if r["run_id"] == "a" * 16] == ["ok"]
+    tmp_path.joinpath("empty").mkdir()
+    with pytest.raises(steer.ScenarioError) as raised:
+        Store(tmp_path / "empty").records()
+    assert str(raised.value) == f"{tmp_path / 'empty'}: not a results directory (no sweep.json, runs/ or failed/ in it)"
+
+
+def test_a_row_is_the_runs_metadata_its_swept_values_and_its_flattened_result():
+    done = stores.record_row(record("a" * 16, index=3, point={"ring": 64}, result={"dram": {"read_gbps": 2.0}}))
+    assert done == {
+        "run_id": "a" * 16,
+        "status": "ok",
+        "error": None,
+        "index": 3,
+        "steer_version": steer.__version__,
+        "wall_seconds": 0.5,
+        "param.ring": 64,
+        "dram.read_gbps": 2.0,
+    }
+    failed = stores.record_row(record("b" * 16, "failed", point={"ring": 0}, error="too big"))
+    assert (failed["error"], failed["param.ring"]) == ("too big", 0) and "dram.read_gbps" not in failed
 
 
 @pytest.mark.parametrize(
@@ -119,6 +145,15 @@ def test_load_keeps_or_drops_failed_runs_and_reads_only_parquet_files_as_tables(
     assert list(every["steer_version"]) == [steer.__version__] * 2 and list(every["index"]) == [0, 1]
     assert list(steer.load(store.root, include_failed=False)["run_id"]) == ["a" * 16]
     csv = steer.export(store.root, tmp_path / "runs.csv")
+    assert (
+        csv.read_text().splitlines()[0].startswith("run_id,status,error,index,steer_version,wall_seconds,param.ring,")
+    )
+    parquet = steer.export(store.root, tmp_path / "runs.parquet")
+    assert list(pandas.read_parquet(parquet).columns) == list(every.columns)
+    # A directory a later sweep reused loads only that sweep's runs, unless every one is asked for.
+    store.write_manifest({"points": [{"run_id": "b" * 16}]})
+    assert list(steer.load(store.root)["run_id"]) == ["b" * 16]
+    assert list(steer.load(store.root, every_sweep=True)["run_id"]) == ["a" * 16, "b" * 16]
     with pytest.raises(steer.ScenarioError) as raised:
         steer.export(store.root, tmp_path / "runs.xlsx")
     assert str(raised.value) == f"{tmp_path / 'runs.xlsx'}: unknown export format `.xlsx` (use .parquet or .csv)"
