@@ -6,6 +6,7 @@ matplotlib's version. `STEER_BLESS=1` rewrites the golden page; review its diff.
 import base64
 import math
 import os
+import time
 from pathlib import Path
 
 import pandas
@@ -66,7 +67,9 @@ def sweep_directory(root: Path) -> Path:
 def unrendered(monkeypatch):
     """Figures stand in as their format, resolution and number of axes; the clock is fixed."""
     monkeypatch.setattr(report, "image_bytes", lambda fig, kind, dpi: f"{kind} {dpi} {len(fig.axes)}".encode())
-    monkeypatch.setattr(report.time, "strftime", lambda *args: "2026-11-28 12:00:00")
+    real = time.strftime
+    noon = time.gmtime(1795867200)  # 2026-11-28 12:00:00 UTC
+    monkeypatch.setattr(report.time, "strftime", lambda pattern, when=None: real(pattern, when or noon))
 
 
 def test_the_page_of_a_sweep_is_its_golden_file(tmp_path, unrendered):
@@ -85,8 +88,9 @@ def test_a_report_is_written_beside_the_results_unless_a_path_is_given(tmp_path,
     assert (root / "report.html").read_text() == report.build(root)
     assert report.write(root, tmp_path / "r.html", "T") == tmp_path / "r.html"
     assert "<title>T</title>" in (tmp_path / "r.html").read_text()
-    with pytest.raises(report.ScenarioError, match="a report of a DataFrame needs an output path"):
+    with pytest.raises(report.ScenarioError) as raised:
         report.write(pandas.DataFrame({"run_id": ["a"], "status": ["ok"]}))
+    assert str(raised.value) == "a report of a DataFrame needs an output path"
 
 
 def test_a_frame_of_runs_is_reported_as_runs_with_this_steers_version(unrendered, tmp_path):
@@ -95,6 +99,27 @@ def test_a_frame_of_runs_is_reported_as_runs_with_this_steers_version(unrendered
     assert "<title>steer sweep: runs</title>" in page
     assert f"steer {report.__version__}; report written" in page
     assert "in the sweep" not in page and "4 finished, " in page
+
+
+def test_a_users_own_frame_is_of_successful_runs_named_by_position(unrendered):
+    own = pandas.DataFrame({"param.ring": [64, 128], "dram.read_gbps": [1.0, 2.0], "dram.write_gbps": [0.5, 1.0]})
+    page = report.build(own)
+    assert "<p>2 finished, 0 failed.</p>" in page and "Failures" not in page and "Fill sources" not in page
+    assert '<tr><td>1</td><td class="num">128</td><td>ok</td><td class="num">2</td>' in page
+
+
+def test_the_page_names_every_steer_version_and_a_manifest_without_a_scenario(tmp_path, unrendered):
+    root = sweep_directory(tmp_path / "results")
+    store = Store(root)
+    older = record(0, {"placement": "memory", "offered_gbps": 10.0}, result=result(2.0, 9.5))
+    older["steer_version"] = "10.0.0"
+    store.write(older)
+    manifest = store.manifest()
+    del manifest["scenario"]
+    store.write_manifest(manifest)
+    page = report.build(root)
+    assert "scenario <code></code>, sweep file" in page
+    assert "steer 10.0.0, 9.9.9; report written 2026-11-28 12:00:00" in page
 
 
 def test_a_figure_is_an_inlined_png_with_its_caption_escaped(unrendered):
@@ -163,6 +188,10 @@ def test_the_figures_are_one_per_numeric_swept_value_up_to_three_then_bars_and_l
         "DRAM read and write bandwidth per run"
     ]
     assert report.figures(frame(2).assign(status="failed")) == []
+    # Swept names and flags are not axes.
+    assert captions(frame(4, **{"param.mode": ["a", "b"] * 2, "param.flag": [True, False] * 2})) == [
+        "DRAM read and write bandwidth per run"
+    ]
 
 
 def roles(runs: int, per_run: int) -> dict:
@@ -175,7 +204,14 @@ def roles(runs: int, per_run: int) -> dict:
 
 @pytest.mark.parametrize(
     ("runs", "per_run", "bars", "fills"),
-    [(48, 1, True, True), (49, 1, False, False), (24, 2, True, True), (25, 2, True, False), (3, 0, True, False)],
+    [
+        (1, 1, True, True),
+        (48, 1, True, True),
+        (49, 1, False, False),
+        (24, 2, True, True),
+        (25, 2, True, False),
+        (3, 0, True, False),
+    ],
 )
 def test_bars_are_drawn_for_at_most_48_runs_and_fills_for_at_most_48_roles(runs, per_run, bars, fills):
     found = captions(frame(runs, **roles(runs, per_run)))

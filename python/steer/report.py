@@ -128,12 +128,13 @@ def runs_table(df) -> str:
     metrics += [f"{field}.p50" for field in latency_fields(df, None)]
     headers = ["run", *(short(c) for c in params), "status", *metrics, "host s"]
     rows = []
-    for _, row in df.iterrows():
+    # A frame without run ids or statuses (a user's own) is of successful runs, named by position.
+    for position, (_, row) in enumerate(df.iterrows()):
         rows.append(
             [
-                str(row["run_id"])[:8],
+                str(row.get("run_id", position))[:8],
                 *(row[c] for c in params),
-                row["status"],
+                row.get("status", "ok"),
                 *(row[c] for c in metrics),
                 row.get("wall_seconds"),
             ]
