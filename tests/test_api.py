@@ -80,6 +80,16 @@ def test_the_catalog_lists_every_registry():
         steer.catalog("bogus")
 
 
+def test_an_unknown_preset_is_named_with_the_known_ones(tmp_path):
+    known = [name for name, _ in steer.platforms()]
+    trace = tmp_path / "t.din"
+    trace.write_text("0 40\n")
+    for call in (lambda: steer.describe_platform("nosuch"), lambda: steer.trace(trace, platform="nosuch")):
+        with pytest.raises(steer.ScenarioError) as raised:
+            call()
+        assert str(raised.value) == f"`nosuch`: no such platform preset (known: {', '.join(known)})"
+
+
 def test_result_as_a_frame(result):
     frame = result.to_frame()
     assert frame.shape[0] == 1

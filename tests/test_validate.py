@@ -353,3 +353,15 @@ def test_the_command_calibrates_quickly_first_where_there_is_no_calibration(comm
     monkeypatch.setattr(host_cli, "calibrate_and_write", lambda args, mode, out, extra: calibrated.append((mode, out)))
     command.run()
     assert calibrated == [("quick", command.calibration)]
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [(["--cpus", "x"], "--cpus 'x': expected a list such as 0-3,8"), (["--max-bytes", "lots"], "--max-bytes 'lots'")],
+)
+def test_a_bad_option_is_refused_before_a_first_calibration(command, monkeypatch, capsys, option, message):
+    command.calibration.unlink()
+    monkeypatch.setattr(host_cli, "calibrate_and_write", lambda *args: pytest.fail("calibrated"))
+    assert cli.main(["validate", "--quiet", *option]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"steer: error: {message}") and err.count("\n") == 1

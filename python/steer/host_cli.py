@@ -64,16 +64,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     mode = "quick" if args.quick else "default"
     path = calibrate.calibration_path()
+    # Bad options are refused before any calibration starts.
+    cpus = list(calibrate.parse_cpus(args.cpus)) if args.cpus else None
+    largest = max_bytes(args)
     if not path.exists():
         print(f"steer: no calibration of this machine yet: measuring first ({path})", file=sys.stderr)
         calibrate_and_write(args, "quick", path, {})
-    cpus = list(calibrate.parse_cpus(args.cpus)) if args.cpus else None
     settings = validate.MODES[mode]
     progress = output.Progress("validate", args.quiet)
     try:
-        rows = validate.validate(
-            settings["repeats"], args.min_ms or settings["min_ms"], progress, cpus, max_bytes(args)
-        )
+        rows = validate.validate(settings["repeats"], args.min_ms or settings["min_ms"], progress, cpus, largest)
     finally:
         progress.close()
     host = socket.gethostname()

@@ -140,6 +140,11 @@ fn describe_platform(name: &str, overrides: Vec<String>) -> PyResult<Vec<(String
 
 /// A preset with `KEY=VALUE` overrides (keys relative to the platform), validated.
 fn resolve_platform(name: &str, overrides: &[String]) -> PyResult<platform::PlatformSpec> {
+    // Named here: the scenario built below is not the user's, so its line numbers would mislead.
+    let known = platform::preset_names();
+    if !known.contains(&name) {
+        return Err(ScenarioError::new_err(format!("`{name}`: no such platform preset (known: {})", known.join(", "))));
+    }
     let text = format!("[platform]\npreset = {}\n", toml_string(name));
     let overrides: Vec<String> = overrides.iter().map(|o| format!("platform.{o}")).collect();
     Ok(load(&text, &format!("platform {name}"), name, &overrides)?.platform)
