@@ -117,6 +117,12 @@ def test_json_goes_to_stdout_or_a_file(tmp_path, capsys):
     assert capsys.readouterr().err.endswith(
         "error: argument --json: empty file name (give a file, or no value to print to stdout)\n"
     )
+    # A name that can only be a directory is refused before anything runs (`-` is stdout).
+    for directory in (".", "/", "..", "out/.."):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--json", directory])
+        assert capsys.readouterr().err.endswith(f"error: argument --json: {directory}: a directory, not a file name\n")
+    assert parser.parse_args(["--json", "-"]).json == "-"
     assert "[--json [FILE]]" in parser.format_usage()
     output.emit_json("-", {"b": 1, "a": [1.5]})
     assert capsys.readouterr().out == '{\n  "a": [\n    1.5\n  ],\n  "b": 1\n}\n'

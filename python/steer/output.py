@@ -143,6 +143,8 @@ def json_target(value: str) -> str:
     """An argparse type for ``--json [FILE]``: a file name, or ``-`` (the const) for stdout."""
     if not value.strip():
         raise argparse.ArgumentTypeError("empty file name (give a file, or no value to print to stdout)")
+    if value != "-" and Path(value).name in ("", ".", ".."):
+        raise argparse.ArgumentTypeError(f"{value}: a directory, not a file name")
     return value
 
 
