@@ -57,6 +57,18 @@ def test_a_second_lock_is_refused_until_the_first_is_released(tmp_path):
         pass
 
 
+def test_a_place_that_cannot_be_a_results_directory_is_one_clear_error(tmp_path):
+    (tmp_path / "file").write_text("")
+    for root, reason in (
+        (tmp_path / "file", "not a directory"),
+        (tmp_path / "file" / "sub", "Not a directory"),
+        (Path("/proc/steer-results"), "No such file or directory"),
+    ):
+        with pytest.raises(steer.ScenarioError) as raised, Store(root).lock():
+            pass
+        assert str(raised.value) == f"{root}: cannot hold results: {reason}"
+
+
 def test_only_the_temporary_files_of_killed_writers_are_removed(tmp_path):
     store = Store(tmp_path)
     for directory in (tmp_path, store.runs, store.failed):

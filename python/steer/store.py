@@ -123,7 +123,12 @@ class Store:
         The lock is released by the kernel if the process dies, so a killed sweep never leaves
         the directory locked.
         """
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise ScenarioError(f"{self.root}: cannot hold results: not a directory") from None
+        except OSError as error:
+            raise ScenarioError(f"{self.root}: cannot hold results: {error.strerror or error}") from None
         try:
             import fcntl
         except ImportError:  # not POSIX: no lock, as before
