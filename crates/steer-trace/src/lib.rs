@@ -254,19 +254,18 @@ impl<R: BufRead> TraceReader<R> {
         Ok(Some(&self.block[start..].as_chunks::<8>().0[..valid]))
     }
 
-    /// The next complete lines of a din trace, read ahead (some `READ_BLOCK` bytes of them, more
-    /// if one line is longer); `None` at the end. `parse_din_text` reads them; replaying from the
+    /// The next complete lines of a din trace, read ahead (some `READ_BLOCK` bytes of them; a
+    /// line longer than that is an error); `None` at the end. `parse_din_text` reads them; replaying from the
     /// reader's buffer lets every host core parse a part.
     pub fn din_text(&mut self) -> Result<Option<&[u8]>, TraceError> {
         debug_assert_eq!(self.format, TraceFormat::Din);
-        let end = loop {
-            let read = self.refill_block().map_err(|e| read_error(&self.origin, e))?;
-            if read < READ_BLOCK {
-                break self.block.len();
-            }
-            if let Some(last) = self.block.iter().rposition(|&byte| byte == b'\n') {
-                break last + 1;
-            }
+        let read = self.refill_block().map_err(|e| read_error(&self.origin, e))?;
+        let end = if read < READ_BLOCK {
+            self.block.len()
+        } else {
+            // A whole block without a line end: no din line is that long (`/dev/zero`, say).
+            let last = self.block.iter().rposition(|&byte| byte == b'\n').ok_or_else(|| too_long(&self.origin))?;
+            last + 1
         };
         self.block_pos = end;
         Ok((end > 0).then(|| &self.block[..end]))
@@ -275,8 +274,9 @@ impl<R: BufRead> TraceReader<R> {
     fn next_din(&mut self) -> Option<Result<TraceRecord, TraceError>> {
         loop {
             self.text.clear();
-            match self.input.read_until(b'\n', &mut self.text) {
+            match (&mut self.input).take(READ_BLOCK as u64).read_until(b'\n', &mut self.text) {
                 Ok(0) => return None,
+                Ok(READ_BLOCK) if self.text.last() != Some(&b'\n') => return Some(Err(too_long(&self.origin))),
                 Ok(_) => {}
                 Err(e) => return Some(Err(read_error(&self.origin, e))),
             }
@@ -336,6 +336,14 @@ impl<R: BufRead> Iterator for TraceReader<R> {
 }
 
 /// The error of a trace that could not be read.
+fn too_long(origin: &str) -> TraceError {
+    TraceError::new(
+        origin,
+        None,
+        format!("a line longer than {} MiB: not a din trace (nor steer's binary one)", READ_BLOCK >> 20),
+    )
+}
+
 fn read_error(origin: &str, error: io::Error) -> TraceError {
     TraceError::new(origin, None, format!("cannot read: {error}"))
 }
@@ -1094,6 +1102,30 @@ mod tests {
                 assert_eq!(skipped, iterating.skipped(), "{text:?}");
             }
         }
+    }
+
+    /// A line of more than a block (NUL bytes from `/dev/zero`, say) is an error, read either way;
+    /// lines that fill a block exactly, or end the trace unterminated, are read.
+    #[test]
+    fn a_line_longer_than_a_block_is_not_din() {
+        let expected = "t.din: a line longer than 2 MiB: not a din trace (nor steer's binary one)";
+        let text = [b"0 1f\n".as_slice(), &vec![0; 2 * READ_BLOCK]].concat();
+        let mut reader = TraceReader::new(Cursor::new(text.clone()), "t.din").unwrap();
+        assert_eq!(reader.din_text().unwrap(), Some(b"0 1f\n".as_slice()));
+        assert_eq!(reader.din_text().map_err(|e| e.to_string()), Err(expected.to_string()));
+        let mut iterating = TraceReader::new(Cursor::new(text), "t.din").unwrap();
+        assert!(iterating.next().unwrap().is_ok());
+        assert_eq!(iterating.next().unwrap().map_err(|e| e.to_string()), Err(expected.to_string()));
+        // A block's worth of text ending in a line end, then a last line without one.
+        let spaces = " ".repeat(READ_BLOCK - 5);
+        let text = format!("{spaces}0 1f\n0 2f");
+        let mut reader = TraceReader::new(Cursor::new(text.clone()), "t.din").unwrap();
+        assert_eq!(reader.din_text().unwrap().map(<[u8]>::len), Some(READ_BLOCK));
+        assert_eq!(reader.din_text().unwrap(), Some(b"0 2f".as_slice()));
+        assert_eq!(reader.din_text().unwrap(), None);
+        let records: Vec<_> = TraceReader::new(Cursor::new(text), "t.din").unwrap().collect();
+        assert_eq!(records.len(), 2);
+        assert!(records.iter().all(Result::is_ok));
     }
 
     /// Text cut into parts at line ends: the parts are the whole text in order, and each but the
