@@ -80,6 +80,12 @@ def test_the_catalog_lists_every_registry():
         steer.catalog("bogus")
 
 
+def test_one_override_may_be_given_as_a_string():
+    resolved = steer.resolve("rx-default", "sim.measure_us=123")
+    assert resolved == steer.resolve("rx-default", ["sim.measure_us=123"]) and "measure_us = 123.0" in resolved
+    assert dict((k, v) for k, v, _ in steer.describe_platform("turin-9655", "l2.ways=8"))["l2.ways"] == "8"
+
+
 def test_an_unknown_preset_is_named_with_the_known_ones(tmp_path):
     known = [name for name, _ in steer.platforms()]
     trace = tmp_path / "t.din"

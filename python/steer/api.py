@@ -31,7 +31,7 @@ def preset_source(name: str) -> str:
 
 def describe_platform(name: str, overrides: Iterable[str] = ()) -> list[tuple[str, str, str]]:
     """Every parameter of preset ``name`` as ``(key, value, meaning)``, after ``KEY=VALUE`` overrides."""
-    return _core.describe_platform(name, list(overrides))
+    return _core.describe_platform(name, override_list(overrides))
 
 
 def catalog(registry: str | None = None) -> list[dict]:
@@ -98,7 +98,7 @@ def trace(
     """
     if isinstance(cpu, bool) or not isinstance(cpu, int) or not 0 <= cpu < 2**32:
         raise ScenarioError(f"cpu: expected a logical CPU number (got {cpu!r})")
-    report = json.loads(_core.replay_trace(str(path), platform, cpu, list(overrides), progress))
+    report = json.loads(_core.replay_trace(str(path), platform, cpu, override_list(overrides), progress))
     if report["accesses"] == 0 and not allow_empty:
         skipped = f" ({report['skipped']:,} records skipped)" if report["skipped"] else ""
         raise ScenarioError(f"{path}: nothing to replay: no data accesses{skipped}; allow_empty accepts it")
@@ -120,7 +120,12 @@ def toml_literal(value: object) -> str:
 
 def overrides_from(overrides: Iterable[str], params: dict[str, object]) -> list[str]:
     """``KEY=VALUE`` overrides followed by one per keyword parameter."""
-    return list(overrides) + [f"{key}={toml_literal(value)}" for key, value in params.items()]
+    return override_list(overrides) + [f"{key}={toml_literal(value)}" for key, value in params.items()]
+
+
+def override_list(overrides: Iterable[str]) -> list[str]:
+    """``KEY=VALUE`` overrides as a list; one string is one override, not its characters."""
+    return [overrides] if isinstance(overrides, str) else list(overrides)
 
 
 def overrides_from_file(path: str | Path) -> list[str]:
@@ -167,7 +172,8 @@ def run(
 ) -> Result:
     """Runs a scenario file or built-in scenario and returns its :class:`~steer.result.Result`.
 
-    ``overrides`` are ``KEY=VALUE`` strings as on the command line (``sim.measure_us=500``);
+    ``overrides`` are ``KEY=VALUE`` strings as on the command line (``sim.measure_us=500``; one
+    string alone is one override);
     keyword arguments set the scenario's declared parameters (``placement="l2"``). The result
     reads like the JSON dict (``result["dram"]["read_gbps"]``) and has typed views
     (``result.dram.read_gbps``, ``result.fills``, ``result.devices``, ``result.to_frame()``).

@@ -226,7 +226,7 @@ def plan(sweep: Sweep, overrides: Iterable[str] = (), keep_going: bool = False) 
     ``keep_going`` such a point becomes a task carrying its error (recorded as failed) and the
     others run, unless no point resolves at all.
     """
-    overrides = list(overrides)
+    overrides = api.override_list(overrides)
     text, origin, name = sweep_source(sweep)
     sections = {key: "set" for key in sweep.sets}
     sections.update({key: "grid" for key in sweep.grid})
