@@ -1,6 +1,16 @@
 import json
 
-from steer.sensitivity import HEADERS, Parameter, Sensitivity, kind_defaults, marked_parameters, table_rows
+from steer import reproduce
+from steer.sensitivity import (
+    HEADERS,
+    ChangedRunner,
+    Parameter,
+    Sensitivity,
+    changes,
+    kind_defaults,
+    marked_parameters,
+    table_rows,
+)
 
 PRESET = """
 name = "p"   # assumed: not a number, skipped
@@ -133,3 +143,19 @@ def test_the_table_gives_each_parameters_largest_move_either_way_and_the_json_ev
         "moves": {"0.8": None, "1.2": {}},
     }
     assert results[0].to_dict()["preset"] == "turin-9575f" and "scenario" not in results[0].to_dict()
+
+
+def test_only_the_runs_of_the_parameters_platform_or_scenario_run_again(monkeypatch):
+    ran = []
+    monkeypatch.setattr(reproduce.api, "run", lambda scenario, overrides: ran.append((scenario, overrides)) or {})
+    base = reproduce.Runner()
+    base.cache = {("s", ("a=1",)): {"platform": "p"}, ("t", ()): {"platform": "q"}}
+    preset = Parameter("p", "core.x", 2, "assumed")
+    scenario = Parameter("", "workloads.0.k", 3, "calibrated", "t")
+    assert changes(preset, "t", {"platform": "p"}) and not changes(preset, "s", {"platform": "q"})
+    assert changes(scenario, "t", {"platform": "p"}) and not changes(scenario, "s", {"platform": "q"})
+    for parameter in (preset, scenario):
+        changed = ChangedRunner(base, parameter, [parameter.scaled(1.2)])
+        assert changed.run("s", "a=1") == ({} if parameter is preset else {"platform": "p"})
+        assert changed.run("t") == ({"platform": "q"} if parameter is preset else {})
+    assert ran == [("s", ["a=1", "platform.core.x=2"]), ("t", ["workloads.0.k=4"])]
