@@ -1,6 +1,6 @@
 import json
 
-from steer import reproduce
+from steer import api, reproduce
 from steer.sensitivity import (
     HEADERS,
     ChangedRunner,
@@ -9,6 +9,7 @@ from steer.sensitivity import (
     changes,
     kind_defaults,
     marked_parameters,
+    sensitivity,
     table_rows,
 )
 
@@ -159,3 +160,57 @@ def test_only_the_runs_of_the_parameters_platform_or_scenario_run_again(monkeypa
         assert changed.run("s", "a=1") == ({} if parameter is preset else {"platform": "p"})
         assert changed.run("t") == ({"platform": "q"} if parameter is preset else {})
     assert ran == [("s", ["a=1", "platform.core.x=2"]), ("t", ["workloads.0.k=4"])]
+
+
+def test_each_marked_value_moves_the_rows_of_its_runs_and_the_progress_counts_each_stage(monkeypatch):
+    """Two made-up runs: `s` on preset `p` (its `core.x = 10`, assumed, gives row a, a quarter of it), `t` on
+    preset `q` (its own `k = 50`, calibrated, gives row b); `k = 40` is not a valid value."""
+    sources = {"p": "[core]\nx = 10  # assumed\n", "q": "[core]\ny = 5  # published\n"}
+    monkeypatch.setattr(api, "preset_source", sources.__getitem__)
+    monkeypatch.setattr(api, "scenario_source", lambda name: ({"s": "", "t": "k = 50  # calibrated\n"}[name], "", ""))
+    monkeypatch.setattr(api, "catalog", lambda: [])
+    monkeypatch.setattr(reproduce, "planned_runs", lambda only: 2)
+
+    def run(scenario, overrides):
+        values = dict(o.split("=") for o in overrides)
+        if values.get("k") == "40":
+            raise api.ScenarioError("k: 40 is not a valid value")
+        value = float(values.get("platform.core.x", 10)) / 4 if scenario == "s" else float(values.get("k", 50))
+        return {"platform": {"s": "p", "t": "q"}[scenario], "v": value}
+
+    monkeypatch.setattr(reproduce.api, "run", run)
+
+    def rows(only, runner):
+        assert only == "x/*"
+        a, b = runner.run("s", "n=1"), runner.run("t")
+        return [reproduce.Row(name, "", "", "", 0.0, r["v"]) for name, r in (("a", a), ("b", b))]
+
+    monkeypatch.setattr(reproduce, "reproduce", rows)
+    seen = []
+    base, results = sensitivity("x/*", lambda stage, done: seen.append((stage, done)))
+    assert [(r.id, r.simulated) for r in base] == [("a", 2.5), ("b", 50.0)]
+    assert [(s.parameter, s.moves) for s in results] == [
+        (Parameter("p", "core.x", 10, "assumed"), {0.8: {"a": -0.5, "b": 0.0}, 1.2: {"a": 0.5, "b": 0.0}}),
+        (Parameter("", "k", 50, "calibrated", "t"), {0.8: None, 1.2: {"a": 0.0, "b": 10.0}}),
+    ]
+    # Two base runs; then each of the four changed runs (two values of two parameters, one run each).
+    assert seen == [
+        ("base rows", 0.5),
+        ("base rows", 0.99),
+        ("changes", 0.25),
+        ("changes", 0.5),
+        ("changes", 0.75),
+        ("changes", 0.99),
+    ]
+    assert table_rows(results) == [
+        ["p", "core.x", "10", "assumed", "-0.50 a", "+0.50 a"],
+        ["t", "k", "50", "calibrated", "not a valid value", "+10.00 b"],
+    ]
+    assert HEADERS == [
+        "preset or scenario",
+        "parameter",
+        "value",
+        "mark",
+        "largest move at -20%",
+        "largest move at +20%",
+    ]
