@@ -11,6 +11,7 @@ inline in Jupyter); :func:`save` writes one to PNG or SVG.
 from __future__ import annotations
 
 import io
+import numbers
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -85,8 +86,9 @@ def short(name: str) -> str:
 
 
 def is_number(value: Any) -> bool:
-    """True for a real number that is not NaN (cells of missing values are NaN)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+    """True for a real number that is not NaN (cells of missing values are NaN); numpy's count
+    too, as a frame's row (`df.iloc[i]`) gives them."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value == value
 
 
 def fmt(value: Any) -> str:
