@@ -150,3 +150,105 @@ def test_import_steer_stays_light():
     code = "import sys, steer; print(sorted(m for m in ('pandas', 'matplotlib', 'ray', 'pyarrow') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+PRESETS_WITH_FILES = "turin-9655, turin-9845, turin-9575f, skylake-sp-6140, icelake-sp-6354, power5, xeon-max-9468"
+
+
+def test_a_presets_file_is_its_commented_toml_and_only_built_in_presets_have_one():
+    assert steer.api.preset_source("turin-9655").startswith('# AMD EPYC 9655 "Turin"')
+    for name in ("host", "nosuch"):
+        with pytest.raises(steer.ScenarioError) as raised:
+            steer.api.preset_source(name)
+        assert str(raised.value) == f"no preset file `{name}` (known: {PRESETS_WITH_FILES})"
+    assert [e["description"] for e in steer.catalog("preset") if e["name"] == "power5"][0].startswith("IBM POWER5")
+    with pytest.raises(steer.ScenarioError) as raised:
+        steer.catalog("bogus")
+    known = "cache-placement, copy, device, placement, prefetcher, preset, replacement, scenario, workload"
+    assert str(raised.value) == f"no registry `bogus` (known: {known})"
+
+
+def test_a_scenario_is_a_file_where_the_name_looks_like_one_else_a_built_in(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine").write_text("[sim]\n", encoding="utf-8")
+    assert steer.api.scenario_source("mine") == ("[sim]\n", "mine", "mine")
+    assert steer.api.scenario_source("rx-default")[1:] == ("builtin:rx-default", "rx-default")
+    # A name ending .toml or holding a slash is a file, even one that is not there.
+    for name in ("rx-default.toml", "x/rx-default", str(tmp_path)):
+        with pytest.raises(steer.ScenarioError) as raised:
+            steer.api.scenario_source(name)
+        reason = "Is a directory" if name == str(tmp_path) else "No such file or directory"
+        assert str(raised.value) == f"{name}: cannot read scenario: {reason}"
+    (tmp_path / "latin.toml").write_bytes(b"\xff")
+    with pytest.raises(steer.ScenarioError) as raised:
+        steer.api.scenario_source("latin.toml")
+    assert str(raised.value).startswith("latin.toml: cannot read scenario: 'utf-8' codec can't decode byte 0xff")
+    with pytest.raises(steer.ScenarioError) as raised:
+        steer.api.scenario_source("nosuch")
+    known = ", ".join(name for name, _ in steer.scenarios())
+    assert str(raised.value) == f"nosuch: no such scenario file or built-in scenario (built-in: {known})"
+
+
+def test_a_result_schema_names_every_key_without_running():
+    schema = steer.result_schema("rx-default", placement="l2")
+    assert schema["dram.read_gbps"] == ("GB/s", "DRAM read bandwidth")
+    assert "cores.*.fills.l2" in schema
+
+
+def test_a_trace_replays_on_cpu_0_of_turin_9655_and_an_empty_one_is_refused(tmp_path):
+    trace = tmp_path / "t.din"
+    trace.write_text("0 40\n")
+    report = steer.trace(trace)
+    assert (report["accesses"], report["l1d"]["reads"]) == (1, 1)
+    assert steer.trace(trace, cpu=1, platform="power5", overrides=["l2.ways=8"])["accesses"] == 1
+    for cpu in (-1, 2**32, True, 1.0):
+        with pytest.raises(steer.ScenarioError) as raised:
+            steer.trace(trace, cpu=cpu)
+        assert str(raised.value) == f"cpu: expected a logical CPU number (got {cpu!r})"
+    for text, skipped in (("", ""), ("2 40\n", " (1 record skipped)"), ("2 40\n4 40\n", " (2 records skipped)")):
+        trace.write_text(text)
+        with pytest.raises(steer.ScenarioError) as raised:
+            steer.trace(trace)
+        assert str(raised.value) == f"{trace}: nothing to replay: no data accesses{skipped}; allow_empty accepts it"
+        assert steer.trace(trace, allow_empty=True)["accesses"] == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "literal"),
+    [
+        (True, "true"),
+        (False, "false"),
+        (3, "3"),
+        (2.5, "2.5"),
+        ('a "b"', '"a \\"b\\""'),
+        ([1, [True, "x"]], '[1, [true, "x"]]'),
+        ((), "[]"),
+    ],
+)
+def test_python_values_become_toml_literals(value, literal):
+    assert steer.api.toml_literal(value) == literal
+
+
+def test_a_value_toml_cannot_hold_is_refused():
+    with pytest.raises(steer.ScenarioError) as raised:
+        steer.api.toml_literal(None)
+    assert str(raised.value) == "cannot express None as a scenario value"
+
+
+def test_a_files_values_become_overrides_by_dotted_path(tmp_path):
+    values = tmp_path / "v.toml"
+    values.write_text('placement = "l2"\n[sim]\nmeasure_us = 50\n', encoding="utf-8")
+    assert steer.api.overrides_from_file(values) == ['placement="l2"', "sim.measure_us=50"]
+    for path, text, message in (
+        (tmp_path / "none.toml", None, "no such file"),
+        (tmp_path, None, "cannot read: Is a directory"),
+        (values, "[sim\n", "invalid TOML: Expected ']' at the end of a table declaration (at line 1, column 5)"),
+        (values, b"\xff", "cannot read: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"),
+    ):
+        if isinstance(text, bytes):
+            path.write_bytes(text)
+        elif text is not None:
+            path.write_text(text)
+        with pytest.raises(steer.ScenarioError) as raised:
+            steer.api.overrides_from_file(path)
+        assert str(raised.value) == f"{path}: {message}"

@@ -100,7 +100,8 @@ def trace(
         raise ScenarioError(f"cpu: expected a logical CPU number (got {cpu!r})")
     report = json.loads(_core.replay_trace(str(path), platform, cpu, override_list(overrides), progress))
     if report["accesses"] == 0 and not allow_empty:
-        skipped = f" ({report['skipped']:,} records skipped)" if report["skipped"] else ""
+        count = report["skipped"]
+        skipped = f" ({count:,} record{'' if count == 1 else 's'} skipped)" if count else ""
         raise ScenarioError(f"{path}: nothing to replay: no data accesses{skipped}; allow_empty accepts it")
     return report
 
