@@ -201,6 +201,7 @@ def test_a_trace_replays_on_cpu_0_of_turin_9655_and_an_empty_one_is_refused(tmp_
     report = steer.trace(trace)
     assert (report["accesses"], report["l1d"]["reads"]) == (1, 1)
     assert steer.trace(trace, cpu=1, platform="power5", overrides=["l2.ways=8"])["accesses"] == 1
+    assert steer.trace(trace, cpu=191)["accesses"] == 1
     for cpu in (-1, 2**32, True, 1.0):
         with pytest.raises(steer.ScenarioError) as raised:
             steer.trace(trace, cpu=cpu)
