@@ -253,3 +253,78 @@ def test_a_files_values_become_overrides_by_dotted_path(tmp_path):
         with pytest.raises(steer.ScenarioError) as raised:
             steer.api.overrides_from_file(path)
         assert str(raised.value) == f"{path}: {message}"
+
+
+MADE_UP = {
+    "scenario": "s<1>",
+    "platform": "p",
+    "dram": {"read_gbps": 1.234, "write_gbps": 0.5},
+    "devices": {"nic0": {"placement": "l2", "rx_gbps": 9.876, "drops": 3}, "nic1": {}},
+    "cores": {"0": {"role": "napi", "fills": {"l1": 0.5, "dram": 0.25}}, "1": {"fills": {}}},
+    "sim": {"stalls": [{"agent": "a"}]},
+    "list": [{"x": 1}, {"x": 2}],
+}
+
+
+def test_a_made_up_result_reads_through_views_that_name_their_path():
+    result = Result(MADE_UP)
+    assert (result.scenario, result.platform, result.stalls) == ("s<1>", "p", [{"agent": "a"}])
+    assert (Result({}).scenario, Result({}).platform, Result({}).stalls) == ("", "", [])
+    assert repr(result.dram) == "<dram: read_gbps, write_gbps>" and repr(result.cores[0]) == "<cores.0: role, fills>"
+    assert repr(steer.result.View(MADE_UP, "")) == f"<result: {', '.join(MADE_UP)}>"
+    assert [repr(v) for v in result.list] == ["<list.0: x>", "<list.1: x>"]
+    assert repr(result.devices["nic0"]) == "<devices.nic0: placement, rx_gbps, drops>"
+    with pytest.raises(KeyError) as raised:
+        result.devices["nic1"]["rx_gbps"]
+    assert raised.value.args[0] == "devices.nic1.rx_gbps: not in this result (here: nothing)"
+    with pytest.raises(AttributeError) as raised:
+        _ = result.nope
+    assert str(raised.value) == f"nope: not in this result (here: {', '.join(MADE_UP)})"
+    with pytest.raises(AttributeError) as raised:
+        _ = result._hidden
+    assert str(raised.value) == "_hidden"
+    with pytest.raises(AttributeError):
+        _ = result.dram._hidden
+    with pytest.raises(AttributeError):
+        result.resolved_typo = 1  # slots: a result takes no new attributes
+    copied = result.to_dict()
+    copied["dram"]["read_gbps"] = 0.0
+    assert result["dram"]["read_gbps"] == 1.234, "to_dict copies deeply"
+    with pytest.raises(KeyError) as raised:
+        _ = result.schema
+    assert raised.value.args[0] == "this result carries no scenario to read its schema from"
+
+
+def test_a_result_is_summarised_in_a_line_and_for_jupyter():
+    result = Result(MADE_UP)
+    assert repr(result) == "<Result 's<1>' on 'p', DRAM read 1.23 GB/s, write 0.50 GB/s>"
+    assert repr(Result({"dram": {"read_gbps": 1.0}})) == "<Result '' on ''>"
+    zeros = "".join("<td>0.0%</td>" for _ in FILL_SOURCES[1:-1])
+    assert result._repr_html_().splitlines() == [
+        "<p><b>s&lt;1&gt;</b> on p: DRAM read 1.23 GB/s, write 0.50 GB/s</p>",
+        "<table><tr><th>device</th><th>placement</th><th>rx Gb/s</th><th>drops</th></tr>",
+        "<tr><td>nic0</td><td>l2</td><td>9.88</td><td>3</td></tr>",
+        "<tr><td>nic1</td><td></td><td>0.00</td><td>0</td></tr>",
+        "</table>",
+        "<table><tr><th>cpu</th><th>role</th>" + "".join(f"<th>{s}</th>" for s in FILL_SOURCES) + "</tr>",
+        f"<tr><td>0</td><td>napi</td><td>50.0%</td>{zeros}<td>25.0%</td></tr>",
+        "<tr><td>1</td><td></td>" + "<td>0.0%</td>" * len(FILL_SOURCES) + "</tr>",
+        "</table>",
+    ]
+    assert Result({})._repr_html_() == "<p><b></b> on : DRAM read 0.00 GB/s, write 0.00 GB/s</p>"
+
+
+def test_a_results_schema_is_read_from_the_scenario_it_ran_once(result, monkeypatch):
+    assert result.unit("cores.1.fills.l2") == "fraction"
+    calls = []
+    real = steer.result.schema_of
+    monkeypatch.setattr(steer.result, "schema_of", lambda *args: calls.append(args) or real(*args))
+    fresh = Result(dict(result), result.resolved)
+    assert fresh.schema is fresh.schema
+    assert [args[1:] for args in calls] == [("resolved scenario", "rx-default")]
+    unnamed = Result({}, result.resolved)
+    assert unnamed.schema == fresh.schema
+    assert calls[-1][1:] == ("resolved scenario", "scenario")
+    with pytest.raises(KeyError) as raised:
+        result.meaning("dram.nope")
+    assert raised.value.args[0] == "dram.nope: no such key in this run's results (see result.schema)"
