@@ -283,8 +283,13 @@ def test_a_made_up_result_reads_through_views_that_name_their_path():
     with pytest.raises(AttributeError) as raised:
         _ = result._hidden
     assert str(raised.value) == "_hidden"
-    with pytest.raises(AttributeError):
+    with pytest.raises(AttributeError) as raised:
         _ = result.dram._hidden
+    assert str(raised.value) == "_hidden"
+    with pytest.raises(AttributeError) as raised:
+        _ = Result({"_private": 1})._private
+    assert str(raised.value) == "_private"
+    assert repr(steer.result.View(MADE_UP, "")["devices"]["nic0"]) == "<devices.nic0: placement, rx_gbps, drops>"
     with pytest.raises(AttributeError):
         result.resolved_typo = 1  # slots: a result takes no new attributes
     copied = result.to_dict()
