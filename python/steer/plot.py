@@ -86,8 +86,8 @@ def short(name: str) -> str:
 
 
 def is_number(value: Any) -> bool:
-    """True for a real number that is not NaN (cells of missing values are NaN); numpy's count
-    too, as a frame's row (`df.iloc[i]`) gives them."""
+    """True for a real number that is not NaN (cells of missing values are NaN), numpy's too (a
+    row taken with `df.iloc[i]` holds them)."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and value == value
 
 

@@ -255,8 +255,8 @@ impl<R: BufRead> TraceReader<R> {
     }
 
     /// The next complete lines of a din trace, read ahead (some `READ_BLOCK` bytes of them; a
-    /// line longer than that is an error); `None` at the end. `parse_din_text` reads them; replaying from the
-    /// reader's buffer lets every host core parse a part.
+    /// line longer than that is an error); `None` at the end. `parse_din_text` reads them;
+    /// replaying from the reader's buffer lets every host core parse a part.
     pub fn din_text(&mut self) -> Result<Option<&[u8]>, TraceError> {
         debug_assert_eq!(self.format, TraceFormat::Din);
         let read = self.refill_block().map_err(|e| read_error(&self.origin, e))?;
@@ -335,7 +335,7 @@ impl<R: BufRead> Iterator for TraceReader<R> {
     }
 }
 
-/// The error of a trace that could not be read.
+/// The error of a din line longer than a read block.
 fn too_long(origin: &str) -> TraceError {
     TraceError::new(
         origin,
@@ -344,6 +344,7 @@ fn too_long(origin: &str) -> TraceError {
     )
 }
 
+/// The error of a trace that could not be read.
 fn read_error(origin: &str, error: io::Error) -> TraceError {
     TraceError::new(origin, None, format!("cannot read: {error}"))
 }
