@@ -5,6 +5,7 @@ here; test_plot_report draws a real sweep."""
 
 import math
 
+import matplotlib.colors
 import pandas
 import pytest
 
@@ -308,3 +309,130 @@ def test_results_become_runs_named_in_order():
     assert list(df["run_id"]) == ["run0", "run1"] and list(df["index"]) == [0, 1]
     assert list(df["dram.read_gbps"]) == [1.0, 2.0] and list(df["status"]) == ["ok", "ok"]
     assert list(plot.as_frame({"dram": {"read_gbps": 3.0}})["dram.read_gbps"]) == [3.0]
+
+
+def test_group_labels_sit_below_each_line_of_the_slot_labels_on_a_frameless_axis():
+    ax = plot.new_figure(6).subplots()
+    plot.label_axis(ax, [0.0, 1.0], ["a\nb\nc", "x"], [("", 0.0), ("", 1.0)])
+    (groups,) = ax.child_axes  # two groups, even unnamed
+    tick = groups.xaxis.get_major_ticks()[0]
+    assert (tick.get_pad(), tick.tick1line.get_markersize()) == (6 + 12 * 3, 0)
+    assert not groups.spines["bottom"].get_visible()
+    turned = plot.new_figure(6).subplots()
+    plot.label_axis(turned, [0.0], ["ab\ncdefgh"], [("g", 0.0)])
+    assert turned.get_xticklabels()[0].get_rotation() == 0.0, "the longest line counts, not the label"
+    plot.label_axis(turned, [0.0], ["123456789\nx"], [("g", 0.0)])
+    assert turned.child_axes[-1].xaxis.get_major_ticks()[0].get_pad() == 40 + 12 * 2
+
+
+def test_figures_widen_with_their_slots():
+    ten = runs(**{"param.placement": [f"p{i}" for i in range(10)], "dram.read_gbps": [1.0] * 10})
+    ten["dram.write_gbps"] = 1.0
+    assert plot.dram_bars(ten).get_figwidth() == pytest.approx(0.6 * 10 + 2.5)
+    ten["cores.0.role"], ten["cores.0.fills.l1"] = "rx", 1.0
+    assert plot.fill_bars(ten).get_figwidth() == pytest.approx(0.6 * 10 + 3.5)
+    assert plot.latency_cdf(runs(**{"devices.nic0.latency_ns.p50": [1.0]})).get_figwidth() == 7.5
+    assert plot.metric(runs(**{"param.ring": [1, 2], "dram.read_gbps": [1.0, 2.0]})).get_figwidth() == 7.5
+
+
+def test_fill_bars_colour_each_source_and_read_as_percentages():
+    sources = {s: 1 / 6 for s in ("l1", "l2", "peer_l2", "l3", "remote_cache", "dram")}
+    ax = plot.fill_bars(runs(**fills(**{"0": ("rx", sources, {})}))).axes[0]
+    colours = [matplotlib.colors.to_hex(p.get_facecolor()) for p in ax.patches]
+    assert colours == ["#4c72b0", "#55a868", "#8fd18f", "#ccb974", "#dd8452", "#c44e52"]
+    assert [p.get_width() for p in ax.patches] == [pytest.approx(0.7)] * 6
+    assert ax.yaxis.get_major_formatter()(0.5, 0) == "50%"
+    assert beside(ax) == pytest.approx((1.01, 1.0))
+
+
+def test_a_roles_fills_skip_cpus_without_one_and_dc_fills_pool_by_their_own_counts():
+    first_idle = runs(**{"cores.0.role": [math.nan]}, **fills(**{"1": ("app", {"l1": 0.25, "dram": 0.25}, {})}))
+    # Fractions that do not add up to one are scaled to.
+    assert plot.role_fills(first_idle.iloc[0]) == {"app": {"l1": 0.5, "dram": 0.5}}
+    dc = runs(
+        **{
+            "cores.0.role": ["rx"],
+            "cores.0.dc_fills.l2": [0.5],
+            "cores.0.dc_fills.dram": [0.5],
+            "cores.0.dc_fill_counts.l2": [3],
+            "cores.0.dc_fill_counts.dram": [1],
+            "cores.0.fill_counts.l2": [1],
+            "cores.0.fill_counts.dram": [1],
+        }
+    )
+    assert plot.role_fills(dc.iloc[0], "dc_fills") == {"rx": {"l2": 0.75, "dram": 0.25}}
+
+
+@pytest.mark.parametrize(("key", "percentile"), [("p0", 0.0), ("p101", None), ("p100", 100.0)])
+def test_percentiles_lie_between_0_and_100(key, percentile):
+    assert plot.percentile_of(key) == percentile
+
+
+def test_latency_summaries_sort_by_percentile_then_latency_and_every_field_of_a_run_is_drawn():
+    row = pandas.Series({"f.median": 7.0, "f.p50": 5.0, "f.min": 1.0})
+    assert plot.latency_points(row, "f") == ([1.0, 5.0, 7.0], [0.0, 0.5, 0.5], False)
+    df = runs(**{"devices.nic0.latency_ns.p50": [math.nan], "cores.1.workload.half_rtt_ns.p50": [9.0]})
+    ax = plot.latency_cdf(df).axes[0]
+    assert [line.get_label() for line in ax.get_lines()] == ["0000000000000000: cpu 1 half_rtt_ns"]
+    assert ax.get_ylim() == (0.0, 1.02)
+    assert error(lambda: plot.latency_cdf(df, field="nope")) == "nope: no such field in the results"
+    none = runs(**{"devices.nic0.latency_ns.p50": [math.nan]})
+    assert error(lambda: plot.latency_cdf(none)) == (
+        "no latency data in the results (no devices.NAME.latency_ns; choose a field with --field)"
+    )
+
+
+def beside(ax) -> tuple[float, float]:
+    """Where the legend is anchored, in axes coordinates."""
+    return tuple(ax.get_legend().get_bbox_to_anchor().transformed(ax.transAxes.inverted()).bounds[:2])
+
+
+def split(lines: int) -> pandas.DataFrame:
+    """Runs over two rings, split into `lines` placements: one legend entry a placement."""
+    placements = [f"p{i // 2}" for i in range(2 * lines)]
+    return runs(**{"param.ring": [1, 2] * lines, "param.placement": placements, "dram.read_gbps": [1.0] * 2 * lines})
+
+
+def test_metric_styles_cycle_every_four_metrics_and_colours_every_ten_lines():
+    values = {f"m{i}_ns": [1.0, 2.0] for i in range(5)}
+    ax = plot.metric(runs(**{"param.ring": [1, 2]}, **values), y=list(values)).axes[0]
+    assert [(line.get_linestyle(), line.get_marker()) for line in ax.get_lines()] == [
+        ("-", "o"),
+        ("--", "s"),
+        (":", "^"),
+        ("-.", "D"),
+        ("-", "o"),
+    ]
+    # Up to five entries stay inside the axes; more go beside them, 16 to a column, each column
+    # widening the figure.
+    for lines, columns in ((5, 0), (6, 1), (11, 1), (16, 1), (17, 2)):
+        ax = plot.metric(split(lines)).axes[0]
+        legend = ax.get_legend()
+        assert ax.figure.get_figwidth() == pytest.approx(7.5 + 3.2 * columns), lines
+        if columns:
+            assert beside(ax) == pytest.approx((1.01, 1.0)) and legend._loc == 2  # upper left
+        else:
+            assert legend._loc == 0  # best
+        assert legend._ncols == max(columns, 1)
+    assert [h.get_color() for h in plot.metric(split(11)).axes[0].get_legend().legend_handles] == [
+        f"C{i % 10}" for i in range(11)
+    ]
+
+
+def test_metric_names_the_parameters_tied_to_x():
+    df = runs(**{"param.ring": [1, 2], "param.a": [3, 4], "param.b": [5, 6], "dram.read_gbps": [1.0, 2.0]})
+    assert plot.metric(df, x="ring").axes[0].get_xlabel() == "ring (with a, b)"
+
+
+def test_an_unnamed_run_is_an_unlabelled_slot():
+    df = pandas.DataFrame({"dram.read_gbps": [1.0]})
+    assert [s for _, s, _ in plot.slots(df, None)[0]] == [""]
+
+
+def test_images_are_png_at_150_dpi_by_default_and_svg_without_a_date():
+    fig = plot.new_figure(6)
+    fig.add_subplot().plot([0, 1])
+    png = plot.image_bytes(fig)
+    assert png.startswith(b"\x89PNG") and int.from_bytes(png[16:20], "big") > 6 * 150 * 0.8
+    svg = plot.image_bytes(fig, "svg")
+    assert b"<dc:date>" not in svg and b"<svg" in svg
