@@ -69,3 +69,14 @@ def test_a_window_that_sees_part_of_a_ring_is_noted_when_caches_take_the_dma(ste
     # DMA to memory only, or a window of whole passes: nothing to note.
     assert "note" not in steer_cli("run", "ddio-l2fwd", *slow, "--set", 'placement="memory"', "--quiet").stderr
     assert "note" not in steer_cli("run", "ddio-l2fwd", *slow, "--set", "sim.measure_us=21000", "--quiet").stderr
+
+
+def test_every_listing_writes_its_json_to_a_file_as_to_stdout(steer_cli, tmp_path):
+    for command in (["kinds"], ["kinds", "workload", "tcp_rx"], ["stats", "eflatency"], ["scenarios"], ["platforms"]):
+        printed = steer_cli(*command, "--json")
+        path = tmp_path / f"{'-'.join(command)}.json"
+        written = steer_cli(*command, "--json", str(path))
+        assert (written.returncode, written.stdout) == (0, f"wrote {path}\n"), written.stderr
+        assert path.read_text() == printed.stdout
+    # Listings keep their columns' order.
+    assert list(json.loads(printed.stdout)[0]) == ["name", "description"]

@@ -399,11 +399,12 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_listing(headers: list[str], rows: list, as_json: bool) -> None:
-    """Rows as an aligned table, or as JSON objects keyed by the lower-cased headers."""
-    if as_json:
+def print_listing(headers: list[str], rows: list, json_target: str | None) -> None:
+    """Rows as an aligned table, or for ``--json [FILE]`` as JSON objects keyed by the lower-cased
+    headers."""
+    if json_target:
         keys = [h.lower() for h in headers]
-        print(json.dumps([dict(zip(keys, row)) for row in rows], indent=2))
+        output.emit_json(json_target, [dict(zip(keys, row)) for row in rows], sort_keys=False)
     else:
         print(output.table(headers, rows))
 
@@ -618,13 +619,13 @@ def parser() -> argparse.ArgumentParser:
     resolve.set_defaults(handler=cmd_resolve)
 
     scen = commands.add_parser("scenarios", help="list built-in scenarios")
-    scen.add_argument("--json", action="store_true", help="machine-readable output")
+    output.add_json_option(scen, "[{name, description}] (to FILE or stdout)")
     scen.set_defaults(handler=cmd_scenarios)
 
     plat = commands.add_parser("platforms", help="list platform presets, or every parameter of one")
     plat.add_argument("name", nargs="?", help="preset to describe")
     with_set(plat)
-    plat.add_argument("--json", action="store_true", help="machine-readable output")
+    output.add_json_option(plat, "[{name, description}], or one preset's [{key, value, meaning}] (to FILE or stdout)")
     plat.set_defaults(handler=cmd_platforms)
 
     trc = commands.add_parser("trace", help="replay a memory-access trace (din or binary) through one core's caches")

@@ -153,10 +153,10 @@ def add_json_option(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--json", nargs="?", const="-", type=json_target, metavar="FILE", help=help)
 
 
-def emit_json(target: str, data: Any) -> None:
+def emit_json(target: str, data: Any, sort_keys: bool = True) -> None:
     """Writes ``data`` as JSON for ``--json [FILE]``: to stdout for ``-``, else atomically to FILE
-    (saying so)."""
-    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    (saying so). Listings keep their keys in column order (``sort_keys=False``)."""
+    text = json.dumps(data, indent=2, sort_keys=sort_keys) + "\n"
     if target == "-":
         sys.stdout.write(text)
         return

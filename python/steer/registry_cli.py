@@ -4,7 +4,6 @@ scenario's results report, both read from the core's declarations."""
 from __future__ import annotations
 
 import argparse
-import json
 
 from steer import api, output
 
@@ -21,7 +20,7 @@ def cmd_kinds(args: argparse.Namespace) -> int:
             raise api.ScenarioError(f"{args.registry}: no entry `{args.name}` (known: {known})")
         entries = chosen
     if args.json:
-        print(json.dumps(entries, indent=2))
+        output.emit_json(args.json, entries, sort_keys=False)
         return 0
     if args.markdown:
         print(markdown(entries))
@@ -53,7 +52,9 @@ def markdown(entries: list[dict]) -> str:
 def cmd_stats(args: argparse.Namespace) -> int:
     schema = api.result_schema(args.scenario, args.set)
     if args.json:
-        print(json.dumps([{"key": k, "unit": u, "meaning": m} for k, (u, m) in schema.items()], indent=2))
+        output.emit_json(
+            args.json, [{"key": k, "unit": u, "meaning": m} for k, (u, m) in schema.items()], sort_keys=False
+        )
         return 0
     print(output.table(["key", "unit", "meaning"], [[k, u, m] for k, (u, m) in schema.items()]))
     return 0
@@ -64,12 +65,12 @@ def add_commands(commands, with_set) -> None:
     kinds = commands.add_parser("kinds", help="list steer's registries: workload and device kinds, policies, presets")
     kinds.add_argument("registry", nargs="?", choices=REGISTRIES, help="only this registry")
     kinds.add_argument("name", nargs="?", help="one entry, with its parameters and their defaults")
-    kinds.add_argument("--json", action="store_true", help="machine-readable output")
+    output.add_json_option(kinds, "[{registry, name, description, params}] (to FILE or stdout)")
     kinds.add_argument("--markdown", action="store_true", help="Markdown tables (as in the README)")
     kinds.set_defaults(handler=cmd_kinds)
 
     stats = commands.add_parser("stats", help="every key a scenario's results have, with its unit and meaning")
     stats.add_argument("scenario", nargs="?", default="rx-default", help="scenario file or built-in name")
     with_set(stats)
-    stats.add_argument("--json", action="store_true", help="machine-readable output")
+    output.add_json_option(stats, "[{key, unit, meaning}] (to FILE or stdout)")
     stats.set_defaults(handler=cmd_stats)
