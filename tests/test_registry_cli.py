@@ -5,6 +5,8 @@ import json
 from pathlib import Path
 
 import steer
+from steer.cli import main
+from steer.registry_cli import markdown
 
 
 def test_kinds_lists_every_registry_from_the_core(steer_cli):
@@ -80,3 +82,35 @@ def test_every_listing_writes_its_json_to_a_file_as_to_stdout(steer_cli, tmp_pat
         assert path.read_text() == printed.stdout
     # Listings keep their columns' order.
     assert list(json.loads(printed.stdout)[0]) == ["name", "description"]
+
+
+def run_in_process(capsys, *args: str) -> str:
+    assert main(list(args)) == 0
+    return capsys.readouterr().out
+
+
+def test_kinds_in_process_names_columns_and_refuses_an_unknown_entry(capsys):
+    lines = run_in_process(capsys, "kinds").splitlines()
+    assert lines[0].split() == ["registry", "name", "description"]
+    assert not any(line.split()[:3] == ["key", "default", "meaning"] for line in lines), "no parameters without a name"
+    one = run_in_process(capsys, "kinds", "workload", "tcp_rx").splitlines()
+    assert one[0].split() == ["registry", "name", "description"] and one[3].split() == ["key", "default", "meaning"]
+    assert list(json.loads(run_in_process(capsys, "kinds", "--json"))[0]) == [
+        "registry",
+        "name",
+        "description",
+        "params",
+    ]
+    assert main(["kinds", "workload", "bogus"]) == 2
+    assert capsys.readouterr().err.startswith("steer: error: workload: no entry `bogus` (known: dsa_copy, ")
+    # Registries before the one asked for hold nothing and are passed over.
+    assert run_in_process(capsys, "kinds", "replacement", "--markdown").startswith("**replacement**\n\n| name |")
+    assert markdown([{"registry": "workload", "name": "x", "description": "a|b"}]).endswith("| `x` | a/b |")
+
+
+def test_stats_in_process_lists_rx_default_unless_told_and_keeps_its_columns(capsys):
+    lines = run_in_process(capsys, "stats").splitlines()
+    assert lines[0].split() == ["key", "unit", "meaning"]
+    assert [line.split()[0] for line in lines[1:]] == list(steer.result_schema("rx-default"))
+    listed = json.loads(run_in_process(capsys, "stats", "eflatency", "--json"))
+    assert list(listed[0]) == ["key", "unit", "meaning"]
