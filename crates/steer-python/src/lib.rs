@@ -138,7 +138,8 @@ fn describe_platform(name: &str, overrides: Vec<String>) -> PyResult<Vec<(String
     Ok(platform.describe().into_iter().map(|d| (d.key, d.value, d.meaning)).collect())
 }
 
-/// A preset with `KEY=VALUE` overrides (keys relative to the platform), validated.
+/// A preset with `KEY=VALUE` overrides (keys relative to the platform, or with the `platform.`
+/// a scenario's `--set` takes: a platform has no key of that name), validated.
 fn resolve_platform(name: &str, overrides: &[String]) -> PyResult<platform::PlatformSpec> {
     // Named here: the scenario built below is not the user's, so its line numbers would mislead.
     let known = platform::preset_names();
@@ -146,7 +147,8 @@ fn resolve_platform(name: &str, overrides: &[String]) -> PyResult<platform::Plat
         return Err(ScenarioError::new_err(format!("`{name}`: no such platform preset (known: {})", known.join(", "))));
     }
     let text = format!("[platform]\npreset = {}\n", toml_string(name));
-    let overrides: Vec<String> = overrides.iter().map(|o| format!("platform.{o}")).collect();
+    let overrides: Vec<String> =
+        overrides.iter().map(|o| format!("platform.{}", o.strip_prefix("platform.").unwrap_or(o))).collect();
     Ok(load(&text, &format!("platform {name}"), name, &overrides)?.platform)
 }
 

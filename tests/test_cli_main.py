@@ -1,0 +1,516 @@
+"""`steer`'s own commands (run, compare, reproduce, resolve, trace, tph, doctor) in process: the
+text each prints from a hand-made result, the files it writes, and how `main` turns errors into
+exit codes. test_cli.py checks the same contract through a subprocess, end to end."""
+
+import json
+import tomllib
+
+import pytest
+from steer._core import ScenarioError, SteerError
+
+from steer import cli
+from steer.cli import main
+
+SHORT = ["--set", "sim.measure_us=50", "--quiet"]
+
+
+def fills(**shares):
+    return {s: shares.get(s, 0.0) for s in ("l1", "l2", "peer_l2", "l3", "remote_cache", "dram")}
+
+
+def hand_made_result():
+    """One NIC, one core with a count, a rate and a latency summary: the smallest result that
+    reaches every part of `format_run`."""
+    return {
+        "scenario": "s",
+        "platform": "p",
+        "sim": {
+            "measured_ns": 2500.0,
+            "warmup_ns": 1000.0,
+            "seed": 7,
+            "simulated_ns": 3_500_000.0,
+            "host_seconds": 1.234,
+            "line_ops": 1234567,
+        },
+        "dram": {
+            "read_gbps": 1.234,
+            "write_gbps": 2.0,
+            "total_gbps": 3.234,
+            "channels": [{"read_gbps": 1.0, "write_gbps": 3.0}, {"read_gbps": 0.0, "write_gbps": 0.0}],
+        },
+        "devices": {
+            "nic0": {"placement": "l2", "offered_gbps": 100.0, "rx_gbps": 99.5, "drops": 3},
+            "dsa0": {"node": 1},
+        },
+        "cores": {
+            "1": {
+                "role": "rx_loop",
+                "fills": fills(l1=0.5, l2=0.25, dram=0.25),
+                "workload": {
+                    "busy": 0.5,
+                    "cycles": 100.0,
+                    "exec_ns": 40.0,
+                    "exec_ns_per_packet": 4.0,
+                    "packets": 10,
+                    "cycles_per_packet": 10.04,
+                    "latency_ns": {"count": 2, "p50": 123.456, "p99": 987.65},
+                    "idle_ns": {"count": 0},
+                },
+            }
+        },
+    }
+
+
+def test_a_run_prints_its_window_dram_devices_fills_statistics_and_host_time():
+    assert cli.format_run(hand_made_result()) == "\n".join(
+        [
+            "s on p: 2 µs measured after 1 µs warm-up (seed 7)",
+            "",
+            "DRAM  read 1.23 GB/s   write 2.00 GB/s   total 3.23 GB/s   (2 channels)",
+            "",
+            "device  placement  offered Gb/s  rx Gb/s  drops",
+            "nic0    l2               100.00    99.50      3",
+            "",
+            "Demand accesses by where they were satisfied:",
+            "cpu  role        l1     l2  peer_l2    l3  remote_cache   dram   busy",
+            "  1  rx_loop  50.0%  25.0%     0.0%  0.0%          0.0%  25.0%  50.0%",
+            "",
+            "Workload statistics (`steer stats SCENARIO` says what each means):",
+            "cpu  role     statistics",
+            "  1  rx_loop  packets 10, cycles_per_packet 10.04, latency_ns p50 123.5 p99 987.6",
+            "",
+            "simulated 3.500 ms in 1.23 s host time, 1,234,567 line operations measured",
+        ]
+    )
+
+
+def test_a_run_without_devices_cores_or_statistics_prints_none_of_their_tables():
+    result = hand_made_result()
+    result["devices"] = {"dsa0": {"node": 1}}
+    result["cores"]["1"]["workload"] = {"busy": 0.5}
+    text = cli.format_run(result)
+    assert "device" not in text and "Workload statistics" not in text
+    assert "  1  rx_loop  50.0%  25.0%     0.0%  0.0%          0.0%  25.0%  50.0%" in text
+    result["cores"]["1"].pop("workload")
+    assert cli.format_run(result).splitlines()[4:7] == [
+        "Demand accesses by where they were satisfied:",
+        "cpu  role        l1     l2  peer_l2    l3  remote_cache   dram  busy",
+        "  1  rx_loop  50.0%  25.0%     0.0%  0.0%          0.0%  25.0%",
+    ]
+    result["cores"] = {}
+    assert "Demand accesses" not in cli.format_run(result)
+
+
+def test_workload_statistics_leave_out_window_totals_and_empty_latency_summaries():
+    core = hand_made_result()["cores"]["1"]
+    assert cli.shown_stats(core) == [
+        ("packets", 10),
+        ("cycles_per_packet", 10.04),
+        ("latency_ns", {"count": 2, "p50": 123.456, "p99": 987.65}),
+        ("idle_ns", {"count": 0}),
+    ]
+    assert cli.workload_stats(core) == [
+        ("packets", "10"),
+        ("cycles_per_packet", "10.04"),
+        ("latency_ns", "p50 123.5 p99 987.6"),
+    ]
+    assert cli.shown_stats({"role": "x"}) == []
+
+
+def copy_result(seconds, latency_us):
+    return {
+        "copy": {
+            "bytes": 1048576,
+            "seconds": seconds,
+            "gibps": 2.5,
+            "descriptors": 1024,
+            "per_descriptor_us": 0.4,
+            "latency_us": latency_us,
+            "devices": ["dsa0"],
+        },
+        "devices": {
+            "dsa0": {"node": 1, "bytes": 1048576, "descriptors": 1024, "busy_fraction": 0.75, "wq": {"retries": 2}},
+            "dsa1": {"node": 3, "bytes": 0, "descriptors": 0, "busy_fraction": 0.0, "wq": {"retries": 0}},
+        },
+    }
+
+
+def test_a_copy_prints_its_rate_and_only_the_engines_that_took_part():
+    assert cli.format_copy(copy_result(0.0004, 1.5)) == "\n".join(
+        [
+            "copy: 1,048,576 bytes in 0.400 ms = 2.50 GiB/s; 1,024 descriptors, 0.400 µs each; 1.500 µs per submission",
+            "device  node      bytes  descriptors   busy  retries",
+            "dsa0       1  1,048,576         1024  75.0%        2",
+        ]
+    )
+    unfinished = copy_result(None, None)
+    unfinished["copy"]["devices"] = []
+    assert cli.format_copy(unfinished) == "copy: 1,048,576 bytes copied, not finished within sim.measure_us"
+
+
+def query(total_us, hit_rate):
+    return {
+        "total_us": total_us,
+        "blocks": 4096,
+        "scan_a_us": 1500.0,
+        "scan_b_us": None,
+        "aggregate_us": 2.5,
+        "hit_rate": hit_rate,
+        "ready_blocks": 3,
+        "in_flight_blocks": 2,
+        "missed_blocks": 1,
+        "copy_wait_us": 12.0,
+        "cache_evicted": 5,
+        "cache_uncached": 6,
+    }
+
+
+def test_a_query_prints_its_pipeline_and_what_the_cache_did():
+    assert cli.format_query(query(2000.0, 0.5)) == (
+        "query: 2.000 ms over 4,096 blocks per column (scan_a 1.500 ms, scan_b -, aggregate 0.003 ms)\n"
+        "cache: hit rate 50.0% (3 ready, 2 in flight, 1 missed when aggregated); aggregate waited 0.012 ms "
+        "for copies; 5 flushed, 6 without room"
+    )
+    assert cli.format_query(query(None, None)) == (
+        "query: not finished within sim.measure_us (scan_a 1.500 ms, scan_b -, aggregate 0.003 ms)"
+    )
+
+
+def test_a_run_with_a_copy_or_a_query_prints_them_before_the_cores():
+    result = hand_made_result() | copy_result(None, None)
+    result["devices"] = copy_result(None, None)["devices"]
+    result["query"] = query(None, None)
+    lines = cli.format_run(result).splitlines()
+    assert lines[4:7] == [
+        "copy: 1,048,576 bytes copied, not finished within sim.measure_us",
+        "device  node      bytes  descriptors   busy  retries",
+        "dsa0       1  1,048,576         1024  75.0%        2",
+    ]
+    assert lines[8].startswith("query: not finished") and lines[10] == "Demand accesses by where they were satisfied:"
+
+
+def test_uprof_prints_one_column_per_controller_named_by_socket():
+    result = {
+        "dram": {
+            "channels": [
+                {"read_gbps": 1.0, "write_gbps": 3.0},
+                {"read_gbps": 0.0, "write_gbps": 0.0},
+                {"read_gbps": 2.0, "write_gbps": 0.0},
+            ]
+        }
+    }
+    assert cli.format_uprof(result, 2).split("\n") == [
+        "#umc\tsocket:0-umc:0\tsocket:0-umc:1\tsocket:1-umc:0",
+        "% UMC CAS for reads\t25.000\t0.000\t100.000",
+        "% UMC CAS for writes\t75.000\t0.000\t0.000",
+        "UMC est read BW (GB/s)\t1.000\t0.000\t2.000",
+        "UMC est write BW (GB/s)\t3.000\t0.000\t0.000",
+    ]
+
+
+def test_stalls_and_a_stalled_window_are_one_warning_each(capsys):
+    cli.warn_stalls(
+        {
+            "sim": {
+                "stalled_at_ns": 1500.0,
+                "stalls": [{"agent": "cpu 2 (pingpong)", "since_ns": 250.0, "reason": "waits for a message"}],
+            }
+        }
+    )
+    assert capsys.readouterr().err.splitlines() == [
+        "steer: warning: nothing was left to happen after 1.5 µs",
+        "steer: warning: cpu 2 (pingpong) stalled at 0.2 µs: waits for a message",
+    ]
+    # A copy that finished leaves nothing to happen by design: no warning for that.
+    cli.warn_stalls({"sim": {"stalled_at_ns": 1500.0}, "copy": {"seconds": 0.1}})
+    cli.warn_stalls({"sim": {"stalled_at_ns": None}})
+    cli.warn_stalls({})
+    assert capsys.readouterr().err == ""
+    cli.warn_stalls({"sim": {"stalled_at_ns": 1500.0}, "copy": {"seconds": None}})
+    assert capsys.readouterr().err == "steer: warning: nothing was left to happen after 1.5 µs\n"
+
+
+def test_a_window_shorter_than_a_ring_pass_is_noted_for_cached_placements_only(capsys):
+    def result(placement, passes):
+        return {
+            "sim": {"measured_ns": 50_000.0},
+            "devices": {"nic0": {"placement": placement, "queues": [{"ring_passes": p} for p in passes]}},
+        }
+
+    cli.note_partial_rings(result("l2", [0.5, 0.25, 0.0]))
+    assert capsys.readouterr().err == (
+        "steer: note: nic0's 50 µs window saw 0.25 of a pass over a ring; its hit rates can depend on "
+        "which part (sim.measure_us=200 covers one)\n"
+    )
+    for quiet in (result("memory", [0.5]), result("l2", [1.0, 2.0]), result("l2", [0.0]), {"devices": {"d": {}}}):
+        cli.note_partial_rings(quiet)
+    assert capsys.readouterr().err == ""
+
+
+def test_compare_rows_put_each_metric_beside_each_placement_and_na_where_a_run_has_none():
+    first = hand_made_result()
+    first["devices"] = {
+        "nic0": {
+            "rx_gbps": 99.5,
+            "tx_gbps": 0.0,
+            "drops": 3,
+            "dma_write_hit_rate": 0.5,
+            "dma_read_hit_rate": None,
+            "latency_ns": {"p50": 100.4, "p99": 200.6},
+        }
+    }
+    second = json.loads(json.dumps(first))
+    second["dram"]["read_gbps"] = 0.004
+    second["cores"]["1"]["workload"]["latency_ns"] = {"count": 0}
+    del second["devices"]["nic0"]["drops"]
+    rows = cli.compare_rows({"memory": first, "l2": second, "ddio": None})
+    assert rows == [
+        ["DRAM read GB/s", "1.23", "0.00", "n/a"],
+        ["DRAM write GB/s", "2.00", "2.00", "n/a"],
+        ["nic0 rx Gb/s", "99.50", "99.50", "n/a"],
+        ["nic0 tx Gb/s", "0.00", "0.00", "n/a"],
+        ["nic0 drops", "3", "n/a", "n/a"],
+        ["nic0 DMA write hit rate", "0.500", "0.500", "n/a"],
+        ["nic0 DMA read hit rate", "n/a", "n/a", "n/a"],
+        ["nic0 latency p50 ns", "100", "100", "n/a"],
+        ["nic0 latency p99 ns", "201", "201", "n/a"],
+        ["cpu 1 (rx_loop) fills from DRAM", "25.0%", "25.0%", "n/a"],
+        ["cpu 1 packets", "10", "10", "n/a"],
+        ["cpu 1 cycles_per_packet", "10.04", "10.04", "n/a"],
+        ["cpu 1 latency_ns p50", "123.5", "n/a", "n/a"],
+        ["cpu 1 latency_ns p99", "987.6", "n/a", "n/a"],
+        ["cpu 1 idle_ns p50", "n/a", "n/a", "n/a"],
+        ["cpu 1 idle_ns p99", "n/a", "n/a", "n/a"],
+    ]
+    assert cli.compare_rows({"memory": None}) == [["DRAM read GB/s", "n/a"], ["DRAM write GB/s", "n/a"]]
+
+
+def test_run_writes_the_result_and_the_resolved_scenario_beside_it(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["run", "eflatency", *SHORT, "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("eflatency on turin-9575f: 50 µs measured after 200 µs warm-up (seed 1)\n")
+    assert printed.endswith(f"wrote {out} and {tmp_path / 'r.resolved.toml'}\n")
+    assert json.loads(out.read_text())["scenario"] == "eflatency"
+    assert tomllib.loads((tmp_path / "r.resolved.toml").read_text())["sim"]["measure_us"] == 50
+    assert cli.resolved_path(tmp_path / "a.json") == tmp_path / "a.resolved.toml"
+    beside = {tmp_path / "x.json": "t", tmp_path / "x.resolved.toml": "r"}
+    assert cli.run_outputs(tmp_path / "x.json", "t", "r") == beside
+
+
+def test_run_to_a_device_writes_only_the_json(tmp_path, capsys):
+    assert cli.run_outputs(cli.Path("/dev/null"), "t", "r") == {cli.Path("/dev/null"): "t"}
+    assert main(["run", "eflatency", *SHORT, "--json", "/dev/null"]) == 0
+    assert capsys.readouterr().out.endswith("wrote /dev/null\n")
+
+
+def test_run_json_on_stdout_is_the_whole_result_and_nothing_else(capsys):
+    assert main(["run", "eflatency", *SHORT, "--json"]) == 0
+    out = capsys.readouterr().out
+    result = json.loads(out)
+    assert out == json.dumps(result, indent=2, sort_keys=True) + "\n"
+    assert result["sim"]["measured_ns"] == 50_000.0
+
+
+def test_run_in_uprof_format_prints_a_column_per_controller_of_each_socket(tmp_path, capsys):
+    assert main(["run", "eflatency", *SHORT, "--format", "uprof"]) == 0
+    header = capsys.readouterr().out.splitlines()[0].split("\t")
+    assert header[:2] == ["#umc", "socket:0-umc:0"] and header[-1] == "socket:0-umc:11" and len(header) == 13
+    out = tmp_path / "u.json"
+    assert main(["run", "eflatency", *SHORT, "--format", "uprof", "--json", str(out)]) == 0
+    assert capsys.readouterr().out.startswith("#umc\t")
+    assert out.exists() and (tmp_path / "u.resolved.toml").exists()
+
+
+def test_a_run_without_a_file_writes_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "eflatency", *SHORT]) == 0
+    assert "wrote" not in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_compare_runs_every_placement_the_scenario_accepts_and_says_which_it_could_not(capsys):
+    assert main(["compare", "sdci-l2fwd", *SHORT]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["metric", "inject", "l2", "memory", "tph"]
+    assert lines[1].split()[-4:] == ["0.00", "0.00", "12.49", "12.49"]
+    assert lines[-1] == (
+        "not compared: ddio: --set devices.0.placement.policy: platform `turin-9655` has no DDIO ways "
+        "(platform.io.ddio_ways = 0)"
+    )
+
+
+def test_compare_takes_sdci_as_the_l2_placement_and_writes_json(tmp_path, capsys):
+    out = tmp_path / "c.json"
+    assert main(["compare", "eflatency", "--placement", " sdci , memory,", *SHORT, "--json", str(out)]) == 0
+    assert capsys.readouterr().out == f"wrote {out}\n"
+    results = json.loads(out.read_text())
+    assert sorted(results) == ["memory", "sdci"]
+    assert results["sdci"]["devices"]["nic0"]["placement"] == "l2"
+    assert results["memory"]["devices"]["nic0"]["placement"] == "memory"
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["eflatency", "--placement", "bogus,l2"], "--placement: unknown placement bogus (known: "),
+        (["eflatency", "--placement", ","], "--placement: unknown placement (none) (known: "),
+        (["dsa-copy"], "dsa-copy: no device with a DMA placement to compare"),
+        (["sdci-l2fwd", "--placement", "ddio"], "ddio: "),
+    ],
+)
+def test_compare_refuses_what_it_cannot_compare(args, expected, capsys):
+    assert main(["compare", *args, *SHORT]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"steer: error: {expected}") and err.count("\n") == 1
+    if "known" in expected:
+        assert "sdci" in err and "memory" in err
+
+
+def test_reproduce_prints_one_row_and_the_scores(tmp_path, capsys):
+    out = tmp_path / "rows.json"
+    assert main(["reproduce", "--only", "seed004/eflatency-avg", "--quiet", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].split()[:3] == ["id", "role", "source"]
+    assert printed[1].startswith("seed004/eflatency-avg  calibration")
+    assert printed[-1] == f"wrote {out}"
+    [row] = json.loads(out.read_text())
+    assert row["id"] == "seed004/eflatency-avg" and row["within"] is True
+    assert main(["reproduce", "--only", "seed004/eflatency-avg", "--quiet", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [row]
+
+
+def test_reproduce_refuses_a_pattern_with_no_row_and_sensitivity_with_set_or_plot(tmp_path, capsys):
+    assert main(["reproduce", "--only", "seed004/nothing-like-this", "--quiet"]) == 2
+    assert capsys.readouterr().err == "steer: error: --only seed004/nothing-like-this: no row matches\n"
+    for extra in (["--set", "x=1"], ["--plot", str(tmp_path)]):
+        assert main(["reproduce", "--sensitivity", "--quiet", *extra]) == 2
+        assert capsys.readouterr().err == "steer: error: --sensitivity: not with --set or --plot\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_resolve_prints_the_scenario_with_the_override_applied(capsys):
+    assert main(["resolve", "eflatency", "--set", "sim.measure_us=7"]) == 0
+    assert tomllib.loads(capsys.readouterr().out)["sim"]["measure_us"] == 7
+
+
+def test_platforms_describe_one_with_overrides_as_a_run_or_the_preset_spells_them(capsys):
+    for key in ("platform.l2.ways", "l2.ways"):
+        assert main(["platforms", "turin-9655", "--set", f"{key}=8", "--json"]) == 0
+        rows = {r["key"]: r for r in json.loads(capsys.readouterr().out)}
+        assert rows["l2.ways"]["value"] == "8"
+    assert main(["scenarios"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].split() == ["name", "description"]
+
+
+def test_trace_prints_each_level_and_memory(tmp_path, capsys):
+    trace = tmp_path / "t.din"
+    trace.write_text("0 1000\n0 1000\n1 2000\n")
+    assert main(["trace", str(trace), "--core", "3", "--quiet"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "3 accesses on CPU 3 of turin-9655 (0 skipped)"
+    assert lines[1].split() == ["level", "reads", "writes", "hits", "misses", "writebacks"]
+    assert lines[2].split() == ["l1d", "2", "1", "1", "2", "0"]
+    assert lines[-1].startswith("memory: 2 line reads, 0 line writes; ")
+    assert main(["trace", str(trace), "--quiet", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["l1d"]["hits"] == 1
+
+
+def test_tph_refuses_input_larger_than_any_dump_and_unreadable_files(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "TPH_INPUT_LIMIT", 8)
+    large = tmp_path / "large"
+    large.write_bytes(b"012345678")
+    assert main(["tph", str(large)]) == 2
+    refused = f"steer: error: {large}: more than 0 MiB: not a config-space dump or lspci output\n"
+    assert capsys.readouterr().err == refused
+    exact = tmp_path / "exact"
+    exact.write_bytes(b"01234567")
+    assert main(["tph", str(exact)]) == 2
+    assert "more than" not in capsys.readouterr().err
+    assert main(["tph", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"steer: error: {tmp_path}: cannot read: Is a directory\n"
+
+
+def test_tph_json_goes_to_a_file_or_stdout(tmp_path, capsys):
+    dump = tmp_path / "lspci.txt"
+    dump.write_text(
+        "41:00.0 Ethernet controller: Broadcom Inc. BCM57608\n"
+        "\tCapabilities: [1a0 v1] Transaction Processing Hints\n"
+        "\t\tDevice specific mode supported\n"
+        "\t\tSteering table in TPH capability structure\n"
+    )
+    out = tmp_path / "tph.json"
+    assert main(["tph", str(dump), "--json", str(out)]) == 0
+    assert capsys.readouterr().out == f"wrote {out}\n"
+    devices = json.loads(out.read_text())
+    assert main(["tph", str(dump), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == devices
+    assert main(["tph", str(dump)]) == 0
+    assert "41:00.0" in capsys.readouterr().out
+
+
+def test_doctor_refuses_a_root_that_is_not_a_directory(tmp_path, capsys):
+    assert main(["doctor", "--root", str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err == f"steer: error: --root {tmp_path / 'missing'}: not a directory\n"
+
+
+def test_doctor_json_on_stdout_and_a_capture_beside_the_table(tmp_path, capsys):
+    assert main(["doctor", "--root", str(tmp_path), "--json"]) == 0
+    checks = json.loads(capsys.readouterr().out)
+    assert {"area", "name", "verdict", "evidence", "fix"} <= set(checks["checks"][0])
+    capture = tmp_path / "out" / "c.tar.gz"
+    assert main(["doctor", "--root", str(tmp_path), "--capture", str(capture)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].split()[:3] == ["area", "check", "verdict"]
+    assert printed[-1] == f"wrote {capture}" and capture.stat().st_size > 0
+
+
+def fail_with(error):
+    def handler(args):
+        raise error
+
+    return handler
+
+
+@pytest.mark.parametrize(
+    "error, code, message",
+    [
+        (ScenarioError("x.toml: bad"), 2, "steer: error: x.toml: bad\n"),
+        (SteerError("an invariant broke"), 1, "steer: an invariant broke (please report it)\n"),
+        (KeyboardInterrupt(), 130, "steer: interrupted\n"),
+        (BrokenPipeError(), 0, ""),
+    ],
+)
+def test_main_turns_each_kind_of_error_into_its_exit_code_and_one_line(error, code, message, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "cmd_resolve", fail_with(error))
+    assert main(["resolve", "eflatency"]) == code
+    assert capsys.readouterr().err == message
+
+
+def test_bad_usage_is_one_line_pointing_at_the_commands_help(capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(["run"])
+    assert exit.value.code == 2
+    assert capsys.readouterr().err == (
+        "steer run: error: the following arguments are required: scenario (see steer run -h)\n"
+    )
+
+
+def test_set_file_and_allow_large_append_overrides_in_order(tmp_path):
+    overlay = tmp_path / "o.toml"
+    overlay.write_text("[platform.l2]\nways = 8\n")
+    args = cli.parser().parse_args(
+        ["run", "s", "--set", "a=1", "--set-file", str(overlay), "--allow-large", "--set", "b=2"]
+    )
+    assert args.set == ["a=1", "platform.l2.ways=8", "sim.allow_large=true", "b=2"]
+    assert cli.parser().parse_args(["trace", "f"]).set == []
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args(["trace", "f", "--allow-large"])
+
+
+def test_a_set_file_that_cannot_be_read_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(["run", "s", "--set-file", str(tmp_path / "none.toml")])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"steer run: error: --set-file: {tmp_path / 'none.toml'}: ") and err.count("\n") == 1
