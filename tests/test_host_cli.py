@@ -1,0 +1,88 @@
+"""`steer calibrate` as a command, in process, with the measuring and fitting mocked (they are
+tested in test_calibrate): which plan it asks for, where it writes, what it prints. `steer
+validate` is tested the same way in test_validate."""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from steer import calibrate, cli, host_cli
+from steer.calibrate import Value
+from steer.output import MIB
+
+VALUES = [Value("l2.latency_cycles", 14, "measured"), Value("core.clock_ghz", 3.5, "preset")]
+
+
+@pytest.fixture
+def calibration(monkeypatch, tmp_path):
+    """Mocks of the measuring steps; returns the plans asked for and the default output path."""
+    plans = []
+    default = tmp_path / "host.toml"
+    monkeypatch.setattr(calibrate, "sysfs_platform", lambda: {"l3.size_kib": 32768})
+    monkeypatch.setattr(calibrate, "calibration_path", lambda: default)
+    monkeypatch.setattr(host_cli._core, "probe_allowed_cpus", lambda: [0, 1, 2])
+    monkeypatch.setattr(calibrate, "parse_cpus", lambda text: (int(text),))
+
+    def plan_for(mode, geometry, cpus, max_bytes, min_ms):
+        plans.append((mode, geometry, cpus, max_bytes, min_ms))
+        return "plan"
+
+    monkeypatch.setattr(calibrate, "plan_for", plan_for)
+    monkeypatch.setattr(calibrate, "measure", lambda plan, geometry, progress: f"measured {plan}")
+    monkeypatch.setattr(calibrate, "fit", lambda measured, geometry: VALUES[:1])
+    monkeypatch.setattr(calibrate, "fit_streamer", lambda measured, values: VALUES[1:])
+    monkeypatch.setattr(calibrate, "calibration_toml", lambda measured, values: f"{measured} {len(values)}\n")
+    monkeypatch.setattr(calibrate, "plot", lambda measured, values: b"\x89PNG")
+    monkeypatch.setattr(calibrate, "as_json", lambda measured, values, out: f'{{"out": "{out}"}}\n')
+    return SimpleNamespace(plans=plans, default=default)
+
+
+def test_calibrate_writes_the_host_calibration_and_prints_each_value(calibration, capsys):
+    assert cli.main(["calibrate", "--quiet"]) == 0
+    assert calibration.plans == [("default", {"l3.size_kib": 32768}, (0, 1, 2), None, None)]
+    assert calibration.default.read_text() == "measured plan 2\n"
+    assert capsys.readouterr().out.splitlines() == [
+        "key                value  source",
+        "l2.latency_cycles     14  measured",
+        "core.clock_ghz       3.5  preset",
+        f"wrote {calibration.default}",
+    ]
+
+
+@pytest.mark.parametrize(
+    "argv, plan",
+    [
+        (["--quick"], ("quick", (0, 1, 2), None, None)),
+        (["--full", "--cpus", "1", "--max-bytes", "2MiB", "--min-ms", "5"], ("full", (1,), 2 * MIB, 5.0)),
+    ],
+)
+def test_calibrate_asks_for_the_plan_of_its_mode_and_options(calibration, argv, plan):
+    assert cli.main(["calibrate", "--quiet", *argv]) == 0
+    mode, _, cpus, max_bytes, min_ms = calibration.plans[0]
+    assert (mode, cpus, max_bytes, min_ms) == plan
+
+
+def test_calibrate_writes_json_and_a_plot_beside_the_calibration_or_json_alone_to_stdout(calibration, capsys, tmp_path):
+    out, image, rows = tmp_path / "c.toml", tmp_path / "c.png", tmp_path / "c.json"
+    assert cli.main(["calibrate", "--quiet", "--out", str(out), "--plot", str(image), "--json", str(rows)]) == 0
+    assert capsys.readouterr().out.splitlines()[-3:] == [f"wrote {out}", f"wrote {image}", f"wrote {rows}"]
+    assert image.read_bytes() == b"\x89PNG" and rows.read_text() == f'{{"out": "{out}"}}\n'
+    assert cli.main(["calibrate", "--quiet", "--json"]) == 0
+    assert capsys.readouterr().out == f'{{"out": "{calibration.default}"}}\n'
+    assert calibration.default.exists()
+
+
+def test_quick_and_full_are_exclusive(calibration, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["calibrate", "--quick", "--full"])
+    assert "not allowed with argument" in capsys.readouterr().err
+    assert calibration.plans == [] and not calibration.default.exists()
+
+
+def test_a_calibration_that_cannot_be_written_leaves_nothing(calibration, capsys, tmp_path):
+    (tmp_path / "dir").mkdir()
+    assert cli.main(["calibrate", "--quiet", "--out", str(tmp_path / "dir")]) == 2
+    assert capsys.readouterr().err == f"steer: error: {tmp_path / 'dir'}: cannot write there: a directory\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir"]
+    assert list(Path(tmp_path / "dir").iterdir()) == []
