@@ -17,7 +17,7 @@ SWEEP = """scenario = "rx-default"
 sim.measure_us = 100
 [grid]
 placement = ["memory", "l2"]
-ring = [256, 0]
+ring = [256, 0, 128]
 """
 
 
@@ -42,6 +42,9 @@ def fake_run_sweep(monkeypatch, summary):
 def test_sweep_passes_its_options_on_and_prints_what_ran(monkeypatch, capsys, sweep_file):
     summary = SweepSummary(Path("r"), total=5, skipped=2, ran=["a", "b", "c"], failed={}, seconds=1.25)
     calls = fake_run_sweep(monkeypatch, summary)
+    assert main(["sweep", str(sweep_file), "--executor", "local"]) == 0
+    assert calls.pop()[2]["executor"] == "local"
+    capsys.readouterr()
     argv = ["sweep", str(sweep_file), "--executor", "ray", "--workers", "3", "--address", "auto", "--quiet"]
     assert main([*argv, "--skip-failed", "--keep-going", "--set", "x=1"]) == 0
     assert calls == [
@@ -69,24 +72,23 @@ def test_sweep_passes_its_options_on_and_prints_what_ran(monkeypatch, capsys, sw
 
 
 def test_a_sweep_with_failures_lists_the_first_five_and_exits_1(monkeypatch, capsys, sweep_file, tmp_path):
-    failed = {f"id{i}": f"error {i}\nmore detail" for i in range(7)}
-    failed["id6"] = ""
+    failed = {f"id{i}": f"error {i}\nmore detail" for i in range(6)}
     summary = SweepSummary(tmp_path, total=8, skipped=0, ran=["id0", "id1", "ok"], failed=failed, seconds=0.0)
     fake_run_sweep(monkeypatch, summary)
     assert main(["sweep", str(sweep_file), "-o", str(tmp_path)]) == 1
     assert capsys.readouterr().out.splitlines() == [
-        f"8 runs: 1 finished now, 0 already done, 7 failed (0.0 s); results in {tmp_path}",
+        f"8 runs: 1 finished now, 0 already done, 6 failed (0.0 s); results in {tmp_path}",
         "  failed id0: error 0",
         "  failed id1: error 1",
         "  failed id2: error 2",
         "  failed id3: error 3",
         "  failed id4: error 4",
-        f"  ... 2 more in {tmp_path / 'failed'}",
+        f"  ... 1 more in {tmp_path / 'failed'}",
     ]
-    one = SweepSummary(tmp_path, total=1, skipped=0, ran=["id6"], failed={"id6": ""}, seconds=0.0)
-    fake_run_sweep(monkeypatch, one)
+    del failed["id5"]
+    failed["id4"] = ""
     assert main(["sweep", str(sweep_file), "-o", str(tmp_path)]) == 1
-    assert capsys.readouterr().out.splitlines()[1:] == ["  failed id6: ?"]
+    assert capsys.readouterr().out.splitlines()[-1] == "  failed id4: ?"
 
 
 def test_a_dry_run_lists_every_point_with_its_state_and_runs_nothing(monkeypatch, capsys, sweep_file, tmp_path):
@@ -97,14 +99,16 @@ def test_a_dry_run_lists_every_point_with_its_state_and_runs_nothing(monkeypatch
     monkeypatch.setattr(sweep, "run_sweep", None)
     assert main(["sweep", str(sweep_file), "-o", str(tmp_path / "out"), "--dry-run"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split() for line in lines[:5]] == [
+    assert [line.split() for line in lines[:7]] == [
         ["point", "run", "id", "placement", "ring", "state"],
         ["0", ids[0], '"memory"', "256", "done"],
         ["1", ids[1], '"memory"', "0", "invalid"],
-        ["2", ids[2], '"l2"', "256", "failed"],
-        ["3", ids[3], '"l2"', "0", "invalid"],
+        ["2", ids[2], '"memory"', "128", "failed"],
+        ["3", ids[3], '"l2"', "256", "pending"],
+        ["4", ids[4], '"l2"', "0", "invalid"],
+        ["5", ids[5], '"l2"', "128", "pending"],
     ]
-    assert lines[5] == f"4 runs; 1 done in {tmp_path / 'out'}"
+    assert lines[7] == f"6 runs; 1 done in {tmp_path / 'out'}"
     assert not (tmp_path / "out").exists()
 
 
@@ -222,3 +226,12 @@ def test_fit_json_goes_to_a_file_beside_the_overlay_or_to_stdout_alone(monkeypat
     assert main(["fit", "f.toml", "-o", str(overlay), "--json"]) == 0
     assert capsys.readouterr().out == json.dumps({"best": {"a": 1}}, indent=2) + "\n"
     assert overlay.read_text() == "a = 1\n"
+
+
+@pytest.mark.parametrize("argv", [["plot", "r"], ["export", "r"], ["sweep", "s.toml", "--executor", "dask"]])
+def test_a_required_option_missing_or_an_unknown_choice_is_a_usage_error(argv, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(argv)
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"steer {argv[0]}: error: ") and err.count("\n") == 1
