@@ -399,6 +399,8 @@ def test_platforms_describe_one_with_overrides_as_a_run_or_the_preset_spells_the
         assert main(["platforms", "turin-9655", "--set", f"{key}=8", "--json"]) == 0
         rows = {r["key"]: r for r in json.loads(capsys.readouterr().out)}
         assert rows["l2.ways"]["value"] == "8"
+    assert main(["platforms", "turin-9655", "--set", "l2.ways"]) == 2
+    assert capsys.readouterr().err == "steer: error: platform turin-9655: --set l2.ways: expected KEY=VALUE\n"
     assert main(["scenarios"]) == 0
     assert capsys.readouterr().out.splitlines()[0].split() == ["name", "description"]
 

@@ -147,9 +147,17 @@ fn resolve_platform(name: &str, overrides: &[String]) -> PyResult<platform::Plat
         return Err(ScenarioError::new_err(format!("`{name}`: no such platform preset (known: {})", known.join(", "))));
     }
     let text = format!("[platform]\npreset = {}\n", toml_string(name));
-    let overrides: Vec<String> =
-        overrides.iter().map(|o| format!("platform.{}", o.strip_prefix("platform.").unwrap_or(o))).collect();
+    let overrides: Vec<String> = overrides.iter().map(|o| platform_override(o)).collect();
     Ok(load(&text, &format!("platform {name}"), name, &overrides)?.platform)
+}
+
+/// `KEY=VALUE` as a scenario's override of its platform's key; anything else is left as typed,
+/// for the error to name it.
+fn platform_override(text: &str) -> String {
+    if !text.contains('=') {
+        return text.to_string();
+    }
+    format!("platform.{}", text.strip_prefix("platform.").unwrap_or(text))
 }
 
 fn toml_string(text: &str) -> String {
