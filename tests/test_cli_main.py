@@ -2,7 +2,9 @@
 text each prints from a hand-made result, the files it writes, and how `main` turns errors into
 exit codes. test_cli.py checks the same contract through a subprocess, end to end."""
 
+import io
 import json
+import re
 import tomllib
 
 import pytest
@@ -25,8 +27,8 @@ def hand_made_result():
         "scenario": "s",
         "platform": "p",
         "sim": {
-            "measured_ns": 2500.0,
-            "warmup_ns": 1000.0,
+            "measured_ns": 1_500_000.0,
+            "warmup_ns": 1_000_000.0,
             "seed": 7,
             "simulated_ns": 3_500_000.0,
             "host_seconds": 1.234,
@@ -64,7 +66,7 @@ def hand_made_result():
 def test_a_run_prints_its_window_dram_devices_fills_statistics_and_host_time():
     assert cli.format_run(hand_made_result()) == "\n".join(
         [
-            "s on p: 2 µs measured after 1 µs warm-up (seed 7)",
+            "s on p: 1500 µs measured after 1000 µs warm-up (seed 7)",
             "",
             "DRAM  read 1.23 GB/s   write 2.00 GB/s   total 3.23 GB/s   (2 channels)",
             "",
@@ -136,9 +138,9 @@ def copy_result(seconds, latency_us):
 
 
 def test_a_copy_prints_its_rate_and_only_the_engines_that_took_part():
-    assert cli.format_copy(copy_result(0.0004, 1.5)) == "\n".join(
+    assert cli.format_copy(copy_result(0.002, 1.5)) == "\n".join(
         [
-            "copy: 1,048,576 bytes in 0.400 ms = 2.50 GiB/s; 1,024 descriptors, 0.400 µs each; 1.500 µs per submission",
+            "copy: 1,048,576 bytes in 2.000 ms = 2.50 GiB/s; 1,024 descriptors, 0.400 µs each; 1.500 µs per submission",
             "device  node      bytes  descriptors   busy  retries",
             "dsa0       1  1,048,576         1024  75.0%        2",
         ]
@@ -186,7 +188,8 @@ def test_a_run_with_a_copy_or_a_query_prints_them_before_the_cores():
         "device  node      bytes  descriptors   busy  retries",
         "dsa0       1  1,048,576         1024  75.0%        2",
     ]
-    assert lines[8].startswith("query: not finished") and lines[10] == "Demand accesses by where they were satisfied:"
+    assert lines[7:11] == ["", query_line := lines[8], "", "Demand accesses by where they were satisfied:"]
+    assert query_line.startswith("query: not finished")
 
 
 def test_uprof_prints_one_column_per_controller_named_by_socket():
@@ -196,15 +199,16 @@ def test_uprof_prints_one_column_per_controller_named_by_socket():
                 {"read_gbps": 1.0, "write_gbps": 3.0},
                 {"read_gbps": 0.0, "write_gbps": 0.0},
                 {"read_gbps": 2.0, "write_gbps": 0.0},
+                {"read_gbps": 0.125, "write_gbps": 0.375},
             ]
         }
     }
     assert cli.format_uprof(result, 2).split("\n") == [
-        "#umc\tsocket:0-umc:0\tsocket:0-umc:1\tsocket:1-umc:0",
-        "% UMC CAS for reads\t25.000\t0.000\t100.000",
-        "% UMC CAS for writes\t75.000\t0.000\t0.000",
-        "UMC est read BW (GB/s)\t1.000\t0.000\t2.000",
-        "UMC est write BW (GB/s)\t3.000\t0.000\t0.000",
+        "#umc\tsocket:0-umc:0\tsocket:0-umc:1\tsocket:1-umc:0\tsocket:1-umc:1",
+        "% UMC CAS for reads\t25.000\t0.000\t100.000\t25.000",
+        "% UMC CAS for writes\t75.000\t0.000\t0.000\t75.000",
+        "UMC est read BW (GB/s)\t1.000\t0.000\t2.000\t0.125",
+        "UMC est write BW (GB/s)\t3.000\t0.000\t0.000\t0.375",
     ]
 
 
@@ -212,14 +216,14 @@ def test_stalls_and_a_stalled_window_are_one_warning_each(capsys):
     cli.warn_stalls(
         {
             "sim": {
-                "stalled_at_ns": 1500.0,
-                "stalls": [{"agent": "cpu 2 (pingpong)", "since_ns": 250.0, "reason": "waits for a message"}],
+                "stalled_at_ns": 150_000.0,
+                "stalls": [{"agent": "cpu 2 (pingpong)", "since_ns": 2_500_000.0, "reason": "waits for a message"}],
             }
         }
     )
     assert capsys.readouterr().err.splitlines() == [
-        "steer: warning: nothing was left to happen after 1.5 µs",
-        "steer: warning: cpu 2 (pingpong) stalled at 0.2 µs: waits for a message",
+        "steer: warning: nothing was left to happen after 150.0 µs",
+        "steer: warning: cpu 2 (pingpong) stalled at 2500.0 µs: waits for a message",
     ]
     # A copy that finished leaves nothing to happen by design: no warning for that.
     cli.warn_stalls({"sim": {"stalled_at_ns": 1500.0}, "copy": {"seconds": 0.1}})
@@ -233,15 +237,19 @@ def test_stalls_and_a_stalled_window_are_one_warning_each(capsys):
 def test_a_window_shorter_than_a_ring_pass_is_noted_for_cached_placements_only(capsys):
     def result(placement, passes):
         return {
-            "sim": {"measured_ns": 50_000.0},
+            "sim": {"measured_ns": 1_000_000.0},
             "devices": {"nic0": {"placement": placement, "queues": [{"ring_passes": p} for p in passes]}},
         }
 
-    cli.note_partial_rings(result("l2", [0.5, 0.25, 0.0]))
+    two = result("l2", [0.5, 0.25, 0.0])
+    two["devices"] = {"nic1": {"placement": "memory", "queues": [{"ring_passes": 0.5}]}, **two["devices"]}
+    cli.note_partial_rings(two)
     assert capsys.readouterr().err == (
-        "steer: note: nic0's 50 µs window saw 0.25 of a pass over a ring; its hit rates can depend on "
-        "which part (sim.measure_us=200 covers one)\n"
+        "steer: note: nic0's 1000 µs window saw 0.25 of a pass over a ring; its hit rates can depend on "
+        "which part (sim.measure_us=4000 covers one)\n"
     )
+    cli.note_partial_rings({"devices": result("l2", [0.5])["devices"]})
+    assert capsys.readouterr().err.startswith("steer: note: nic0's 0 µs window saw 0.50 of a pass")
     for quiet in (result("memory", [0.5]), result("l2", [1.0, 2.0]), result("l2", [0.0]), {"devices": {"d": {}}}):
         cli.note_partial_rings(quiet)
     assert capsys.readouterr().err == ""
@@ -255,7 +263,7 @@ def test_compare_rows_put_each_metric_beside_each_placement_and_na_where_a_run_h
             "tx_gbps": 0.0,
             "drops": 3,
             "dma_write_hit_rate": 0.5,
-            "dma_read_hit_rate": None,
+            "dma_read_hit_rate": 0.25,
             "latency_ns": {"p50": 100.4, "p99": 200.6},
         }
     }
@@ -271,7 +279,7 @@ def test_compare_rows_put_each_metric_beside_each_placement_and_na_where_a_run_h
         ["nic0 tx Gb/s", "0.00", "0.00", "n/a"],
         ["nic0 drops", "3", "n/a", "n/a"],
         ["nic0 DMA write hit rate", "0.500", "0.500", "n/a"],
-        ["nic0 DMA read hit rate", "n/a", "n/a", "n/a"],
+        ["nic0 DMA read hit rate", "0.250", "0.250", "n/a"],
         ["nic0 latency p50 ns", "100", "100", "n/a"],
         ["nic0 latency p99 ns", "201", "201", "n/a"],
         ["cpu 1 (rx_loop) fills from DRAM", "25.0%", "25.0%", "n/a"],
@@ -350,13 +358,19 @@ def test_compare_takes_sdci_as_the_l2_placement_and_writes_json(tmp_path, capsys
     assert results["memory"]["devices"]["nic0"]["placement"] == "memory"
 
 
+NO_DDIO = "ddio: --set devices.0.placement.policy: platform `turin-9655` has no DDIO ways (platform.io.ddio_ways = 0)"
+
+
 @pytest.mark.parametrize(
     "args, expected",
     [
-        (["eflatency", "--placement", "bogus,l2"], "--placement: unknown placement bogus (known: "),
+        (
+            ["eflatency", "--placement", "bogus,l2,nope"],
+            "--placement: unknown placement bogus, nope (known: ddio, inject, l2, memory, tph, sdci)\n",
+        ),
         (["eflatency", "--placement", ","], "--placement: unknown placement (none) (known: "),
         (["dsa-copy"], "dsa-copy: no device with a DMA placement to compare"),
-        (["sdci-l2fwd", "--placement", "ddio"], "ddio: "),
+        (["sdci-l2fwd", "--placement", "ddio,ddio"], f"{NO_DDIO}; {NO_DDIO}\n"),
     ],
 )
 def test_compare_refuses_what_it_cannot_compare(args, expected, capsys):
@@ -371,16 +385,89 @@ def test_reproduce_prints_one_row_and_the_scores(tmp_path, capsys):
     out = tmp_path / "rows.json"
     assert main(["reproduce", "--only", "seed004/eflatency-avg", "--quiet", "--json", str(out)]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert printed[0].split()[:3] == ["id", "role", "source"]
+    headers = ["id", "role", "source", "metric", "published", "simulated", "difference", "target"]
+    assert printed[0].split() == headers
     assert printed[1].startswith("seed004/eflatency-avg  calibration")
-    assert printed[-1] == f"wrote {out}"
-    [row] = json.loads(out.read_text())
-    assert row["id"] == "seed004/eflatency-avg" and row["within"] is True
+    assert printed[1].split()[-5:] == ["55.0ns", "55.2ns", "+0.20", "ns", "within"]
+    assert printed[2:] == [
+        "calibration: 1 of 1 within target; validation: 0 of 0 within target (percentages ±10 pt, latencies ±20 ns)",
+        f"wrote {out}",
+    ]
+    rows = json.loads(out.read_text())
+    assert out.read_text() == json.dumps(rows, indent=2) + "\n"
+    assert rows[0]["id"] == "seed004/eflatency-avg" and rows[0]["within"] is True
     assert main(["reproduce", "--only", "seed004/eflatency-avg", "--quiet", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == [row]
+    assert capsys.readouterr().out == json.dumps(rows, indent=2) + "\n"
+    assert main(["reproduce", "--only", "seed004/eflatency-avg", "--quiet"]) == 0
+    assert capsys.readouterr().out.splitlines() == printed[:3]
 
 
-def test_reproduce_refuses_a_pattern_with_no_row_and_sensitivity_with_set_or_plot(tmp_path, capsys):
+def test_reproduce_draws_the_rows_and_seed_001s_curves_when_its_rows_are_there(tmp_path, capsys):
+    assert main(["reproduce", "--only", "seed004/eflatency-avg", "--quiet", "--plot", str(tmp_path / "a")]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"wrote {tmp_path / 'a' / 'reproduce.png'}"
+    assert [p.name for p in (tmp_path / "a").iterdir()] == ["reproduce.png"]
+    assert main(["reproduce", "--only", "seed001/dsa-ceiling", "--quiet", "--plot", str(tmp_path / "b")]) == 0
+    names = ["reproduce.png", "seed001-ddr-to-hbm.png", "seed001-transfer-size.png"]
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == names
+    assert all((tmp_path / "b" / name).read_bytes().startswith(b"\x89PNG") for name in names)
+
+
+class Bars:
+    """`output.Progress` as a record of each bar's label and the fractions it was given."""
+
+    made: list = []
+
+    def __init__(self, label, quiet=False):
+        self.label, self.fractions, self.closed = label, [], False
+        Bars.made.append(self)
+
+    def __call__(self, fraction):
+        self.fractions.append(fraction)
+
+    def restart(self, label):
+        self.label = label
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def bars(monkeypatch):
+    Bars.made = []
+    monkeypatch.setattr(cli.output, "Progress", Bars)
+    return Bars.made
+
+
+def test_each_command_names_its_progress_bar_and_closes_it(bars, tmp_path):
+    trace = tmp_path / "t.din"
+    trace.write_text("0 1000\n")
+    assert main(["run", "eflatency", *SHORT]) == 0
+    assert main(["compare", "eflatency", "--placement", "sdci", *SHORT]) == 0
+    assert main(["trace", str(trace)]) == 0
+    assert main(["reproduce", "--only", "seed004/eflatency-avg"]) == 0
+    assert [(b.label, b.closed) for b in bars] == [
+        ("steer run eflatency", True),
+        ("steer compare sdci", True),
+        (f"steer trace {trace}", True),
+        ("steer reproduce", True),
+    ]
+    # Seed 004's 42 runs, each a step of the bar, which waits at 99% for what is not a run.
+    steps = bars[-1].fractions
+    assert len(steps) == 42 and steps[0] == pytest.approx(1 / 42) and steps[-1] == 0.99
+
+
+def test_reproduce_applies_set_to_every_run(capsys):
+    assert main(["reproduce", "--only", "seed004/eflatency-avg", "--quiet", "--json"]) == 0
+    base = json.loads(capsys.readouterr().out)[0]["simulated"]
+    changed = ["--set", "platform.memory.write_queue_latency_ns=100.0"]
+    assert main(["reproduce", "--only", "seed004/eflatency-avg", "--quiet", "--json", *changed]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["simulated"] != base
+
+
+def test_reproduce_refuses_a_pattern_with_no_row_and_sensitivity_with_set_or_plot(tmp_path, capsys, monkeypatch):
+    from steer import sensitivity
+
+    monkeypatch.setattr(sensitivity, "sensitivity", lambda *args, **kwargs: pytest.fail("ran"))
     assert main(["reproduce", "--only", "seed004/nothing-like-this", "--quiet"]) == 2
     assert capsys.readouterr().err == "steer: error: --only seed004/nothing-like-this: no row matches\n"
     for extra in (["--set", "x=1"], ["--plot", str(tmp_path)]):
@@ -397,12 +484,18 @@ def test_resolve_prints_the_scenario_with_the_override_applied(capsys):
 def test_platforms_describe_one_with_overrides_as_a_run_or_the_preset_spells_them(capsys):
     for key in ("platform.l2.ways", "l2.ways"):
         assert main(["platforms", "turin-9655", "--set", f"{key}=8", "--json"]) == 0
-        rows = {r["key"]: r for r in json.loads(capsys.readouterr().out)}
-        assert rows["l2.ways"]["value"] == "8"
+        listed = json.loads(capsys.readouterr().out)
+        assert list(listed[0]) == ["key", "value", "meaning"]
+        assert {r["key"]: r for r in listed}["l2.ways"]["value"] == "8"
     assert main(["platforms", "turin-9655", "--set", "l2.ways"]) == 2
     assert capsys.readouterr().err == "steer: error: platform turin-9655: --set l2.ways: expected KEY=VALUE\n"
-    assert main(["scenarios"]) == 0
-    assert capsys.readouterr().out.splitlines()[0].split() == ["name", "description"]
+    assert main(["platforms", "turin-9655"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].split() == ["key", "value", "meaning"]
+    for command in ("scenarios", "platforms"):
+        assert main([command]) == 0
+        assert capsys.readouterr().out.splitlines()[0].split() == ["name", "description"]
+        assert main([command, "--json"]) == 0
+        assert list(json.loads(capsys.readouterr().out)[0]) == ["name", "description"]
 
 
 def test_trace_prints_each_level_and_memory(tmp_path, capsys):
@@ -413,7 +506,7 @@ def test_trace_prints_each_level_and_memory(tmp_path, capsys):
     assert lines[0] == "3 accesses on CPU 3 of turin-9655 (0 skipped)"
     assert lines[1].split() == ["level", "reads", "writes", "hits", "misses", "writebacks"]
     assert lines[2].split() == ["l1d", "2", "1", "1", "2", "0"]
-    assert lines[-1].startswith("memory: 2 line reads, 0 line writes; ")
+    assert re.fullmatch(r"memory: 2 line reads, 0 line writes; \d+\.\d\d s", lines[-1])
     assert main(["trace", str(trace), "--quiet", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["l1d"]["hits"] == 1
 
@@ -431,6 +524,34 @@ def test_tph_refuses_input_larger_than_any_dump_and_unreadable_files(tmp_path, c
     assert "more than" not in capsys.readouterr().err
     assert main(["tph", str(tmp_path)]) == 2
     assert capsys.readouterr().err == f"steer: error: {tmp_path}: cannot read: Is a directory\n"
+
+
+def test_tph_reads_at_most_16_mib(tmp_path, capsys):
+    dump = tmp_path / "big"
+    dump.write_bytes(b"\n" * (16 << 20))
+    assert main(["tph", str(dump)]) == 2
+    assert "more than" not in capsys.readouterr().err
+    with dump.open("ab") as more:
+        more.write(b"\n")
+    assert main(["tph", str(dump)]) == 2
+    assert capsys.readouterr().err.endswith(": more than 16 MiB: not a config-space dump or lspci output\n")
+
+
+def test_tph_reads_stdin_for_a_dash_and_names_it_in_errors(capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(LSPCI.encode())))
+    assert main(["tph", "-"]) == 0
+    assert "41:00.0" in capsys.readouterr().out
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"")))
+    assert main(["tph", "-"]) == 2
+    assert capsys.readouterr().err.startswith("steer: error: stdin: ")
+
+
+LSPCI = (
+    "41:00.0 Ethernet controller: Broadcom Inc. BCM57608\n"
+    "\tCapabilities: [1a0 v1] Transaction Processing Hints\n"
+    "\t\tDevice specific mode supported\n"
+    "\t\tSteering table in TPH capability structure\n"
+)
 
 
 def test_tph_json_goes_to_a_file_or_stdout(tmp_path, capsys):
