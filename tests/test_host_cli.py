@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from steer import calibrate, cli, host_cli
+from steer import calibrate, cli, host_cli, validate
 from steer.calibrate import Value
 from steer.output import MIB
 
@@ -86,3 +86,45 @@ def test_a_calibration_that_cannot_be_written_leaves_nothing(calibration, capsys
     assert capsys.readouterr().err == f"steer: error: {tmp_path / 'dir'}: cannot write there: a directory\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir"]
     assert list(Path(tmp_path / "dir").iterdir()) == []
+
+
+class Bars:
+    """`output.Progress` as a record of the labels of the bars made."""
+
+    def __init__(self, made):
+        self.made = made
+
+    def __call__(self, label, quiet=False):
+        self.made.append(label)
+        return SimpleNamespace(close=lambda: None, __call__=lambda fraction: None)
+
+
+def test_each_command_names_its_progress_bar(calibration, monkeypatch, tmp_path):
+    made = []
+    monkeypatch.setattr(host_cli.output, "Progress", Bars(made))
+    monkeypatch.setattr(validate, "validate", lambda *args: [])
+    assert cli.main(["calibrate"]) == 0
+    assert cli.main(["validate"]) == 0
+    assert made == ["calibrate", "validate"]
+
+
+def test_json_on_stdout_writes_no_file_named_dash(calibration, monkeypatch, tmp_path, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(validate, "validate", lambda *args: [])
+    monkeypatch.setattr(validate, "as_json", lambda rows, path, host: "[]\n")
+    assert cli.main(["calibrate", "--quiet", "--json", "-"]) == 0
+    assert cli.main(["validate", "--quiet", "--json", "-"]) == 0
+    assert capsys.readouterr().out == f'{{"out": "{calibration.default}"}}\n[]\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["host.toml"]
+
+
+def test_validate_measures_first_only_where_there_is_no_calibration(calibration, monkeypatch, capsys):
+    monkeypatch.setattr(validate, "validate", lambda *args: [])
+    assert cli.main(["validate", "--quiet"]) == 0
+    assert capsys.readouterr().err == (
+        f"steer: no calibration of this machine yet: measuring first ({calibration.default})\n"
+    )
+    assert calibration.plans[0][0] == "quick" and calibration.default.read_text() == "measured plan 2\n"
+    monkeypatch.setattr(host_cli, "calibrate_and_write", lambda *args: pytest.fail("calibrated again"))
+    assert cli.main(["validate", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
