@@ -381,7 +381,7 @@ def test_compare_refuses_what_it_cannot_compare(args, expected, capsys):
         assert "sdci" in err and "memory" in err
 
 
-def test_reproduce_prints_one_row_and_the_scores(tmp_path, capsys):
+def test_reproduce_prints_one_row_and_the_scores(tmp_path, capsys, monkeypatch):
     out = tmp_path / "rows.json"
     assert main(["reproduce", "--only", "seed004/eflatency-avg", "--quiet", "--json", str(out)]) == 0
     printed = capsys.readouterr().out.splitlines()
@@ -396,8 +396,10 @@ def test_reproduce_prints_one_row_and_the_scores(tmp_path, capsys):
     rows = json.loads(out.read_text())
     assert out.read_text() == json.dumps(rows, indent=2) + "\n"
     assert rows[0]["id"] == "seed004/eflatency-avg" and rows[0]["within"] is True
+    monkeypatch.chdir(tmp_path)
     assert main(["reproduce", "--only", "seed004/eflatency-avg", "--quiet", "--json"]) == 0
     assert capsys.readouterr().out == json.dumps(rows, indent=2) + "\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["rows.json"]
     assert main(["reproduce", "--only", "seed004/eflatency-avg", "--quiet"]) == 0
     assert capsys.readouterr().out.splitlines() == printed[:3]
 
