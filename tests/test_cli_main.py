@@ -420,7 +420,7 @@ class Bars:
     made: list = []
 
     def __init__(self, label, quiet=False):
-        self.label, self.fractions, self.closed = label, [], False
+        self.label, self.labels, self.fractions, self.closed = label, [label], [], False
         Bars.made.append(self)
 
     def __call__(self, fraction):
@@ -428,6 +428,7 @@ class Bars:
 
     def restart(self, label):
         self.label = label
+        self.labels.append(label)
 
     def close(self):
         self.closed = True
@@ -509,6 +510,8 @@ def test_trace_prints_each_level_and_memory(tmp_path, capsys):
     assert lines[1].split() == ["level", "reads", "writes", "hits", "misses", "writebacks"]
     assert lines[2].split() == ["l1d", "2", "1", "1", "2", "0"]
     assert re.fullmatch(r"memory: 2 line reads, 0 line writes; \d+\.\d\d s", lines[-1])
+    assert main(["trace", str(trace), "--quiet"]) == 0
+    assert capsys.readouterr().out.startswith("3 accesses on CPU 0 of turin-9655 (0 skipped)\n")
     assert main(["trace", str(trace), "--quiet", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["l1d"]["hits"] == 1
 
@@ -546,6 +549,10 @@ def test_tph_reads_stdin_for_a_dash_and_names_it_in_errors(capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"")))
     assert main(["tph", "-"]) == 2
     assert capsys.readouterr().err.startswith("steer: error: stdin: ")
+    monkeypatch.setattr(cli, "TPH_INPUT_LIMIT", 8)
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"012345678")))
+    assert main(["tph", "-"]) == 2
+    assert capsys.readouterr().err == "steer: error: stdin: more than 0 MiB: not a config-space dump or lspci output\n"
 
 
 LSPCI = (
@@ -569,7 +576,7 @@ def test_tph_json_goes_to_a_file_or_stdout(tmp_path, capsys):
     assert capsys.readouterr().out == f"wrote {out}\n"
     devices = json.loads(out.read_text())
     assert main(["tph", str(dump), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == devices
+    assert capsys.readouterr().out == json.dumps(devices, indent=2) + "\n" == out.read_text()
     assert main(["tph", str(dump)]) == 0
     assert "41:00.0" in capsys.readouterr().out
 
@@ -586,8 +593,33 @@ def test_doctor_json_on_stdout_and_a_capture_beside_the_table(tmp_path, capsys):
     capture = tmp_path / "out" / "c.tar.gz"
     assert main(["doctor", "--root", str(tmp_path), "--capture", str(capture)]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert printed[0].split()[:3] == ["area", "check", "verdict"]
+    assert printed[0].split() == ["area", "check", "verdict", "evidence", "fix"]
     assert printed[-1] == f"wrote {capture}" and capture.stat().st_size > 0
+
+
+def test_doctor_json_to_a_file_and_of_this_host_by_default(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["doctor", "--root", str(tmp_path), "--json"]) == 0
+    on_stdout = capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+    assert main(["doctor", "--root", str(tmp_path), "--json", "d.json"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "wrote d.json"
+    assert (tmp_path / "d.json").read_text() == on_stdout
+    assert main(["doctor", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["root"] == "/"
+
+
+def test_doctor_draws_the_rich_table_on_a_terminal(tmp_path, capsys, monkeypatch):
+    from steer import doctor
+
+    drawn = []
+    monkeypatch.setattr(
+        doctor, "rich_table", lambda checks, console: drawn.append((len(checks), type(console).__name__))
+    )
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    assert main(["doctor", "--root", str(tmp_path)]) == 0
+    assert drawn and drawn[0][1] == "Console"
+    assert capsys.readouterr().out == ""
 
 
 def fail_with(error):
@@ -639,3 +671,54 @@ def test_a_set_file_that_cannot_be_read_is_a_usage_error(tmp_path, capsys):
     assert exit.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith(f"steer run: error: --set-file: {tmp_path / 'none.toml'}: ") and err.count("\n") == 1
+
+
+def test_no_command_is_a_usage_error_and_version_names_steer(capsys):
+    with pytest.raises(SystemExit) as exit:
+        main([])
+    assert exit.value.code == 2
+    assert capsys.readouterr().err == ("steer: error: the following arguments are required: COMMAND (see steer -h)\n")
+    with pytest.raises(SystemExit) as exit:
+        main(["--version"])
+    assert exit.value.code == 0
+    assert re.fullmatch(r"steer \d+\.\d+\.\d+\n", capsys.readouterr().out)
+
+
+class MadeUpSensitivity:
+    def __init__(self, name):
+        self.name = name
+
+    def to_dict(self):
+        return {"parameter": self.name}
+
+
+def test_reproduce_sensitivity_shows_each_stage_and_prints_or_writes_the_table(monkeypatch, bars, tmp_path, capsys):
+    from steer import sensitivity
+
+    def made_up(only, progress):
+        assert only == "seed004/*"
+        for stage, fraction in (("base rows", 0.5), ("base rows", 1.0), ("changes", 0.25)):
+            progress(stage, fraction)
+        return None, [MadeUpSensitivity("a"), MadeUpSensitivity("b")]
+
+    monkeypatch.setattr(sensitivity, "sensitivity", made_up)
+    monkeypatch.setattr(sensitivity, "table_rows", lambda results: [[r.name] * 6 for r in results])
+    assert main(["reproduce", "--sensitivity", "--only", "seed004/*"]) == 0
+    [bar] = bars
+    assert (bar.label, bar.fractions, bar.closed) == ("steer reproduce --sensitivity: changes", [0.5, 1.0, 0.25], True)
+    assert bar.labels == [
+        "steer reproduce --sensitivity",
+        "steer reproduce --sensitivity: base rows",
+        "steer reproduce --sensitivity: changes",
+    ]
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].split()[:4] == ["preset", "or", "scenario", "parameter"]
+    assert [line.split() for line in printed[1:3]] == [["a"] * 6, ["b"] * 6]
+    assert printed[3] == "moves: simulated at the changed value minus the base, in the row's unit (points for %)"
+    table = json.dumps([{"parameter": "a"}, {"parameter": "b"}], indent=2) + "\n"
+    monkeypatch.chdir(tmp_path)
+    assert main(["reproduce", "--sensitivity", "--only", "seed004/*", "--json"]) == 0
+    assert capsys.readouterr().out == table and list(tmp_path.iterdir()) == []
+    assert main(["reproduce", "--sensitivity", "--only", "seed004/*", "--json", "s.json"]) == 0
+    assert (tmp_path / "s.json").read_text() == table
+    assert capsys.readouterr().out.splitlines()[-1].startswith("moves: ")
