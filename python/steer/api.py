@@ -91,10 +91,11 @@ def trace(
     """Replays a memory-access trace (Dinero din text or steer's binary format) through one CPU's
     cache hierarchy of a platform preset; returns hits, misses and writebacks per level.
 
-    ``overrides`` are ``KEY=VALUE`` strings relative to the platform (``l2.size_kib=512``). A
-    trace with no access to replay (empty, comments or skipped records only, a binary file that
-    is only its magic) raises ScenarioError unless ``allow_empty``. ``progress(fraction of the
-    file)`` is called now and then; Ctrl-C stops the replay with KeyboardInterrupt.
+    ``overrides`` are ``KEY=VALUE`` strings relative to the platform (``l2.size_kib=512``, or
+    as a scenario spells them, ``platform.l2.size_kib=512``). A trace with no access to replay
+    (empty, comments or skipped records only, a binary file that is only its magic) raises
+    ScenarioError unless ``allow_empty``. ``progress(fraction of the file)`` is called now and
+    then; Ctrl-C stops the replay with KeyboardInterrupt.
     """
     if isinstance(cpu, bool) or not isinstance(cpu, int) or not 0 <= cpu < 2**32:
         raise ScenarioError(f"cpu: expected a logical CPU number (got {cpu!r})")
