@@ -508,7 +508,12 @@ def sleepy(task):
 def test_ctrl_c_keeps_the_runs_that_finish_while_the_pool_winds_down(monkeypatch):
     import concurrent.futures
 
-    def interrupted(*args, **kwargs):
+    def interrupted(futures, **kwargs):
+        # Ctrl-C once both runs are handed to the workers: one the pool has not yet handed over
+        # is cancelled by the interrupt, rightly, and is then not in flight.
+        deadline = time.time() + 20.0
+        while not all(f.running() or f.done() for f in futures) and time.time() < deadline:
+            time.sleep(0.005)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(concurrent.futures, "wait", interrupted)
