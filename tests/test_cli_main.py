@@ -188,8 +188,8 @@ def test_a_run_with_a_copy_or_a_query_prints_them_before_the_cores():
         "device  node      bytes  descriptors   busy  retries",
         "dsa0       1  1,048,576         1024  75.0%        2",
     ]
-    assert lines[7:11] == ["", query_line := lines[8], "", "Demand accesses by where they were satisfied:"]
-    assert query_line.startswith("query: not finished")
+    assert lines[7:11] == ["", lines[8], "", "Demand accesses by where they were satisfied:"]
+    assert lines[8].startswith("query: not finished")
 
 
 def test_uprof_prints_one_column_per_controller_named_by_socket():
@@ -542,6 +542,14 @@ def test_tph_reads_at_most_16_mib(tmp_path, capsys):
     assert capsys.readouterr().err.endswith(": more than 16 MiB: not a config-space dump or lspci output\n")
 
 
+LSPCI = (
+    "41:00.0 Ethernet controller: Broadcom Inc. BCM57608\n"
+    "\tCapabilities: [1a0 v1] Transaction Processing Hints\n"
+    "\t\tDevice specific mode supported\n"
+    "\t\tSteering table in TPH capability structure\n"
+)
+
+
 def test_tph_reads_stdin_for_a_dash_and_names_it_in_errors(capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(LSPCI.encode())))
     assert main(["tph", "-"]) == 0
@@ -555,22 +563,9 @@ def test_tph_reads_stdin_for_a_dash_and_names_it_in_errors(capsys, monkeypatch):
     assert capsys.readouterr().err == "steer: error: stdin: more than 0 MiB: not a config-space dump or lspci output\n"
 
 
-LSPCI = (
-    "41:00.0 Ethernet controller: Broadcom Inc. BCM57608\n"
-    "\tCapabilities: [1a0 v1] Transaction Processing Hints\n"
-    "\t\tDevice specific mode supported\n"
-    "\t\tSteering table in TPH capability structure\n"
-)
-
-
 def test_tph_json_goes_to_a_file_or_stdout(tmp_path, capsys):
     dump = tmp_path / "lspci.txt"
-    dump.write_text(
-        "41:00.0 Ethernet controller: Broadcom Inc. BCM57608\n"
-        "\tCapabilities: [1a0 v1] Transaction Processing Hints\n"
-        "\t\tDevice specific mode supported\n"
-        "\t\tSteering table in TPH capability structure\n"
-    )
+    dump.write_text(LSPCI)
     out = tmp_path / "tph.json"
     assert main(["tph", str(dump), "--json", str(out)]) == 0
     assert capsys.readouterr().out == f"wrote {out}\n"
