@@ -46,6 +46,9 @@ const SLICE: Time = Time(64_000);
 /// Slices a channel remembers (a 262 µs window); a request dated before the window is not
 /// queued (it counts, but books nothing).
 const SLICES: u64 = 4096;
+/// The longest a line may occupy a channel: well inside the window, so that a booking always
+/// finds room in it (a slower channel is refused when the platform is validated).
+pub const MAX_LINE_SERVICE_NS: f64 = 100_000.0;
 
 struct Channel {
     /// Service time booked in each slice of the window, indexed by slice number mod `SLICES`.
@@ -96,19 +99,35 @@ impl Channel {
         self.write_queue.push_back((line, now));
     }
 
-    /// Books `service` for a request at `now`; returns how long the request waits.
+    /// Books `service` for a request at `now`; returns how long the request waits. A service
+    /// that fits a slice takes the first slice from `now`'s with room for it; a longer one (a
+    /// slow channel) the first run of empty slices that holds it, its rest in the slice after.
     fn book(&mut self, now: Time, service: Time) -> Time {
         let mut slice = now.0 / SLICE.0;
         if slice < self.first {
             return Time::ZERO;
         }
+        let whole = service.0 / SLICE.0;
         loop {
-            self.reach(slice);
-            let booked = &mut self.booked[(slice % SLICES) as usize];
-            if *booked + service <= SLICE {
-                let start = Time(slice * SLICE.0) + *booked;
-                *booked += service;
-                return start.saturating_sub(now);
+            self.reach(slice + whole);
+            let index = |s: u64| (s % SLICES) as usize;
+            if whole == 0 {
+                let booked = &mut self.booked[index(slice)];
+                if *booked + service <= SLICE {
+                    let start = Time(slice * SLICE.0) + *booked;
+                    *booked += service;
+                    return start.saturating_sub(now);
+                }
+            } else {
+                let rest = Time(service.0 % SLICE.0);
+                let run_empty = (slice..slice + whole).all(|s| self.booked[index(s)] == Time::ZERO);
+                if run_empty && self.booked[index(slice + whole)] + rest <= SLICE {
+                    for s in slice..slice + whole {
+                        self.booked[index(s)] = SLICE;
+                    }
+                    self.booked[index(slice + whole)] += rest;
+                    return Time(slice * SLICE.0).saturating_sub(now);
+                }
             }
             slice += 1;
         }
@@ -323,6 +342,23 @@ mod tests {
         assert_eq!(m.read(Line(0), Time::from_ns(1e7)), Time::from_ns(100.0));
         // A request dated before the window is not queued at all.
         assert_eq!(m.read(Line(0), Time::from_ns(10.0)), Time::from_ns(100.0));
+    }
+
+    #[test]
+    fn a_line_longer_than_a_slice_to_serve_takes_a_run_of_empty_slices() {
+        // 64 B at 0.4 GB/s = 160 ns: two whole 64 ns slices and 32 ns of the next.
+        let spec = MemorySpec { channels_per_node: 1, channel_gbs: 0.4, idle_latency_ns: 200.0, ..MemorySpec::default() };
+        let mut m = Memory::new(&spec, &TopologySpec::default(), 64);
+        assert_eq!(m.read(Line(0), Time::from_ns(10.0)), Time::from_ns(200.0), "slices 0-2: no wait");
+        // Slices 0-2 are taken: the next starts at slice 3 (192 ns), 182 ns after it asked.
+        assert_eq!(m.read(Line(0), Time::from_ns(10.0)), Time::from_ns(200.0 + 182.0));
+        let channel = &mut m.channels[0];
+        // Asked at 128 ns, with slices 2-5 taken in part or whole: from slice 6 (384 ns).
+        assert_eq!(channel.book(Time::from_ns(128.0), Time::from_ns(160.0)), Time::from_ns(256.0));
+        // A short request still fits the 32 ns left in slice 2.
+        assert_eq!(channel.book(Time::from_ns(130.0), Time::from_ns(32.0)), Time::from_ns(30.0));
+        let booked: Vec<f64> = channel.booked[..10].iter().map(|t| t.as_ns()).collect();
+        assert_eq!(booked, [64.0, 64.0, 64.0, 64.0, 64.0, 32.0, 64.0, 64.0, 32.0, 0.0]);
     }
 
     #[test]

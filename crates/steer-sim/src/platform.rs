@@ -7,6 +7,7 @@ use crate::cache::replacement::{self, PolicyOptions, ReplacementPolicies};
 use crate::cache::slice_hash::SliceHash;
 use crate::cache::Geometry;
 use crate::error::{ensure, ConfigError, ConfigResult};
+use crate::memory::MAX_LINE_SERVICE_NS;
 use crate::params::{choice, params, Name};
 
 choice! {
@@ -576,8 +577,14 @@ impl PlatformSpec {
         let m = &self.memory;
         ensure(m.nodes_per_socket >= 1, &key("memory.nodes_per_socket"), || "must be at least 1".into())?;
         ensure(m.channels_per_node >= 1, &key("memory.channels_per_node"), || "must be at least 1".into())?;
-        ensure(m.channel_gbs > 0.0, &key("memory.channel_gbs"), || {
-            format!("must be positive (got {})", m.channel_gbs)
+        let slowest = self.line_bytes() as f64 / MAX_LINE_SERVICE_NS;
+        ensure(m.channel_gbs >= slowest, &key("memory.channel_gbs"), || {
+            format!(
+                "must be at least {slowest} GB/s: a channel moves a {} B line in at most {} µs (got {})",
+                self.line_bytes(),
+                MAX_LINE_SERVICE_NS / 1000.0,
+                m.channel_gbs
+            )
         })?;
         ensure(m.write_queue_ns <= 1e6, &key("memory.write_queue_ns"), || {
             format!("at most 1 ms: a controller drains its writes (got {})", m.write_queue_ns)
@@ -789,6 +796,11 @@ mod tests {
         // Memory channels carry something; interleaving is a power of two of at least a line.
         let mut p = preset("turin-9655").unwrap();
         p.memory.channel_gbs = 0.0;
+        assert_eq!(error_path(&p).as_deref(), Some("platform.memory.channel_gbs"));
+        // A channel moves a line in at most 100 us: 64 B need 0.00064 GB/s.
+        p.memory.channel_gbs = 0.00064;
+        assert_eq!(error_path(&p), None);
+        p.memory.channel_gbs = 0.00063;
         assert_eq!(error_path(&p).as_deref(), Some("platform.memory.channel_gbs"));
         let mut p = preset("turin-9655").unwrap();
         p.memory.interleave_bytes = 32;
