@@ -31,6 +31,21 @@ impl std::error::Error for ConfigError {}
 
 pub type ConfigResult<T> = Result<T, ConfigError>;
 
+/// A number as a message shows it: as written at everyday magnitudes, in exponent form when
+/// huge or tiny (`1e300`, not three hundred digits).
+pub struct Shown(pub f64);
+
+impl fmt::Display for Shown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let x = self.0;
+        if x != 0.0 && x.is_finite() && !(1e-4..1e9).contains(&x.abs()) {
+            write!(f, "{x:e}")
+        } else {
+            write!(f, "{x}")
+        }
+    }
+}
+
 /// Fails with `message` at `path` unless `ok`.
 pub fn ensure(ok: bool, path: &str, message: impl FnOnce() -> String) -> ConfigResult<()> {
     if ok {
@@ -66,3 +81,25 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_number_is_shown_as_written_unless_huge_or_tiny() {
+        let cases = [
+            (0.0, "0"),
+            (2.5, "2.5"),
+            (1e-4, "0.0001"),
+            (999_999_999.0, "999999999"),
+            (1e9, "1e9"),
+            (-1e300, "-1e300"),
+            (-5e-5, "-5e-5"),
+            (f64::INFINITY, "inf"),
+        ];
+        for (x, shown) in cases {
+            assert_eq!(Shown(x).to_string(), shown);
+        }
+    }
+}

@@ -347,7 +347,8 @@ mod tests {
     #[test]
     fn a_line_longer_than_a_slice_to_serve_takes_a_run_of_empty_slices() {
         // 64 B at 0.4 GB/s = 160 ns: two whole 64 ns slices and 32 ns of the next.
-        let spec = MemorySpec { channels_per_node: 1, channel_gbs: 0.4, idle_latency_ns: 200.0, ..MemorySpec::default() };
+        let spec =
+            MemorySpec { channels_per_node: 1, channel_gbs: 0.4, idle_latency_ns: 200.0, ..MemorySpec::default() };
         let mut m = Memory::new(&spec, &TopologySpec::default(), 64);
         assert_eq!(m.read(Line(0), Time::from_ns(10.0)), Time::from_ns(200.0), "slices 0-2: no wait");
         // Slices 0-2 are taken: the next starts at slice 3 (192 ns), 182 ns after it asked.

@@ -4,6 +4,8 @@
 
 use serde::Serialize;
 
+use crate::error::{ensure, ConfigResult, Shown};
+
 /// One documented parameter: dotted key, current value rendered as TOML, and meaning.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ParamDoc {
@@ -22,6 +24,31 @@ pub trait Describe {
         self.describe_into("", "", &mut out);
         out
     }
+}
+
+/// The magnitudes a machine's quantities can have, by a unit among the words of a parameter's
+/// name (`peer_l2_latency_ns`, `napi_cycles_per_page`): a value outside is a slip (a unit mixed
+/// up, digits too many), not a machine, and would make a run meaningless or endless.
+const MAGNITUDES: [(&str, &str, f64, f64); 5] = [
+    ("ghz", "GHz", 0.01, 100.0),
+    ("ns", "ns", 0.0, 1e9),
+    ("cycles", "cycles", 0.0, 1e9),
+    ("gbps", "Gb/s", 1e-3, 1e6),
+    ("gbs", "GB/s", 1e-3, 1e6),
+];
+
+/// Checks each number whose name carries a unit against `MAGNITUDES`.
+pub fn check_magnitudes(params: &[ParamDoc]) -> ConfigResult<()> {
+    for param in params {
+        let name = param.key.rsplit('.').next().unwrap_or_default();
+        let unit = MAGNITUDES.iter().find(|(word, ..)| name.split('_').any(|w| w == *word));
+        if let (Some(&(_, unit, least, most)), Ok(value)) = (unit, param.value.parse::<f64>()) {
+            ensure((least..=most).contains(&value), &param.key, || {
+                format!("must be {} to {} {unit} (got {})", Shown(least), Shown(most), Shown(value))
+            })?;
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn join_key(prefix: &str, key: &str) -> String {
@@ -222,5 +249,42 @@ impl<R: Registry> Describe for Name<R> {
             value: format!("\"{}\"", self.name),
             meaning: format!("{meaning} One of: {names}."),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(key: &str, value: &str) -> Result<(), String> {
+        let param = ParamDoc { key: key.into(), value: value.into(), meaning: String::new() };
+        check_magnitudes(&[param]).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_number_whose_name_has_a_unit_is_checked_at_both_ends_of_its_range() {
+        for (key, least, below, most, above) in [
+            ("core.freq_ghz", "0.01", "0.0099", "100", "100.1"),
+            ("l2.peer_latency_ns", "0", "-1", "1e9", "1.0001e9"),
+            ("napi_cycles_per_page", "0", "-0.5", "1e9", "2e9"),
+            ("link_gbps", "0.001", "0.0009", "1e6", "2e6"),
+            ("fabric_gbs", "0.001", "0.0009", "1e6", "2e6"),
+        ] {
+            for fine in [least, most] {
+                assert_eq!(check(key, fine), Ok(()), "{key} = {fine}");
+            }
+            for bad in [below, above] {
+                assert!(check(key, bad).unwrap_err().starts_with(&format!("{key}: must be ")), "{key} = {bad}");
+            }
+        }
+        assert_eq!(check("a.link_gbps", "2e6"), Err("a.link_gbps: must be 0.001 to 1000000 Gb/s (got 2000000)".into()));
+    }
+
+    #[test]
+    fn a_unit_counts_only_as_a_whole_word_of_the_name_and_text_is_not_a_number() {
+        for (key, value) in [("insane_count", "1e30"), ("nsamples", "-5"), ("ways", "1e12"), ("latency_ns", "\"fast\"")]
+        {
+            assert_eq!(check(key, value), Ok(()), "{key}");
+        }
     }
 }

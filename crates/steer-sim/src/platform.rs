@@ -6,9 +6,9 @@ use crate::cache::prefetch::PrefetcherSpec;
 use crate::cache::replacement::{self, PolicyOptions, ReplacementPolicies};
 use crate::cache::slice_hash::SliceHash;
 use crate::cache::Geometry;
-use crate::error::{ensure, ConfigError, ConfigResult};
+use crate::error::{ensure, ConfigError, ConfigResult, Shown};
 use crate::memory::MAX_LINE_SERVICE_NS;
-use crate::params::{choice, params, Name};
+use crate::params::{check_magnitudes, choice, params, Describe, Name};
 
 choice! {
     /// How a cache level relates to the level above it (closer to the core).
@@ -219,6 +219,17 @@ impl TopologySpec {
         (self.core_of_cpu(cpu) << smt_bits) | (cpu / self.cores())
     }
 }
+
+/// Bounds of a socket's memory: real parts have up to four NUMA nodes a socket and a dozen
+/// channels a node.
+pub const MAX_NODES_PER_SOCKET: u32 = 16;
+pub const MAX_CHANNELS_PER_NODE: u32 = 64;
+
+/// The most hardware threads a core may have (POWER's SMT8).
+pub const MAX_THREADS_PER_CORE: u32 = 8;
+
+/// The most misses a core may keep in flight: real cores track tens.
+pub const MAX_OUTSTANDING_MISSES: u32 = 1024;
 
 params! {
     /// Core timing.
@@ -500,13 +511,14 @@ impl PlatformSpec {
         ] {
             ensure(value >= 1, &key(&format!("topology.{name}")), || format!("must be at least 1 (got {value})"))?;
         }
-        ensure(t.cores() + t.ccx_count() <= MAX_TRACKED_CACHES, &key("topology"), || {
-            format!(
-                "{} cores in {} CCXs exceed the {} caches the directory tracks",
-                t.cores(),
-                t.ccx_count(),
-                MAX_TRACKED_CACHES
-            )
+        ensure(t.threads_per_core <= MAX_THREADS_PER_CORE, &key("topology.threads_per_core"), || {
+            format!("at most {MAX_THREADS_PER_CORE} (got {})", t.threads_per_core)
+        })?;
+        // In u64: a product of absurd counts must not wrap round to a small one.
+        let ccxs = t.sockets as u64 * t.ccx_per_socket as u64;
+        let cores = ccxs.saturating_mul(t.cores_per_ccx as u64);
+        ensure(cores + ccxs <= MAX_TRACKED_CACHES as u64, &key("topology"), || {
+            format!("{cores} cores in {ccxs} CCXs exceed the {MAX_TRACKED_CACHES} caches the directory tracks")
         })?;
         self.l1d.validate(&key("l1d"))?;
         self.l2.validate(&key("l2"))?;
@@ -532,7 +544,16 @@ impl PlatformSpec {
             "an exclusive L2 is not modelled (use inclusive or non_inclusive)".into()
         })?;
         ensure(self.core.freq_ghz > 0.0, &key("core.freq_ghz"), || "must be positive".into())?;
-        ensure(self.core.outstanding_misses >= 1, &key("core.outstanding_misses"), || "must be at least 1".into())?;
+        ensure(
+            (1..=MAX_OUTSTANDING_MISSES).contains(&self.core.outstanding_misses),
+            &key("core.outstanding_misses"),
+            || {
+                format!(
+                    "must be 1 to {MAX_OUTSTANDING_MISSES}: a core tracks tens of misses (got {})",
+                    self.core.outstanding_misses
+                )
+            },
+        )?;
         ensure(self.core.window_instructions >= 1, &key("core.window_instructions"), || "must be at least 1".into())?;
         ensure(self.core.issue_cycles_per_line >= 0.0, &key("core.issue_cycles_per_line"), || {
             "must not be negative".into()
@@ -546,7 +567,7 @@ impl PlatformSpec {
             ("fabric.socket_link_latency_ns", self.fabric.socket_link_latency_ns),
             ("hbm.idle_latency_ns", self.hbm.idle_latency_ns),
         ] {
-            ensure(value >= 0.0, &key(name), || format!("must not be negative (got {value})"))?;
+            ensure(value >= 0.0, &key(name), || format!("must not be negative (got {})", Shown(value)))?;
         }
         ensure(self.io.ddio_ways <= self.l3.ways, &key("io.ddio_ways"), || {
             format!("the L3 has {} ways (got {})", self.l3.ways, self.io.ddio_ways)
@@ -567,7 +588,7 @@ impl PlatformSpec {
             ("fabric.socket_link_gbs", self.fabric.socket_link_gbs),
             ("hbm.gbs_per_node", self.hbm.gbs_per_node),
         ] {
-            ensure(value > 0.0, &key(name), || format!("must be positive (got {value})"))?;
+            ensure(value > 0.0, &key(name), || format!("must be positive (got {})", Shown(value)))?;
         }
         ensure(
             self.hbm.nodes_per_socket == 0 || self.hbm.nodes_per_socket == self.memory.nodes_per_socket,
@@ -575,19 +596,24 @@ impl PlatformSpec {
             || format!("0, or one per DDR node: {} (got {})", self.memory.nodes_per_socket, self.hbm.nodes_per_socket),
         )?;
         let m = &self.memory;
-        ensure(m.nodes_per_socket >= 1, &key("memory.nodes_per_socket"), || "must be at least 1".into())?;
-        ensure(m.channels_per_node >= 1, &key("memory.channels_per_node"), || "must be at least 1".into())?;
+        for (name, value, most) in [
+            ("memory.nodes_per_socket", m.nodes_per_socket, MAX_NODES_PER_SOCKET),
+            ("memory.channels_per_node", m.channels_per_node, MAX_CHANNELS_PER_NODE),
+        ] {
+            ensure((1..=most).contains(&value), &key(name), || format!("must be 1 to {most} (got {value})"))?;
+        }
         let slowest = self.line_bytes() as f64 / MAX_LINE_SERVICE_NS;
         ensure(m.channel_gbs >= slowest, &key("memory.channel_gbs"), || {
             format!(
-                "must be at least {slowest} GB/s: a channel moves a {} B line in at most {} µs (got {})",
+                "must be at least {} GB/s: a channel moves a {} B line in at most {} µs (got {})",
+                Shown(slowest),
                 self.line_bytes(),
                 MAX_LINE_SERVICE_NS / 1000.0,
-                m.channel_gbs
+                Shown(m.channel_gbs)
             )
         })?;
         ensure(m.write_queue_ns <= 1e6, &key("memory.write_queue_ns"), || {
-            format!("at most 1 ms: a controller drains its writes (got {})", m.write_queue_ns)
+            format!("at most 1 ms: a controller drains its writes (got {})", Shown(m.write_queue_ns))
         })?;
         ensure(m.write_queue_latency_ns <= m.idle_latency_ns, &key("memory.write_queue_latency_ns"), || {
             format!("must not exceed memory.idle_latency_ns ({})", m.idle_latency_ns)
@@ -596,7 +622,10 @@ impl PlatformSpec {
             m.interleave_bytes.is_power_of_two() && m.interleave_bytes >= self.line_bytes(),
             &key("memory.interleave_bytes"),
             || format!("must be a power of two of at least one line (got {})", m.interleave_bytes),
-        )
+        )?;
+        let mut described = Vec::new();
+        self.describe_into(path, "", &mut described);
+        check_magnitudes(&described)
     }
 }
 
@@ -783,6 +812,23 @@ mod tests {
         assert_eq!(error_path(&p), None);
         p.l3.way_masks[0].agent = "cpu:192".into();
         assert_eq!(error_path(&p).as_deref(), Some("platform.l3.way_masks.0.agent"));
+        // Counts are bounded where real parts are, and their product does not wrap round: 2^30
+        // sockets of four one-core CCXs are 2^32 cores, not none.
+        for (bound, set) in [
+            (8, (|p: &mut PlatformSpec, v| p.topology.threads_per_core = v) as fn(&mut PlatformSpec, u32)),
+            (16, |p, v| p.memory.nodes_per_socket = v),
+            (64, |p, v| p.memory.channels_per_node = v),
+            (1024, |p, v| p.core.outstanding_misses = v),
+        ] {
+            let mut p = preset("skylake-sp-6140").unwrap();
+            set(&mut p, bound);
+            assert_eq!(error_path(&p), None, "{bound}");
+            set(&mut p, bound + 1);
+            assert!(error_path(&p).is_some(), "{bound} + 1");
+        }
+        let mut p = preset("skylake-sp-6140").unwrap();
+        (p.topology.sockets, p.topology.ccx_per_socket, p.topology.cores_per_ccx) = (1 << 30, 4, 1);
+        assert_eq!(error_path(&p).as_deref(), Some("platform.topology"));
         // A clock must be positive.
         let mut p = preset("turin-9655").unwrap();
         p.core.freq_ghz = 0.0;
@@ -797,10 +843,11 @@ mod tests {
         let mut p = preset("turin-9655").unwrap();
         p.memory.channel_gbs = 0.0;
         assert_eq!(error_path(&p).as_deref(), Some("platform.memory.channel_gbs"));
-        // A channel moves a line in at most 100 us: 64 B need 0.00064 GB/s.
-        p.memory.channel_gbs = 0.00064;
+        // A channel moves a line in at most 100 us: POWER5's 128 B need 0.00128 GB/s.
+        let mut p = preset("power5").unwrap();
+        p.memory.channel_gbs = 0.00128;
         assert_eq!(error_path(&p), None);
-        p.memory.channel_gbs = 0.00063;
+        p.memory.channel_gbs = 0.00127;
         assert_eq!(error_path(&p).as_deref(), Some("platform.memory.channel_gbs"));
         let mut p = preset("turin-9655").unwrap();
         p.memory.interleave_bytes = 32;

@@ -13,9 +13,9 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::devices::{DeviceSpec, DEVICES};
-use crate::error::{ensure, ConfigError, ConfigResult, Error};
+use crate::error::{ensure, ConfigError, ConfigResult, Error, Shown};
 use crate::kinds::{deserialize_at, Kind, SpecBase};
-use crate::params::{join_key, params, Describe, ParamDoc};
+use crate::params::{check_magnitudes, join_key, params, Describe, ParamDoc};
 use crate::platform::{self, MaskAgent, PlatformSpec};
 use crate::workloads::{SystemShape, WorkloadSpec, WORKLOADS};
 
@@ -201,7 +201,7 @@ impl Scenario {
         let cached = t.cores() as u64 * (p.l1d.lines() + p.l2.lines()) + t.ccx_count() as u64 * p.l3.lines();
         let bytes = cached * HOST_BYTES_PER_CACHED_LINE + self.devices.iter().map(|d| d.spec.host_bytes()).sum::<u64>();
         let too_much = if simulated > MAX_SIMULATED_US {
-            format!("sim: {simulated} µs of simulated time is more than {MAX_SIMULATED_US} µs")
+            format!("sim: {} µs of simulated time is more than {MAX_SIMULATED_US} µs", Shown(simulated))
         } else if bytes > MAX_HOST_BYTES {
             format!(
                 "the caches and devices would need {:.1} GiB of host memory, more than {} GiB",
@@ -217,10 +217,12 @@ impl Scenario {
     pub fn validate(&self) -> ConfigResult<()> {
         self.platform.validate("platform")?;
         let sim = &self.sim;
-        ensure(sim.warmup_us >= 0.0, "sim.warmup_us", || format!("must not be negative (got {})", sim.warmup_us))?;
-        ensure(sim.measure_us > 0.0, "sim.measure_us", || format!("must be positive (got {})", sim.measure_us))?;
+        ensure(sim.warmup_us >= 0.0, "sim.warmup_us", || {
+            format!("must not be negative (got {})", Shown(sim.warmup_us))
+        })?;
+        ensure(sim.measure_us > 0.0, "sim.measure_us", || format!("must be positive (got {})", Shown(sim.measure_us)))?;
         ensure(sim.max_runahead_ns >= 0.0, "sim.max_runahead_ns", || {
-            format!("must not be negative (got {})", sim.max_runahead_ns)
+            format!("must not be negative (got {})", Shown(sim.max_runahead_ns))
         })?;
         for (i, device) in self.devices.iter().enumerate() {
             device.spec.validate(&format!("devices.{i}"), &self.platform)?;
@@ -261,6 +263,10 @@ impl Scenario {
                 busy.push((cpu, i));
             }
         }
+        let mut described = Vec::new();
+        self.devices.describe_into("devices", "", &mut described);
+        self.workloads.describe_into("workloads", "", &mut described);
+        check_magnitudes(&described)?;
         // Devices without any workload are driven from the API (tests take completions themselves).
         let consumed: Vec<(String, u32)> = self.workloads.iter().flat_map(|w| w.spec.queues(&shape)).collect();
         for (i, device) in self.devices.iter().enumerate().filter(|_| !self.workloads.is_empty()) {

@@ -684,7 +684,7 @@ fn a_prefetcher_degree_beyond_a_page_is_refused() {
 }
 
 #[test]
-fn a_ping_pong_message_needs_one_byte_of_header_or_payload() {
+fn a_ping_pong_message_has_one_byte_to_64_kib_of_header_and_payload() {
     let eflatency = steer_sim::scenario::builtin("eflatency").unwrap().source;
     let loads = |overrides: &[&str]| {
         let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
@@ -693,7 +693,57 @@ fn a_ping_pong_message_needs_one_byte_of_header_or_payload() {
     loads(&["workloads.0.header_bytes=0", "payload_bytes=1"]).unwrap();
     loads(&["workloads.0.header_bytes=1", "payload_bytes=0"]).unwrap();
     let error = loads(&["workloads.0.header_bytes=0", "payload_bytes=0"]).unwrap_err().to_string();
-    assert!(error.ends_with("workloads.0.payload_bytes: a message needs at least one byte"), "{error}");
+    assert!(
+        error.ends_with("workloads.0.payload_bytes: a message has 1 B to 64 KiB, headers included (got 0)"),
+        "{error}"
+    );
+    loads(&["workloads.0.header_bytes=42", "payload_bytes=65494"]).unwrap();
+    let error = loads(&["workloads.0.header_bytes=42", "payload_bytes=65495"]).unwrap_err().to_string();
+    assert!(error.ends_with("(got 65537)"), "{error}");
+    // Summed without wrapping round to a small message.
+    let error = loads(&["workloads.0.header_bytes=4294967295", "payload_bytes=1"]).unwrap_err().to_string();
+    assert!(error.ends_with("(got 4294967296)"), "{error}");
+}
+
+#[test]
+fn a_number_named_with_a_unit_is_refused_outside_what_a_machine_has() {
+    let iperf = steer_sim::scenario::builtin("iperf-rx").unwrap().source;
+    for (set, message) in [
+        ("platform.core.freq_ghz=1e12", "platform.core.freq_ghz: must be 0.01 to 100 GHz (got 1e12)"),
+        ("platform.fabric.peer_l2_latency_ns=2e9", "platform.fabric.peer_l2_latency_ns: must be 0 to 1e9 ns (got 2e9)"),
+        (
+            "devices.0.queues.0.offered_gbps=1e-9",
+            "devices.0.queues.0.offered_gbps: must be 0.001 to 1000000 Gb/s (got 1e-9)",
+        ),
+        (
+            "workloads.0.napi_cycles_per_page=1e10",
+            "workloads.0.napi_cycles_per_page: must be 0 to 1e9 cycles (got 1e10)",
+        ),
+    ] {
+        let error = load_error(iperf, &[set]);
+        assert!(error.ends_with(message), "{set}: {error}");
+    }
+}
+
+#[test]
+fn queue_counts_and_per_sk_buff_structures_are_refused_past_their_bound_not_run() {
+    let iperf = steer_sim::scenario::builtin("iperf-rx").unwrap().source;
+    let error = load_error(iperf, &["devices.0.queues.0.count=4000000000"]);
+    assert!(
+        error.ends_with("devices.0.queues.0.consumer_cpu: CPU 3999999999 out of range (the platform has 192)"),
+        "{error}"
+    );
+    let accepted = |set: &str| {
+        load(&ScenarioSource { text: iperf, origin: "s.toml", default_name: "s" }, &[set.to_string()]).is_ok()
+    };
+    for name in ["skb_lines", "head_lines", "socket_lines", "kernel_lines"] {
+        assert!(accepted(&format!("workloads.0.{name}=4096")), "{name}");
+        let error = load_error(iperf, &[&format!("workloads.0.{name}=4097")]);
+        assert!(error.ends_with(&format!("workloads.0.{name}: at most 4096 lines per sk_buff (got 4097)")), "{error}");
+    }
+    assert!(accepted("workloads.0.skb_pool=65536"));
+    let error = load_error(iperf, &["workloads.0.skb_pool=65537"]);
+    assert!(error.ends_with("workloads.0.skb_pool: must be 1 to 65536 (got 65537)"), "{error}");
 }
 
 #[test]

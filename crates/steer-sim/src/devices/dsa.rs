@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 
 use crate::devices::{CopyEngineShape, DeviceSpec};
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
-use crate::error::{ensure, ConfigResult};
+use crate::error::{ensure, ConfigResult, Shown};
 use crate::flows::{Network, OwnerId, ResourceId};
 use crate::params::{choice, params};
 use crate::platform::PlatformSpec;
@@ -338,7 +338,9 @@ impl DeviceSpec for DsaSpec {
             format!("a work queue's maximum batch is 1 to {DEVICE_MAX_BATCH} (got {})", self.max_batch)
         })?;
         ensure(self.read_buffers >= 1, &key("read_buffers"), || "must be at least 1".into())?;
-        ensure(self.fabric_gbs > 0.0, &key("fabric_gbs"), || format!("must be positive (got {})", self.fabric_gbs))?;
+        ensure(self.fabric_gbs > 0.0, &key("fabric_gbs"), || {
+            format!("must be positive (got {})", Shown(self.fabric_gbs))
+        })?;
         for (name, value) in [
             ("descriptor_ns", self.descriptor_ns),
             ("latency_ns", self.latency_ns),
@@ -347,7 +349,7 @@ impl DeviceSpec for DsaSpec {
             ("fault_ns", self.fault_ns),
             ("software_fault_ns", self.software_fault_ns),
         ] {
-            ensure(value >= 0.0, &key(name), || format!("must not be negative (got {value})"))?;
+            ensure(value >= 0.0, &key(name), || format!("must not be negative (got {})", Shown(value)))?;
         }
         ensure(self.llc_ways <= platform.l3.ways, &key("llc_ways"), || {
             format!("the L3 has {} ways (got {})", platform.l3.ways, self.llc_ways)

@@ -13,7 +13,7 @@ use crate::devices::ring::{Completion, Recycle, RingId, RingMemory, RingShape, R
 use crate::devices::tph::{NicTph, NicTphSpec, StMap};
 use crate::devices::DeviceSpec;
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
-use crate::error::{ensure, ConfigResult};
+use crate::error::{ensure, ConfigResult, Shown};
 use crate::params::{choice, params};
 use crate::platform::PlatformSpec;
 use crate::stats::{stat, Report};
@@ -144,10 +144,12 @@ impl DeviceSpec for NicSpec {
         let cpus = platform.topology.cpus();
         let nodes = platform.memory.nodes(&platform.topology);
         let key = |k: &str| format!("{path}.{k}");
-        ensure(self.link_gbps > 0.0, &key("link_gbps"), || format!("must be positive (got {})", self.link_gbps))?;
+        ensure(self.link_gbps > 0.0, &key("link_gbps"), || {
+            format!("must be positive (got {})", Shown(self.link_gbps))
+        })?;
         ensure(self.dma_latency_ns >= 0.0, &key("dma_latency_ns"), || "must not be negative".into())?;
         ensure((0.0..=1e6).contains(&self.tx_read_round_trip_ns), &key("tx_read_round_trip_ns"), || {
-            format!("must be between 0 and 1000000 ns (got {})", self.tx_read_round_trip_ns)
+            format!("must be between 0 and 1000000 ns (got {})", Shown(self.tx_read_round_trip_ns))
         })?;
         ensure(self.numa_node < nodes, &key("numa_node"), || {
             format!("node {} does not exist (the platform has {nodes})", self.numa_node)
@@ -158,7 +160,6 @@ impl DeviceSpec for NicSpec {
         }
         let policy = placement::find(&self.placement, &key("placement"))?;
         (policy.check)(platform).map_err(|m| crate::error::ConfigError::new(key("placement.policy"), m))?;
-        self.tph.validate(&key("tph"), self.expanded_queues().len(), cpus)?;
         self.pcie.validate(&key("pcie"))?;
         let mut total = 0.0;
         for (i, q) in self.queues.iter().enumerate() {
@@ -169,13 +170,14 @@ impl DeviceSpec for NicSpec {
                 format!("{} B buffers cannot hold {} B packets", q.buffer_bytes, q.packet_bytes)
             })?;
             ensure(q.offered_gbps > 0.0, &qkey("offered_gbps"), || {
-                format!("must be positive (got {})", q.offered_gbps)
+                format!("must be positive (got {})", Shown(q.offered_gbps))
             })?;
             ensure(q.completion_bytes >= 1, &qkey("completion_bytes"), || "must be at least 1".into())?;
             ensure(q.descriptor_bytes >= 1, &qkey("descriptor_bytes"), || "must be at least 1".into())?;
             ensure(q.count >= 1, &qkey("count"), || "must be at least 1".into())?;
-            ensure(q.consumer_cpu + q.count <= cpus, &qkey("consumer_cpu"), || {
-                format!("CPU {} out of range (the platform has {cpus})", q.consumer_cpu + q.count - 1)
+            let last_cpu = q.consumer_cpu as u64 + q.count as u64 - 1;
+            ensure(last_cpu < cpus as u64, &qkey("consumer_cpu"), || {
+                format!("CPU {last_cpu} out of range (the platform has {cpus})")
             })?;
             ensure(
                 q.buffer_stride_bytes == 0 || q.buffer_stride_bytes >= q.buffer_bytes,
@@ -188,8 +190,10 @@ impl DeviceSpec for NicSpec {
             total += q.offered_gbps;
         }
         ensure(total <= self.link_gbps * (1.0 + 1e-9), &key("queues"), || {
-            format!("offered load {total} Gb/s exceeds the {} Gb/s link", self.link_gbps)
-        })
+            format!("offered load {} Gb/s exceeds the {} Gb/s link", Shown(total), Shown(self.link_gbps))
+        })?;
+        // After the queues: their counts are checked before anything expands them.
+        self.tph.validate(&key("tph"), self.queues.iter().map(|q| q.count as usize).sum(), cpus)
     }
 
     fn build(&self, b: &mut Builder) {

@@ -8,7 +8,7 @@
 //! time at the link's rate, so a transfer waits for the ones before it; a received packet that
 //! would wait longer than the device's buffer can hold is dropped at the device.
 
-use crate::error::{ensure, ConfigResult};
+use crate::error::{ensure, ConfigResult, Shown};
 use crate::params::params;
 use crate::units::{Addr, Time};
 
@@ -45,7 +45,7 @@ params! {
 impl PcieSpec {
     pub fn validate(&self, path: &str) -> ConfigResult<()> {
         let key = |k: &str| format!("{path}.{k}");
-        ensure(self.gts >= 0.0, &key("gts"), || format!("must not be negative (got {})", self.gts))?;
+        ensure(self.gts >= 0.0, &key("gts"), || format!("must not be negative (got {})", Shown(self.gts)))?;
         ensure(self.lanes >= 1, &key("lanes"), || "must be at least 1".into())?;
         for (name, bytes) in [
             ("max_payload_bytes", self.max_payload_bytes),

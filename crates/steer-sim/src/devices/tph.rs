@@ -23,7 +23,7 @@ use steer_tph::{
 };
 
 use crate::devices::placement::{DmaKind, Hint};
-use crate::error::{ensure, ConfigResult};
+use crate::error::{ensure, ConfigResult, Shown};
 use crate::params::{choice, params};
 use crate::platform::{Completer, TopologySpec, TphHostSpec};
 use crate::stats::{stat, Report};
@@ -209,7 +209,7 @@ impl NicTphSpec {
             })?;
         }
         ensure(self.restart_us >= 0.0, &key("restart_us"), || {
-            format!("must not be negative (got {})", self.restart_us)
+            format!("must not be negative (got {})", Shown(self.restart_us))
         })?;
         if self.mode != TphMode::Off {
             ensure(queues <= self.table_limit(), &key("st_table"), || {
@@ -225,7 +225,7 @@ impl NicTphSpec {
                 format!("CPU {} out of range (the platform has {cpus})", change.cpu)
             })?;
             ensure(change.at_us.is_finite() && change.at_us >= 0.0, &key("at_us"), || {
-                format!("must be a time from the start (got {})", change.at_us)
+                format!("must be a time from the start (got {})", Shown(change.at_us))
             })?;
         }
         Ok(())

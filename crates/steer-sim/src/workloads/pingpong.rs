@@ -14,6 +14,9 @@ use crate::system::Builder;
 use crate::units::{Line, Time};
 use crate::workloads::{SystemShape, WorkloadSpec};
 
+/// The largest message: an IP datagram's 64 KiB.
+const MAX_MESSAGE_BYTES: u64 = 65536;
+
 params! {
     /// The ping-pong's parameters; the NIC queue it uses must have `arrival = "closed"`.
     pub struct PingPongSpec {
@@ -58,8 +61,9 @@ impl WorkloadSpec for PingPongSpec {
     fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
         system.check_cpu(path, self.cpu)?;
         system.check_queue(path, &self.device, self.queue)?;
-        ensure(self.header_bytes + self.payload_bytes >= 1, &format!("{path}.payload_bytes"), || {
-            "a message needs at least one byte".into()
+        let bytes = self.header_bytes as u64 + self.payload_bytes as u64;
+        ensure((1..=MAX_MESSAGE_BYTES).contains(&bytes), &format!("{path}.payload_bytes"), || {
+            format!("a message has 1 B to 64 KiB, headers included (got {bytes})")
         })?;
         ensure(self.tx_ns >= 0.0, &format!("{path}.tx_ns"), || "must not be negative".into())?;
         ensure(self.one_way_ns >= 0.0, &format!("{path}.one_way_ns"), || "must not be negative".into())

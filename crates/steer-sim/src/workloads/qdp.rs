@@ -23,7 +23,7 @@ use crate::devices::copy_policy::CopyPolicies;
 use crate::devices::dsa::{Submissions, Submit};
 use crate::devices::offload::{self, CachePlacements, Found, Offload};
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
-use crate::error::{ensure, ConfigResult};
+use crate::error::{ensure, ConfigResult, Shown};
 use crate::flows::{plain, OwnerId, Use};
 use crate::params::{choice, params, Name};
 use crate::stats::{stat, Report};
@@ -161,7 +161,9 @@ impl WorkloadSpec for QdpSpec {
             format!("{} threads: more than the {per_node} CPUs of node {}", self.threads(), self.node)
         })?;
         for (name, value) in [("hit_ns", self.hit_ns), ("miss_ns", self.miss_ns)] {
-            ensure(value.is_finite() && value >= 0.0, &key(name), || format!("must be a finite time (got {value})"))?;
+            ensure(value.is_finite() && value >= 0.0, &key(name), || {
+                format!("must be a finite time (got {})", Shown(value))
+            })?;
         }
         self.placement.check(&key("placement"))?;
         self.copy_policy.check(&key("copy_policy"))?;

@@ -25,6 +25,11 @@ use crate::system::Builder;
 use crate::units::Line;
 use crate::workloads::{SystemShape, WorkloadSpec};
 
+/// Bounds that keep a run's work sane: no kernel structure of one sk_buff spans more than
+/// 256 KiB, and a slab holds a few dozen sk_buffs.
+const MAX_LINES_PER_SKB: u32 = 4096;
+const MAX_SKB_POOL: u32 = 65536;
+
 params! {
     /// The receive path's parameters. Per-packet costs are assumptions (see each).
     pub struct TcpRxSpec {
@@ -94,7 +99,19 @@ impl WorkloadSpec for TcpRxSpec {
             })?;
         }
         ensure(self.napi_budget >= 1, &format!("{path}.napi_budget"), || "must be at least 1".into())?;
-        ensure(self.skb_pool >= 1, &format!("{path}.skb_pool"), || "must be at least 1".into())?;
+        ensure((1..=MAX_SKB_POOL).contains(&self.skb_pool), &format!("{path}.skb_pool"), || {
+            format!("must be 1 to {MAX_SKB_POOL} (got {})", self.skb_pool)
+        })?;
+        for (name, lines) in [
+            ("skb_lines", self.skb_lines),
+            ("head_lines", self.head_lines),
+            ("socket_lines", self.socket_lines),
+            ("kernel_lines", self.kernel_lines),
+        ] {
+            ensure(lines <= MAX_LINES_PER_SKB, &format!("{path}.{name}"), || {
+                format!("at most {MAX_LINES_PER_SKB} lines per sk_buff (got {lines})")
+            })?;
+        }
         ensure(self.tpa_pages >= 1, &format!("{path}.tpa_pages"), || "must be at least 1".into())?;
         ensure(self.kernel_state_bytes >= 64, &format!("{path}.kernel_state_bytes"), || "must be at least 64".into())?;
         ensure(self.app_buffer_bytes >= 64, &format!("{path}.app_buffer_bytes"), || "must be at least 64".into())
