@@ -213,6 +213,8 @@ fn results_are_deterministic() {
 fn impossible_queries_are_refused_naming_the_key() {
     for (args, key, words) in [
         (vec!["groups=9"], "workloads.0.groups", "27 threads: more than the 24 CPUs"),
+        // Counted without wrapping round to a small number (4 groups of 2^32 + 1).
+        (vec!["workloads.0.scan_a_threads=4294967295"], "workloads.0.groups", "17179869188 threads: more than"),
         (vec!["node=8"], "workloads.0.node", "does not exist"),
         (vec!["block_bytes=0"], "workloads.0.block_bytes", "1 byte to 1 GiB"),
         (vec!["column_bytes=2097152", "block_bytes=1"], "workloads.0.block_bytes", "raise block_bytes"),

@@ -120,8 +120,10 @@ impl QdpSpec {
         ]
     }
 
-    fn threads(&self) -> u32 {
-        self.groups * self.pipelines().iter().map(|(_, n)| n).sum::<u32>()
+    /// In u64: absurd counts must not wrap round to a number of threads the node has.
+    fn threads(&self) -> u64 {
+        let per_group: u64 = self.pipelines().iter().map(|&(_, n)| n as u64).sum();
+        (self.groups as u64).saturating_mul(per_group)
     }
 
     /// The node's CPUs, as many as there are threads.
@@ -157,7 +159,7 @@ impl WorkloadSpec for QdpSpec {
             ensure(threads >= 1, &key(name), || "must be at least 1".into())?;
         }
         let per_node = platform.topology.cpus() / compute_nodes;
-        ensure(self.threads() <= per_node, &key("groups"), || {
+        ensure(self.threads() <= per_node as u64, &key("groups"), || {
             format!("{} threads: more than the {per_node} CPUs of node {}", self.threads(), self.node)
         })?;
         for (name, value) in [("hit_ns", self.hit_ns), ("miss_ns", self.miss_ns)] {
