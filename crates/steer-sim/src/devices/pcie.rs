@@ -22,6 +22,9 @@ const COMPLETION_HEADER_BYTES: u64 = 12;
 /// aligned, so one read completes in one TLP.
 const DESCRIPTOR: Addr = Addr(0);
 
+/// Twice PCIe 7.0's 128 GT/s: room for what comes next, not for a typo.
+const MAX_GTS: f64 = 256.0;
+
 params! {
     /// The device's PCIe link.
     pub struct PcieSpec {
@@ -45,8 +48,12 @@ params! {
 impl PcieSpec {
     pub fn validate(&self, path: &str) -> ConfigResult<()> {
         let key = |k: &str| format!("{path}.{k}");
-        ensure(self.gts >= 0.0, &key("gts"), || format!("must not be negative (got {})", Shown(self.gts)))?;
-        ensure(self.lanes >= 1, &key("lanes"), || "must be at least 1".into())?;
+        ensure((0.0..=MAX_GTS).contains(&self.gts), &key("gts"), || {
+            format!("must be 0 to {MAX_GTS} GT/s (got {})", Shown(self.gts))
+        })?;
+        ensure([1, 2, 4, 8, 16, 32].contains(&self.lanes), &key("lanes"), || {
+            format!("a link has 1, 2, 4, 8, 16 or 32 lanes (got {})", self.lanes)
+        })?;
         for (name, bytes) in [
             ("max_payload_bytes", self.max_payload_bytes),
             ("max_read_request_bytes", self.max_read_request_bytes),
@@ -253,7 +260,13 @@ mod tests {
     fn bad_link_settings_are_named() {
         let error = PcieSpec { max_payload_bytes: 300, ..gen3_x16() }.validate("devices.0.pcie").unwrap_err();
         assert!(error.to_string().contains("devices.0.pcie.max_payload_bytes"), "{error}");
-        let error = PcieSpec { gts: -1.0, ..gen3_x16() }.validate("devices.0.pcie").unwrap_err();
-        assert!(error.to_string().contains("devices.0.pcie.gts"), "{error}");
+        for gts in [-1.0, 256.1] {
+            let error = PcieSpec { gts, ..gen3_x16() }.validate("devices.0.pcie").unwrap_err();
+            assert!(error.to_string().starts_with("devices.0.pcie.gts: must be 0 to 256 GT/s"), "{error}");
+        }
+        for (lanes, fine) in [(0, false), (1, true), (3, false), (32, true), (64, false)] {
+            assert_eq!(PcieSpec { lanes, ..gen3_x16() }.validate("p").is_ok(), fine, "x{lanes}");
+        }
+        assert!(PcieSpec { gts: 256.0, ..gen3_x16() }.validate("p").is_ok());
     }
 }
