@@ -360,6 +360,10 @@ mod tests {
         assert_eq!(channel.book(Time::from_ns(130.0), Time::from_ns(32.0)), Time::from_ns(30.0));
         let booked: Vec<f64> = channel.booked[..10].iter().map(|t| t.as_ns()).collect();
         assert_eq!(booked, [64.0, 64.0, 64.0, 64.0, 64.0, 32.0, 64.0, 64.0, 32.0, 0.0]);
+        // Its rest shares a slice with what is booked there if it fits: 10 + 32 ns in slice 11.
+        channel.book(Time::from_ns(704.0), Time::from_ns(10.0));
+        assert_eq!(channel.book(Time::from_ns(576.0), Time::from_ns(160.0)), Time::ZERO);
+        assert_eq!(channel.booked[11], Time::from_ns(42.0));
     }
 
     #[test]

@@ -502,6 +502,10 @@ impl PlatformSpec {
     /// Checks every value; errors name the offending key below `path`.
     pub fn validate(&self, path: &str) -> ConfigResult<()> {
         let key = |k: &str| if path.is_empty() { k.to_string() } else { format!("{path}.{k}") };
+        // First: clocks, latencies and bandwidths the checks below take as sane (positive, finite).
+        let mut described = Vec::new();
+        self.describe_into(path, "", &mut described);
+        check_magnitudes(&described)?;
         let t = &self.topology;
         for (name, value) in [
             ("sockets", t.sockets),
@@ -543,7 +547,6 @@ impl PlatformSpec {
         ensure(self.l2.relation != Relation::Exclusive, &key("l2.relation"), || {
             "an exclusive L2 is not modelled (use inclusive or non_inclusive)".into()
         })?;
-        ensure(self.core.freq_ghz > 0.0, &key("core.freq_ghz"), || "must be positive".into())?;
         ensure(
             (1..=MAX_OUTSTANDING_MISSES).contains(&self.core.outstanding_misses),
             &key("core.outstanding_misses"),
@@ -555,20 +558,6 @@ impl PlatformSpec {
             },
         )?;
         ensure(self.core.window_instructions >= 1, &key("core.window_instructions"), || "must be at least 1".into())?;
-        ensure(self.core.issue_cycles_per_line >= 0.0, &key("core.issue_cycles_per_line"), || {
-            "must not be negative".into()
-        })?;
-        for (name, value) in [
-            ("fabric.peer_l2_latency_ns", self.fabric.peer_l2_latency_ns),
-            ("fabric.remote_cache_latency_ns", self.fabric.remote_cache_latency_ns),
-            ("memory.idle_latency_ns", self.memory.idle_latency_ns),
-            ("memory.write_queue_latency_ns", self.memory.write_queue_latency_ns),
-            ("memory.write_queue_ns", self.memory.write_queue_ns),
-            ("fabric.socket_link_latency_ns", self.fabric.socket_link_latency_ns),
-            ("hbm.idle_latency_ns", self.hbm.idle_latency_ns),
-        ] {
-            ensure(value >= 0.0, &key(name), || format!("must not be negative (got {})", Shown(value)))?;
-        }
         ensure(self.io.ddio_ways <= self.l3.ways, &key("io.ddio_ways"), || {
             format!("the L3 has {} ways (got {})", self.l3.ways, self.io.ddio_ways)
         })?;
@@ -583,13 +572,6 @@ impl PlatformSpec {
         ensure(last_tag <= u16::MAX as u64, &key("tph.st_base"), || {
             format!("the tag of CPU {} would be {last_tag}, beyond 16 bits", t.cpus() - 1)
         })?;
-        for (name, value) in [
-            ("fabric.mesh_gbs", self.fabric.mesh_gbs),
-            ("fabric.socket_link_gbs", self.fabric.socket_link_gbs),
-            ("hbm.gbs_per_node", self.hbm.gbs_per_node),
-        ] {
-            ensure(value > 0.0, &key(name), || format!("must be positive (got {})", Shown(value)))?;
-        }
         ensure(
             self.hbm.nodes_per_socket == 0 || self.hbm.nodes_per_socket == self.memory.nodes_per_socket,
             &key("hbm.nodes_per_socket"),
@@ -622,10 +604,7 @@ impl PlatformSpec {
             m.interleave_bytes.is_power_of_two() && m.interleave_bytes >= self.line_bytes(),
             &key("memory.interleave_bytes"),
             || format!("must be a power of two of at least one line (got {})", m.interleave_bytes),
-        )?;
-        let mut described = Vec::new();
-        self.describe_into(path, "", &mut described);
-        check_magnitudes(&described)
+        )
     }
 }
 
