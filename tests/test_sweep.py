@@ -401,7 +401,7 @@ def test_a_run_that_fails_in_the_worker_becomes_a_record():
     task = sweeps.Task(0, "0" * 16, {"x": 1}, [], "broken", resolved="[sim]\nmeasure_us = -5.0\n")
     record = sweeps.execute(task)
     assert record["status"] == "failed" and record["result"] is None
-    assert record["error"] == "broken (resolved):2:1: sim.measure_us: must be positive (got -5)"
+    assert record["error"] == "broken (resolved):2:1: sim.measure_us: must be at least 0.001 µs (got -5)"
 
     def boom(resolved, name):
         raise ValueError(f"{name} broke")

@@ -220,7 +220,10 @@ impl Scenario {
         ensure(sim.warmup_us >= 0.0, "sim.warmup_us", || {
             format!("must not be negative (got {})", Shown(sim.warmup_us))
         })?;
-        ensure(sim.measure_us > 0.0, "sim.measure_us", || format!("must be positive (got {})", Shown(sim.measure_us)))?;
+        // At least a nanosecond: a shorter window rounds to nothing measured.
+        ensure(sim.measure_us >= 0.001, "sim.measure_us", || {
+            format!("must be at least 0.001 µs (got {})", Shown(sim.measure_us))
+        })?;
         ensure(sim.max_runahead_ns >= 0.0, "sim.max_runahead_ns", || {
             format!("must not be negative (got {})", Shown(sim.max_runahead_ns))
         })?;

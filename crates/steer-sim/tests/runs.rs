@@ -288,6 +288,11 @@ fn bad_input_names_the_key_and_the_position() {
     assert!(elsewhere.starts_with("s.toml:"), "{elsewhere}");
     let huge = load_error(MINIMAL, &["sim.measure_us=1e400"]);
     assert_eq!(huge, "--set sim.measure_us: 1e400 is beyond the range of a number");
+    // A window must measure something: at least a nanosecond.
+    let tiny = load_error(MINIMAL, &["sim.measure_us=0.00099"]);
+    assert!(tiny.ends_with("sim.measure_us: must be at least 0.001 µs (got 0.00099)"), "{tiny}");
+    load(&ScenarioSource { text: MINIMAL, origin: "s.toml", default_name: "s" }, &["sim.measure_us=0.001".into()])
+        .unwrap();
     // A value written as "${rate}" whose parameter was set on the command line is blamed on --set.
     let via_param = load_error(
         &format!(
