@@ -24,6 +24,13 @@ pub trait Describe {
         self.describe_into("", "", &mut out);
         out
     }
+
+    /// Checks each number below `prefix` whose name carries a unit against `MAGNITUDES`.
+    fn check_magnitudes(&self, prefix: &str) -> ConfigResult<()> {
+        let mut params = Vec::new();
+        self.describe_into(prefix, "", &mut params);
+        params.iter().try_for_each(check_magnitude)
+    }
 }
 
 /// The magnitudes a machine's quantities can have, by a unit among the words of a parameter's
@@ -37,18 +44,15 @@ const MAGNITUDES: [(&str, &str, f64, f64); 5] = [
     ("gbs", "GB/s", 1e-3, 1e6),
 ];
 
-/// Checks each number whose name carries a unit against `MAGNITUDES`.
-pub fn check_magnitudes(params: &[ParamDoc]) -> ConfigResult<()> {
-    for param in params {
-        let name = param.key.rsplit('.').next().unwrap_or_default();
-        let unit = MAGNITUDES.iter().find(|(word, ..)| name.split('_').any(|w| w == *word));
-        if let (Some(&(_, unit, least, most)), Ok(value)) = (unit, param.value.parse::<f64>()) {
-            ensure((least..=most).contains(&value), &param.key, || {
-                format!("must be {} to {} {unit} (got {})", Shown(least), Shown(most), Shown(value))
-            })?;
-        }
+fn check_magnitude(param: &ParamDoc) -> ConfigResult<()> {
+    let name = param.key.rsplit('.').next().unwrap_or_default();
+    let unit = MAGNITUDES.iter().find(|(word, ..)| name.split('_').any(|w| w == *word));
+    match (unit, param.value.parse::<f64>()) {
+        (Some(&(_, unit, least, most)), Ok(value)) => ensure((least..=most).contains(&value), &param.key, || {
+            format!("must be {} to {} {unit} (got {})", Shown(least), Shown(most), Shown(value))
+        }),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 pub(crate) fn join_key(prefix: &str, key: &str) -> String {
@@ -258,7 +262,7 @@ mod tests {
 
     fn check(key: &str, value: &str) -> Result<(), String> {
         let param = ParamDoc { key: key.into(), value: value.into(), meaning: String::new() };
-        check_magnitudes(&[param]).map_err(|e| e.to_string())
+        check_magnitude(&param).map_err(|e| e.to_string())
     }
 
     #[test]

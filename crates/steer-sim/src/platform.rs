@@ -8,7 +8,7 @@ use crate::cache::slice_hash::SliceHash;
 use crate::cache::Geometry;
 use crate::error::{ensure, ConfigError, ConfigResult, Shown};
 use crate::memory::MAX_LINE_SERVICE_NS;
-use crate::params::{check_magnitudes, choice, params, Describe, Name};
+use crate::params::{choice, params, Describe, Name};
 
 choice! {
     /// How a cache level relates to the level above it (closer to the core).
@@ -503,9 +503,7 @@ impl PlatformSpec {
     pub fn validate(&self, path: &str) -> ConfigResult<()> {
         let key = |k: &str| if path.is_empty() { k.to_string() } else { format!("{path}.{k}") };
         // First: clocks, latencies and bandwidths the checks below take as sane (positive, finite).
-        let mut described = Vec::new();
-        self.describe_into(path, "", &mut described);
-        check_magnitudes(&described)?;
+        self.check_magnitudes(path)?;
         let t = &self.topology;
         for (name, value) in [
             ("sockets", t.sockets),

@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::devices::{DeviceSpec, DEVICES};
 use crate::error::{ensure, ConfigError, ConfigResult, Error, Shown};
 use crate::kinds::{deserialize_at, Kind, SpecBase};
-use crate::params::{check_magnitudes, join_key, params, Describe, ParamDoc};
+use crate::params::{join_key, params, Describe, ParamDoc};
 use crate::platform::{self, MaskAgent, PlatformSpec};
 use crate::workloads::{SystemShape, WorkloadSpec, WORKLOADS};
 
@@ -266,10 +266,8 @@ impl Scenario {
                 busy.push((cpu, i));
             }
         }
-        let mut described = Vec::new();
-        self.devices.describe_into("devices", "", &mut described);
-        self.workloads.describe_into("workloads", "", &mut described);
-        check_magnitudes(&described)?;
+        self.devices.check_magnitudes("devices")?;
+        self.workloads.check_magnitudes("workloads")?;
         // Devices without any workload are driven from the API (tests take completions themselves).
         let consumed: Vec<(String, u32)> = self.workloads.iter().flat_map(|w| w.spec.queues(&shape)).collect();
         for (i, device) in self.devices.iter().enumerate().filter(|_| !self.workloads.is_empty()) {
