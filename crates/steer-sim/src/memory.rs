@@ -99,35 +99,27 @@ impl Channel {
         self.write_queue.push_back((line, now));
     }
 
-    /// Books `service` for a request at `now`; returns how long the request waits. A service
-    /// that fits a slice takes the first slice from `now`'s with room for it; a longer one (a
-    /// slow channel) the first run of empty slices that holds it, its rest in the slice after.
+    /// Books `service` for a request at `now`; returns how long the request waits. It takes the
+    /// first slice from `now`'s with room for it, or, if longer than a slice (a slow channel), the
+    /// first run of empty slices that holds it, its rest in the slice after.
     fn book(&mut self, now: Time, service: Time) -> Time {
         let mut slice = now.0 / SLICE.0;
         if slice < self.first {
             return Time::ZERO;
         }
+        let index = |s: u64| (s % SLICES) as usize;
         let whole = service.0 / SLICE.0;
+        let rest = Time(service.0 % SLICE.0);
         loop {
             self.reach(slice + whole);
-            let index = |s: u64| (s % SLICES) as usize;
-            if whole == 0 {
-                let booked = &mut self.booked[index(slice)];
-                if *booked + service <= SLICE {
-                    let start = Time(slice * SLICE.0) + *booked;
-                    *booked += service;
-                    return start.saturating_sub(now);
+            let run_empty = (slice..slice + whole).all(|s| self.booked[index(s)] == Time::ZERO);
+            if run_empty && self.booked[index(slice + whole)] + rest <= SLICE {
+                let start = Time(slice * SLICE.0) + self.booked[index(slice)];
+                for s in slice..slice + whole {
+                    self.booked[index(s)] = SLICE;
                 }
-            } else {
-                let rest = Time(service.0 % SLICE.0);
-                let run_empty = (slice..slice + whole).all(|s| self.booked[index(s)] == Time::ZERO);
-                if run_empty && self.booked[index(slice + whole)] + rest <= SLICE {
-                    for s in slice..slice + whole {
-                        self.booked[index(s)] = SLICE;
-                    }
-                    self.booked[index(slice + whole)] += rest;
-                    return Time(slice * SLICE.0).saturating_sub(now);
-                }
+                self.booked[index(slice + whole)] += rest;
+                return start.saturating_sub(now);
             }
             slice += 1;
         }
