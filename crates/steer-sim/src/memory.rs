@@ -356,6 +356,11 @@ mod tests {
         channel.book(Time::from_ns(704.0), Time::from_ns(10.0));
         assert_eq!(channel.book(Time::from_ns(576.0), Time::from_ns(160.0)), Time::ZERO);
         assert_eq!(channel.booked[11], Time::from_ns(42.0));
+        // And not if it does not: with 40 ns in slice 5, a run from slice 3 has no room for its
+        // rest, nor one from 4 or 5; it starts at slice 6.
+        let channel = &mut Memory::new(&spec, &TopologySpec::default(), 64).channels[0];
+        channel.book(Time::from_ns(320.0), Time::from_ns(40.0));
+        assert_eq!(channel.book(Time::from_ns(192.0), Time::from_ns(160.0)), Time::from_ns(192.0));
     }
 
     #[test]
