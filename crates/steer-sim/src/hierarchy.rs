@@ -14,7 +14,7 @@ use crate::cache::{Cache, Evicted, FreeWay, Geometry, Lookup};
 use crate::directory::{Directory, Holders};
 use crate::memory::Memory;
 use crate::platform::{CacheSpec, InjectedInsertion, MaskAgent, PartialWrite, PlatformSpec, Relation, TopologySpec};
-use crate::units::{Clock, Line, Time};
+use crate::units::{Clock, Line, Rng, Time};
 
 /// Where a core's demand access was satisfied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -256,6 +256,8 @@ pub struct HierarchyStats {
     pub dma_lines_to_cache: u64,
     pub dma_reads_from_cache: u64,
     pub dma_reads_from_memory: u64,
+    /// Dirty lines the L3 wrote back while keeping them (see `Rinse`), counted when they left it.
+    pub l3_rinses: u64,
     /// Per registered device, by device id.
     #[serde(skip)]
     pub devices: Vec<DeviceTraffic>,
@@ -275,16 +277,44 @@ impl HierarchyStats {
     }
 }
 
+/// An L3 that writes dirty lines back to memory in idle time and keeps them, clean (AMD's
+/// "dynamically controlled cache rinsing", US 12,399,839 B2): modelled as a constant chance per
+/// unit of time, so a line that stays `stay` is rinsed with probability 1 - exp(-stay / mean).
+/// Drawn once per stay, when the line leaves other than by eviction (an evicted dirty line is
+/// written once, rinsed or not); the write is booked then, an idle-time write moved to when
+/// its effect is known.
+struct Rinse {
+    mean_ps: f64,
+    rng: Rng,
+}
+
+impl Rinse {
+    fn new(mean_ns: f64) -> Rinse {
+        Rinse { mean_ps: mean_ns * 1000.0, rng: Rng::new(0) }
+    }
+
+    fn happened(&mut self, stay: Time) -> bool {
+        // `unit` is uniform in (0, 1]: above exp(-x) with probability 1 - exp(-x).
+        self.rng.unit() > (-(stay.0 as f64) / self.mean_ps).exp()
+    }
+}
+
 /// A cache array allocated when it is first filled: a platform has far more cores than a
 /// scenario uses, and a cache never filled answers every lookup with a miss.
 struct LazyCache {
     geometry: Geometry,
+    /// Whether the cache keeps each line's install time.
+    stamped: bool,
     cache: Option<Box<Cache>>,
 }
 
 impl LazyCache {
     fn new(geometry: &Geometry) -> LazyCache {
-        LazyCache { geometry: geometry.clone(), cache: None }
+        LazyCache { geometry: geometry.clone(), stamped: false, cache: None }
+    }
+
+    fn stamped(self, stamped: bool) -> LazyCache {
+        LazyCache { stamped, ..self }
     }
 
     #[inline]
@@ -302,10 +332,26 @@ impl LazyCache {
     }
 
     fn insert_filling_from(&mut self, line: Line, dirty: bool, allowed: u64, free_way: FreeWay) -> Option<Evicted> {
-        let geometry = &self.geometry;
+        let (geometry, stamped) = (&self.geometry, self.stamped);
         self.cache
-            .get_or_insert_with(|| Box::new(Cache::new(geometry)))
+            .get_or_insert_with(|| {
+                let mut cache = Box::new(Cache::new(geometry));
+                if stamped {
+                    cache.keep_install_times();
+                }
+                cache
+            })
             .insert_filling_from(line, dirty, allowed, free_way)
+    }
+
+    fn stamp(&mut self, line: Line, at: Time) {
+        if let Some(c) = self.cache.as_mut() {
+            c.stamp(line, at.0);
+        }
+    }
+
+    fn installed_at(&self, line: Line) -> Option<Time> {
+        self.cache.as_ref().and_then(|c| c.installed_at(line)).map(Time)
     }
 
     fn remove(&mut self, line: Line) -> Option<bool> {
@@ -386,6 +432,8 @@ pub struct Hierarchy {
     l3_clean_victims: bool,
     /// Where a line injected into an L2 enters its replacement order.
     l2_injected_insertion: InjectedInsertion,
+    /// The L3's rinsing of dirty lines (`l3.rinse_ns`), if it rinses.
+    rinse: Option<Rinse>,
     latency: [Time; 5],
     pub memory: Memory,
     /// Private-cache holders per line; `None` when the caches are few enough to be asked directly.
@@ -434,12 +482,13 @@ impl Hierarchy {
         Hierarchy {
             l1: (0..t.cores()).map(|_| LazyCache::new(&l1)).collect(),
             l2: (0..t.cores()).map(|_| LazyCache::new(&l2)).collect(),
-            l3: (0..t.ccx_count()).map(|_| LazyCache::new(&l3)).collect(),
+            l3: (0..t.ccx_count()).map(|_| LazyCache::new(&l3).stamped(platform.l3.rinse_ns > 0.0)).collect(),
             l2_relation: platform.l2.relation,
             l3_relation: platform.l3.relation,
             l3_keeps_shared: platform.l3.keeps_shared && platform.l3.relation == Relation::Exclusive,
             l3_clean_victims: platform.l3.clean_victims,
             l2_injected_insertion: platform.l2.injected_insertion,
+            rinse: (platform.l3.rinse_ns > 0.0).then(|| Rinse::new(platform.l3.rinse_ns)),
             latency: [
                 clock.cycles(platform.l1d.latency_cycles),
                 clock.cycles(platform.l2.latency_cycles),
@@ -591,7 +640,7 @@ impl Hierarchy {
         let (source, latency) = if l1.hit() {
             let first = self.first_use(Level::L1, l1, line, now);
             if write && !self.l1[core as usize].is_exclusive(line) {
-                self.invalidate_others(core, line);
+                self.invalidate_others(core, line, now);
                 self.mark_exclusive(core, line, true);
             }
             (first.source(Source::L1), self.latency[0] + first.wait)
@@ -617,7 +666,7 @@ impl Hierarchy {
         let first = self.first_use(Level::L2, l2, line, now);
         let (source, latency) = if l2.hit() {
             if write && !self.l2[core as usize].is_exclusive(line) {
-                self.invalidate_others(core, line);
+                self.invalidate_others(core, line, now);
             }
             (first.source(Source::L2), self.latency[1])
         } else {
@@ -746,13 +795,10 @@ impl Hierarchy {
         let first = self.first_use(Level::L3, lookup, line, now);
         self.stats.l3.request(false, in_l3);
         if in_l3 {
-            let mut dirty = if self.l3_relation == Relation::Exclusive {
-                self.l3[ccx as usize].remove(line).unwrap_or(false)
-            } else {
-                false
-            };
+            let mut dirty =
+                if self.l3_relation == Relation::Exclusive { self.l3_remove(ccx, line, now) } else { false };
             if write {
-                dirty |= self.invalidate_others(core, line);
+                dirty |= self.invalidate_others(core, line, now);
             } else if self.l3_relation != Relation::Exclusive {
                 // An L3 that keeps copies of the L2s' lines may hold one a core of the CCX
                 // marked as its own: that core's copy is no longer the only one. If that copy
@@ -793,7 +839,7 @@ impl Hierarchy {
         let mut dirty = false;
         for holder in holders.iter() {
             if write {
-                dirty |= self.drop_copy(holder, line);
+                dirty |= self.drop_copy(holder, line, now);
             } else if holder < self.topology.cores() {
                 self.mark_exclusive(holder, line, false);
             }
@@ -811,7 +857,7 @@ impl Hierarchy {
 
     /// Invalidates every copy not in `core`'s private caches (keeping its own CCX's L3 copy unless
     /// the L3 is a victim cache). Returns whether any invalidated copy was dirty.
-    fn invalidate_others(&mut self, core: u32, line: Line) -> bool {
+    fn invalidate_others(&mut self, core: u32, line: Line, now: Time) -> bool {
         let keep_own_l3 = self.l3_relation != Relation::Exclusive;
         if keep_own_l3 && self.only_own_caches() {
             return false;
@@ -819,16 +865,16 @@ impl Hierarchy {
         let holders = self.other_holders(line, core, keep_own_l3);
         let mut dirty = false;
         for holder in holders.iter() {
-            dirty |= self.drop_copy(holder, line);
+            dirty |= self.drop_copy(holder, line, now);
         }
         dirty
     }
 
     /// Removes `line` from cache id `holder` (a core's L1+L2, or an L3); returns whether it was dirty.
-    fn drop_copy(&mut self, holder: u32, line: Line) -> bool {
+    fn drop_copy(&mut self, holder: u32, line: Line, now: Time) -> bool {
         let cores = self.topology.cores();
         if holder >= cores {
-            return self.l3[(holder - cores) as usize].remove(line).unwrap_or(false);
+            return self.l3_remove(holder - cores, line, now);
         }
         let l1 = self.l1[holder as usize].remove(line).unwrap_or(false);
         let l2 = self.l2[holder as usize].remove(line).unwrap_or(false);
@@ -956,9 +1002,29 @@ impl Hierarchy {
             Requester::Device(_) => FreeWay::Highest,
             Requester::Cpu(_) => FreeWay::Lowest,
         };
-        if let Some(victim) = l3.insert_filling_from(line, dirty, allowed, free_way) {
+        let victim = l3.insert_filling_from(line, dirty, allowed, free_way);
+        l3.stamp(line, now);
+        if let Some(victim) = victim {
             self.l3_victim(ccx, victim, now);
         }
+    }
+
+    /// Takes `line` out of the L3 of `ccx` other than by eviction (a core takes it, or a write
+    /// invalidates it); returns whether it was dirty. A dirty line the L3 rinsed during its stay
+    /// was written to memory then and leaves clean: the write is counted now.
+    fn l3_remove(&mut self, ccx: u32, line: Line, now: Time) -> bool {
+        let l3 = &mut self.l3[ccx as usize];
+        let installed_at = l3.installed_at(line);
+        let dirty = l3.remove(line).unwrap_or(false);
+        let rinsed = match (&mut self.rinse, installed_at) {
+            (Some(rinse), Some(at)) if dirty => rinse.happened(now.saturating_sub(at)),
+            _ => false,
+        };
+        if rinsed {
+            self.stats.l3_rinses += 1;
+            self.memory.write(line, now);
+        }
+        dirty && !rinsed
     }
 
     fn l3_victim(&mut self, ccx: u32, victim: Evicted, now: Time) {
@@ -971,7 +1037,7 @@ impl Hierarchy {
                 .filter(|&h| h < self.topology.cores() && self.ccx_of(h) == ccx)
                 .collect();
             for core in cores_in_ccx {
-                dirty |= self.drop_copy(core, victim.line);
+                dirty |= self.drop_copy(core, victim.line, now);
             }
         }
         if dirty {
@@ -1030,7 +1096,7 @@ impl Hierarchy {
             Destination::Memory => {
                 // The write overwrites the whole line: cached copies are dropped, dirty or not.
                 for holder in holders.iter() {
-                    self.drop_copy(holder, line);
+                    self.drop_copy(holder, line, now);
                 }
                 self.memory.write(line, now);
                 self.stats.dma_lines_to_memory += 1;
@@ -1038,7 +1104,7 @@ impl Hierarchy {
             Destination::L2 { cpu } => {
                 let core = self.core_of_cpu[cpu as usize];
                 for holder in holders.iter().filter(|&h| h != core) {
-                    self.drop_copy(holder, line);
+                    self.drop_copy(holder, line, now);
                 }
                 // The core's L1 copy is stale; the next load refills it from L2.
                 self.l1[core as usize].remove(line);
@@ -1063,7 +1129,7 @@ impl Hierarchy {
                 let id = self.l3_id(ccx);
                 let used_by_cores = holders.iter().any(|h| h < cores);
                 for holder in holders.iter().filter(|&h| h != id) {
-                    self.drop_copy(holder, line);
+                    self.drop_copy(holder, line, now);
                 }
                 // A write hit updates in place (a use) and never allocates. A line taken from a
                 // core's caches goes to the ways of lines cores use, where there are such.
@@ -1084,7 +1150,7 @@ impl Hierarchy {
                     return;
                 };
                 for holder in holders.iter().filter(|&h| h != keep) {
-                    self.drop_copy(holder, line);
+                    self.drop_copy(holder, line, now);
                 }
                 if keep >= cores {
                     self.l3[(keep - cores) as usize].access(line, true);

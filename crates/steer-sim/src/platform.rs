@@ -120,6 +120,11 @@ params! {
         /// For an exclusive L3: whether a clean line an L2 evicts is installed (true) or dropped
         /// (false: only dirty victims are written into the L3).
         clean_victims: bool = true,
+        /// For the L3: the mean time a dirty line stays in it before the L3 writes it back to
+        /// memory in idle time and keeps it clean ("rinsing", AMD US 12,399,839 B2), so each
+        /// stay of a line rinses with probability 1 - exp(-stay / rinse_ns); 0: never (only
+        /// eviction writes back). Drawn when the line leaves the L3 other than by eviction.
+        rinse_ns: f64 = 0.0,
     }
 }
 
@@ -525,6 +530,11 @@ impl PlatformSpec {
         self.l1d.validate(&key("l1d"))?;
         self.l2.validate(&key("l2"))?;
         self.l3.validate(&key("l3"))?;
+        for (level, spec) in [("l1d", &self.l1d), ("l2", &self.l2)] {
+            ensure(spec.rinse_ns == 0.0, &key(&format!("{level}.rinse_ns")), || {
+                format!("only the L3 rinses: must be 0 (got {})", Shown(spec.rinse_ns))
+            })?;
+        }
         for (level, spec) in [("l2", &self.l2), ("l3", &self.l3)] {
             ensure(spec.line_bytes == self.l1d.line_bytes, &key(&format!("{level}.line_bytes")), || {
                 format!("must equal l1d.line_bytes ({})", self.l1d.line_bytes)
@@ -885,5 +895,24 @@ mod tests {
         let mut spec = preset("skylake-sp-6140").unwrap();
         spec.io.inclusive_ways = 12;
         assert_eq!(spec.validate("platform").unwrap_err().path, "platform.io.inclusive_ways");
+    }
+
+    #[test]
+    fn only_the_l3_rinses_and_only_for_a_time_of_zero_or_more() {
+        let mut spec = preset("skylake-sp-6140").unwrap();
+        spec.l3.rinse_ns = 1e6;
+        assert!(spec.validate("platform").is_ok());
+        spec.l2.rinse_ns = 1e6;
+        let err = spec.validate("platform").unwrap_err();
+        assert_eq!(
+            (err.path.as_str(), err.message.as_str()),
+            ("platform.l2.rinse_ns", "only the L3 rinses: must be 0 (got 1000000)")
+        );
+        let mut spec = preset("skylake-sp-6140").unwrap();
+        spec.l1d.rinse_ns = 1.0;
+        assert_eq!(spec.validate("platform").unwrap_err().path, "platform.l1d.rinse_ns");
+        spec.l1d.rinse_ns = 0.0;
+        spec.l3.rinse_ns = -1.0;
+        assert_eq!(spec.validate("platform").unwrap_err().path, "platform.l3.rinse_ns");
     }
 }

@@ -22,6 +22,7 @@ stat!(CHANNEL_WRITE_GBPS, "write_gbps", "GB/s", "the channel's write bandwidth")
 stat!(READ_QUEUE_NS, "read_queue_ns", "ns", "mean time a read waited for the channel");
 stat!(WRITE_QUEUE_READS, "write_queue_reads", "lines", "reads answered from a controller's write queue, not DRAM");
 stat!(DMA_TO_MEMORY, "dma_lines_to_memory", "lines", "device line writes that went to DRAM");
+stat!(L3_RINSES, "rinses", "lines", "dirty lines the L3 wrote back while keeping them, counted as they left it");
 stat!(DMA_TO_CACHE, "dma_lines_to_cache", "lines", "device line writes placed in a cache");
 stat!(SIMULATED_NS, "simulated_ns", "ns", "simulated time at the end of the run");
 stat!(WARMUP_NS, "warmup_ns", "ns", "simulated time before statistics started");
@@ -74,7 +75,10 @@ pub fn collect(
     root.section("caches", |caches| {
         caches.section("l1d", |r| stats.l1d.report(r));
         caches.section("l2", |r| stats.l2.report(r));
-        caches.section("l3", |r| stats.l3.report(r));
+        caches.section("l3", |r| {
+            stats.l3.report(r);
+            r.put(&L3_RINSES, stats.l3_rinses);
+        });
         caches.put(&DMA_TO_MEMORY, stats.dma_lines_to_memory);
         caches.put(&DMA_TO_CACHE, stats.dma_lines_to_cache);
     });

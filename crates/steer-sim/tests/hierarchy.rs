@@ -397,3 +397,112 @@ fn a_load_of_a_line_still_on_its_way_into_the_l3_waits_for_the_rest_of_its_prefe
     assert_eq!(late.latency, on_time.latency + (arrives - early), "an L3 hit plus the prefetch's remaining time");
     assert_eq!(late.source, Source::Dram, "the data came from where the prefetch took it");
 }
+
+/// `tiny` with an exclusive L3 that rinses dirty lines after `rinse_ns` on average.
+fn rinsing(rinse_ns: f64) -> Hierarchy {
+    let platform = tiny(Relation::Exclusive);
+    let platform = PlatformSpec { l3: CacheSpec { rinse_ns, ..platform.l3 }, ..platform };
+    platform.validate("platform").unwrap();
+    with_nic(&platform)
+}
+
+fn access_at(h: &mut Hierarchy, cpu: u32, line: u64, write: bool, ns: f64) -> Source {
+    let source = h.core_access(cpu, Line(line), write, Time::from_ns(ns)).source;
+    h.check_invariants().unwrap();
+    source
+}
+
+fn memory_writes(h: &Hierarchy) -> u64 {
+    h.memory.stats().map(|c| c.write_bytes).sum::<u64>() / 64
+}
+
+/// CPU 0 writes line 0 and, at `ns`, pushes it out of its L2 into the L3, dirty: lines of L2 set
+/// 0 (16 k) outside L3 set 0 (64 k). The L1 gives it back to the L2 dirty, a use, after two.
+fn dirty_line_0_into_l3(h: &mut Hierarchy, ns: f64) {
+    access_at(h, 0, 0, true, ns);
+    for line in [16, 32, 48, 80, 96, 112] {
+        access_at(h, 0, line, false, ns);
+    }
+    assert!(h.in_l3(0, Line(0)) && !h.in_l2(0, Line(0)));
+}
+
+#[test]
+fn a_dirty_l3_line_taken_back_after_a_long_stay_was_rinsed_and_comes_back_clean() {
+    // A mean of 1 ns against a stay of 1 ms: rinsed for certain (exp(-1e6) is 0).
+    let mut h = rinsing(1.0);
+    dirty_line_0_into_l3(&mut h, 0.0);
+    assert_eq!(access_at(&mut h, 0, 0, false, 1e6), Source::L3);
+    assert_eq!((memory_writes(&h), h.stats.l3_rinses, h.stats.l3.writebacks), (1, 1, 0));
+    // Clean now: pushed out of the L2 and the L3 again, it is written no more.
+    for k in 1..=40 {
+        access_at(&mut h, 0, 16 * k, false, 1e6);
+    }
+    assert!(!h.is_cached(Line(0)));
+    assert_eq!((memory_writes(&h), h.stats.l3.writebacks), (1, 0));
+}
+
+#[test]
+fn a_dirty_l3_line_taken_back_at_once_was_not_rinsed_and_is_written_back_on_eviction() {
+    // A stay of zero: never rinsed (exp(0) is 1), whatever the mean.
+    let mut h = rinsing(1.0);
+    dirty_line_0_into_l3(&mut h, 5.0);
+    assert_eq!(access_at(&mut h, 0, 0, false, 5.0), Source::L3);
+    assert_eq!((memory_writes(&h), h.stats.l3_rinses), (0, 0));
+    for k in 1..=40 {
+        access_at(&mut h, 0, 16 * k, false, 5.0);
+    }
+    assert_eq!((memory_writes(&h), h.stats.l3.writebacks), (1, 1));
+}
+
+#[test]
+fn a_device_write_over_a_rinsed_l3_line_costs_the_rinse_and_nothing_else() {
+    let mut h = rinsing(1.0);
+    dirty_line_0_into_l3(&mut h, 0.0);
+    // Injected into CPU 1's L2: the L3 copy is dropped; it had been rinsed during its stay.
+    h.dma_write(0, Line(0), Destination::L2 { cpu: 1 }, Time::from_ns(1e6));
+    h.check_invariants().unwrap();
+    assert!(!h.in_l3(0, Line(0)) && h.in_l2(1, Line(0)));
+    assert_eq!((memory_writes(&h), h.stats.l3_rinses), (1, 1));
+}
+
+#[test]
+fn an_evicted_dirty_line_is_written_once_however_long_it_stayed() {
+    let mut h = rinsing(1.0);
+    dirty_line_0_into_l3(&mut h, 0.0);
+    // L3 set 0 (64 sets, 4 ways) takes lines 64 k: streaming them at 1 ms evicts line 0.
+    for k in 1..=40 {
+        access_at(&mut h, 0, 16 * k, false, 1e6);
+    }
+    assert!(!h.is_cached(Line(0)));
+    assert_eq!((memory_writes(&h), h.stats.l3.writebacks, h.stats.l3_rinses), (1, 1, 0));
+}
+
+#[test]
+fn a_clean_l3_line_is_never_rinsed() {
+    let mut h = rinsing(1.0);
+    for line in [0, 16, 32, 48, 80] {
+        access_at(&mut h, 0, line, false, 0.0);
+    }
+    assert!(h.in_l3(0, Line(0)));
+    assert_eq!(access_at(&mut h, 0, 0, false, 1e6), Source::L3);
+    assert_eq!((memory_writes(&h), h.stats.l3_rinses), (0, 0));
+}
+
+#[test]
+fn lines_that_stay_one_mean_are_rinsed_with_probability_one_minus_1_over_e() {
+    // 2,000 lines, each into the L3 dirty at 0 and taken back by CPU 1 at 1 µs, the mean.
+    let mut h = rinsing(1000.0);
+    let lines = 2000;
+    for line in 0..lines {
+        access_at(&mut h, 0, line, true, 0.0);
+    }
+    // CPU 0's L2 holds 64 lines: all but its last 64 are in the L3 (256 lines) or gone.
+    let in_l3: Vec<u64> = (0..lines).filter(|&line| h.in_l3(0, Line(line))).collect();
+    assert_eq!(in_l3.len(), 256);
+    for &line in &in_l3 {
+        access_at(&mut h, 1, line, false, 1000.0);
+    }
+    let expected = 256.0 * (1.0 - (-1.0f64).exp());
+    let rinsed = h.stats.l3_rinses as f64;
+    assert!((rinsed - expected).abs() < 0.1 * expected, "{rinsed} rinsed, about {expected:.0} expected");
+}

@@ -78,6 +78,9 @@ pub struct Cache {
     /// Valid, dirty and prefetch bits, one entry per set so a lookup touches one host cache line.
     bits: Vec<SetBits>,
     policy: Replacement,
+    /// When each slot's line was installed, in the caller's time unit: empty unless
+    /// `keep_install_times` asked for it (an L3 that rinses needs it, other caches do not).
+    installed_at: Vec<u64>,
     all_ways: u64,
     /// The slot of the last hit or fill, and its set: where `slot_of` looks first (a line found
     /// there needs no set computed). A hint only.
@@ -151,6 +154,7 @@ impl Cache {
             tags: vec![INVALID; geometry.sets * geometry.ways],
             bits: vec![SetBits::default(); geometry.sets],
             policy: (info.build)(geometry.sets, geometry.ways, geometry.options),
+            installed_at: Vec::new(),
             all_ways: if geometry.ways >= 64 { u64::MAX } else { (1u64 << geometry.ways) - 1 },
             last_used: 0,
             last_set: 0,
@@ -159,6 +163,26 @@ impl Cache {
 
     pub fn all_ways(&self) -> u64 {
         self.all_ways
+    }
+
+    /// From now on keeps the time each line is installed at (see `stamp`).
+    pub fn keep_install_times(&mut self) {
+        self.installed_at = vec![0; self.tags.len()];
+    }
+
+    /// Records `at` as the install time of a present line, if install times are kept.
+    pub fn stamp(&mut self, line: Line, at: u64) {
+        if !self.installed_at.is_empty() {
+            if let Some((set, way)) = self.slot_of(line) {
+                self.installed_at[set * self.ways + way] = at;
+            }
+        }
+    }
+
+    /// The install time recorded for a present line, if install times are kept.
+    pub fn installed_at(&self, line: Line) -> Option<u64> {
+        let (set, way) = self.slot_of(line)?;
+        self.installed_at.get(set * self.ways + way).copied()
     }
 
     fn set_of(&self, line: Line) -> usize {
@@ -526,6 +550,23 @@ mod tests {
         assert_eq!(c.access(Line(1), false), Lookup::Hit { prefetched: false });
         c.mark_prefetched(Line(1));
         assert!(c.insert(Line(2), false, 1).unwrap().unused_prefetch);
+    }
+
+    #[test]
+    fn install_times_are_kept_only_when_asked_for() {
+        let mut c = cache(2, 2);
+        c.insert(Line(0), false, c.all_ways());
+        c.stamp(Line(0), 7);
+        assert_eq!(c.installed_at(Line(0)), None);
+        c.keep_install_times();
+        c.stamp(Line(0), 7);
+        c.insert(Line(2), true, c.all_ways());
+        c.stamp(Line(2), 9);
+        c.stamp(Line(4), 11); // absent: nothing recorded
+        assert_eq!(
+            (c.installed_at(Line(0)), c.installed_at(Line(2)), c.installed_at(Line(4))),
+            (Some(7), Some(9), None)
+        );
     }
 
     #[test]
