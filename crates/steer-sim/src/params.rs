@@ -36,21 +36,35 @@ pub trait Describe {
 /// The magnitudes a machine's quantities can have, by a unit among the words of a parameter's
 /// name (`peer_l2_latency_ns`, `napi_cycles_per_page`): a value outside is a slip (a unit mixed
 /// up, digits too many), not a machine, and would make a run meaningless or endless.
-const MAGNITUDES: [(&str, &str, f64, f64); 5] = [
-    ("ghz", "GHz", 0.01, 100.0),
-    ("ns", "ns", 0.0, 1e9),
-    ("cycles", "cycles", 0.0, 1e9),
-    ("gbps", "Gb/s", 1e-3, 1e6),
-    ("gbs", "GB/s", 1e-3, 1e6),
+/// Sizes stop at 1 TiB (a machine's memory, not one of its buffers, but past any address a
+/// scenario lays out) and times at 1000 s (a thousand times the longest run allowed). Each with
+/// its range as a message states it.
+const MAGNITUDES: [(&str, f64, f64, &str); 9] = [
+    ("ghz", 0.01, 100.0, "0.01 to 100 GHz"),
+    ("ns", 0.0, 1e9, "0 to 1e9 ns"),
+    ("us", 0.0, 1e9, "0 to 1e9 µs"),
+    ("cycles", 0.0, 1e9, "0 to 1e9 cycles"),
+    ("gbps", 1e-3, 1e6, "0.001 to 1000000 Gb/s"),
+    ("gbs", 1e-3, 1e6, "0.001 to 1000000 GB/s"),
+    ("bytes", 0.0, TIB, "0 B to 1 TiB"),
+    ("kib", 0.0, TIB / 1024.0, "0 KiB to 1 TiB"),
+    ("gib", 0.0, TIB / GIB, "0 GiB to 1 TiB"),
 ];
+const GIB: f64 = (1u64 << 30) as f64;
+const TIB: f64 = (1u64 << 40) as f64;
 
 fn check_magnitude(param: &ParamDoc) -> ConfigResult<()> {
     let name = param.key.rsplit('.').next().unwrap_or_default();
     let unit = MAGNITUDES.iter().find(|(word, ..)| name.split('_').any(|w| w == *word));
     match (unit, param.value.parse::<f64>()) {
-        (Some(&(_, unit, least, most)), Ok(value)) => ensure((least..=most).contains(&value), &param.key, || {
-            format!("must be {} to {} {unit} (got {})", Shown(least), Shown(most), Shown(value))
-        }),
+        (Some(&(_, least, most, range)), Ok(value)) => {
+            // An integer is shown whole; a float in its shortest form.
+            let got = || match param.value.parse::<i128>() {
+                Ok(_) => param.value.clone(),
+                Err(_) => Shown(value).to_string(),
+            };
+            ensure((least..=most).contains(&value), &param.key, || format!("must be {range} (got {})", got()))
+        }
         _ => Ok(()),
     }
 }
@@ -273,6 +287,10 @@ mod tests {
             ("napi_cycles_per_page", "0", "-0.5", "1e9", "2e9"),
             ("link_gbps", "0.001", "0.0009", "1e6", "2e6"),
             ("fabric_gbs", "0.001", "0.0009", "1e6", "2e6"),
+            ("tph.restart_us", "0", "-1", "1e9", "1e300"),
+            ("capacity_bytes", "0", "-1", "1099511627776", "1099511627777"),
+            ("pcie.rx_buffer_kib", "0", "-0.5", "1073741824", "1e12"),
+            ("hbm.gib_per_node", "0", "-1", "1024", "4294967295"),
         ] {
             for fine in [least, most] {
                 assert_eq!(check(key, fine), Ok(()), "{key} = {fine}");
@@ -282,6 +300,14 @@ mod tests {
             }
         }
         assert_eq!(check("a.link_gbps", "2e6"), Err("a.link_gbps: must be 0.001 to 1000000 Gb/s (got 2000000)".into()));
+        assert_eq!(
+            check("a.rx_buffer_kib", "1e300"),
+            Err("a.rx_buffer_kib: must be 0 KiB to 1 TiB (got 1e300)".into())
+        );
+        assert_eq!(
+            check("a.total_bytes", "18446744073709551615"),
+            Err("a.total_bytes: must be 0 B to 1 TiB (got 18446744073709551615)".into())
+        );
     }
 
     #[test]

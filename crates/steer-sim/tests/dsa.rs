@@ -124,8 +124,9 @@ fn a_reused_source_stays_in_the_llc_only_if_every_buffer_the_threads_wrote_fits_
     };
     assert_eq!([in_llc(0, 1120), in_llc(0, 1121), in_llc(8, 1120), in_llc(8, 1121)], [true, false, true, false]);
     assert_eq!([in_llc(1, 2240), in_llc(1, 2241)], [true, false]);
-    // 24 buffers of 2^62 bytes do not wrap round to fit.
-    assert!(!in_llc(0, 1 << 52));
+    // 24 buffers of the largest size do not wrap round to fit; a larger one is refused.
+    assert!(!in_llc(0, 1 << 30));
+    assert!(error(&["buffer_bytes=1099511627777"]).ends_with("must be 0 B to 1 TiB (got 1099511627777)"));
     assert!(!copy(&["total_bytes=65536", "transfer_bytes=65536"])["copy"]["source_in_llc"].as_bool().unwrap());
 }
 
