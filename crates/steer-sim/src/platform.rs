@@ -236,6 +236,9 @@ pub const MAX_THREADS_PER_CORE: u32 = 8;
 /// The most misses a core may keep in flight: real cores track tens.
 pub const MAX_OUTSTANDING_MISSES: u32 = 1024;
 
+/// The largest instruction window a core may have: real reorder buffers hold hundreds.
+pub const MAX_WINDOW_INSTRUCTIONS: u32 = 8192;
+
 params! {
     /// Core timing.
     pub struct CoreSpec {
@@ -565,7 +568,16 @@ impl PlatformSpec {
                 )
             },
         )?;
-        ensure(self.core.window_instructions >= 1, &key("core.window_instructions"), || "must be at least 1".into())?;
+        ensure(
+            (1..=MAX_WINDOW_INSTRUCTIONS).contains(&self.core.window_instructions),
+            &key("core.window_instructions"),
+            || {
+                format!(
+                    "must be 1 to {MAX_WINDOW_INSTRUCTIONS}: a reorder buffer holds hundreds (got {})",
+                    self.core.window_instructions
+                )
+            },
+        )?;
         ensure(self.io.ddio_ways <= self.l3.ways, &key("io.ddio_ways"), || {
             format!("the L3 has {} ways (got {})", self.l3.ways, self.io.ddio_ways)
         })?;

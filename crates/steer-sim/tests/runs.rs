@@ -752,6 +752,36 @@ fn queue_counts_and_per_sk_buff_structures_are_refused_past_their_bound_not_run(
 }
 
 #[test]
+fn sizes_and_counts_past_what_a_nic_or_a_core_has_are_refused_at_their_bound() {
+    let sdci = steer_sim::scenario::builtin("sdci-l2fwd").unwrap().source;
+    let accepted = |set: &str| {
+        load(&ScenarioSource { text: sdci, origin: "s.toml", default_name: "s" }, &[set.to_string()]).is_ok()
+    };
+    for (key, most, message) in [
+        ("devices.0.queues.0.completion_bytes", 4096, "must be 1 to 4096 B: an entry is tens of bytes (got 4097)"),
+        ("devices.0.queues.0.descriptor_bytes", 4096, "must be 1 to 4096 B: an entry is tens of bytes (got 4097)"),
+        ("devices.0.queues.0.buffer_stride_bytes", 1 << 30, "must be at most 1073741824 B (got 1073741825)"),
+        ("devices.0.queues.0.segment_bytes", 65535, "a segment is at most an IP packet's 65535 B (got 65536)"),
+        ("devices.0.queues.0.tx_entries", 1 << 20, "must be at most 1048576 (got 1048577)"),
+        ("devices.0.tx_read_requests", 16384, "PCIe's 14-bit tags allow at most 16384 (got 16385)"),
+        ("workloads.0.burst", 65535, "must be 1 to 65535 (got 65536)"),
+        ("platform.core.window_instructions", 8192, "must be 1 to 8192: a reorder buffer holds hundreds (got 8193)"),
+    ] {
+        assert!(accepted(&format!("{key}={most}")), "{key}");
+        let error = load_error(sdci, &[&format!("{key}={}", most + 1)]);
+        assert!(error.ends_with(&format!("{key}: {message}")), "{error}");
+    }
+    // A buffer as large as its stride allows.
+    let big = ["devices.0.queues.0.buffer_stride_bytes=0", "devices.0.queues.0.buffer_bytes=1073741824"];
+    assert!(load(&ScenarioSource { text: sdci, origin: "s.toml", default_name: "s" }, &big.map(String::from)).is_ok());
+    let error = load_error(sdci, &["devices.0.queues.0.buffer_bytes=1073741825"]);
+    assert!(
+        error.ends_with("devices.0.queues.0.buffer_bytes: must be at most 1073741824 B (got 1073741825)"),
+        "{error}"
+    );
+}
+
+#[test]
 fn the_example_workload_claims_its_cpu() {
     let example = MINIMAL.replace("kind = \"rx_loop\"", "kind = \"example\"");
     let error = load_error(&format!("{example}\n[[workloads]]\nkind = \"stream\"\ncpu = 1\n"), &[]);
@@ -767,7 +797,7 @@ fn a_reduction_needs_instructions_and_tcp_rx_a_kernel_state_of_a_line_or_more() 
     let error = load_error(iperf, &["workloads.0.kernel_state_bytes=63"]);
     assert!(error.contains("workloads.0.kernel_state_bytes: must be at least 64"), "{error}");
     let error = load_error(leon, &["platform.core.window_instructions=0"]);
-    assert!(error.contains("platform.core.window_instructions: must be at least 1"), "{error}");
+    assert!(error.contains("platform.core.window_instructions: must be 1 to 8192"), "{error}");
     let accepted = |text: &str, set: &str| {
         load(&ScenarioSource { text, origin: "s.toml", default_name: "s" }, &[set.to_string()]).is_ok()
     };

@@ -103,6 +103,14 @@ params! {
     }
 }
 
+/// Bounds past which a queue's sizes are slips, not a NIC: completion and descriptor entries are
+/// tens of bytes, buffers at most megabytes (1 MiB on the X4), TX queues thousands of entries.
+const MAX_ENTRY_BYTES: u32 = 4096;
+const MAX_BUFFER_BYTES: u32 = 1 << 30;
+const MAX_TX_ENTRIES: u32 = 1 << 20;
+/// Outstanding non-posted requests a PCIe function can tag (14-bit tags).
+const MAX_TX_READ_REQUESTS: u32 = 1 << 14;
+
 /// The kind's registration.
 #[linkme::distributed_slice(crate::devices::DEVICES)]
 pub static KIND: crate::devices::DeviceKind =
@@ -151,6 +159,9 @@ impl DeviceSpec for NicSpec {
         ensure((0.0..=1e6).contains(&self.tx_read_round_trip_ns), &key("tx_read_round_trip_ns"), || {
             format!("must be between 0 and 1000000 ns (got {})", Shown(self.tx_read_round_trip_ns))
         })?;
+        ensure(self.tx_read_requests <= MAX_TX_READ_REQUESTS, &key("tx_read_requests"), || {
+            format!("PCIe's 14-bit tags allow at most {MAX_TX_READ_REQUESTS} (got {})", self.tx_read_requests)
+        })?;
         ensure(self.numa_node < nodes, &key("numa_node"), || {
             format!("node {} does not exist (the platform has {nodes})", self.numa_node)
         })?;
@@ -172,8 +183,22 @@ impl DeviceSpec for NicSpec {
             ensure(q.offered_gbps > 0.0, &qkey("offered_gbps"), || {
                 format!("must be positive (got {})", Shown(q.offered_gbps))
             })?;
-            ensure(q.completion_bytes >= 1, &qkey("completion_bytes"), || "must be at least 1".into())?;
-            ensure(q.descriptor_bytes >= 1, &qkey("descriptor_bytes"), || "must be at least 1".into())?;
+            for (name, bytes) in [("completion_bytes", q.completion_bytes), ("descriptor_bytes", q.descriptor_bytes)] {
+                ensure((1..=MAX_ENTRY_BYTES).contains(&bytes), &qkey(name), || {
+                    format!("must be 1 to {MAX_ENTRY_BYTES} B: an entry is tens of bytes (got {bytes})")
+                })?;
+            }
+            for (name, bytes) in [("buffer_bytes", q.buffer_bytes), ("buffer_stride_bytes", q.buffer_stride_bytes)] {
+                ensure(bytes <= MAX_BUFFER_BYTES, &qkey(name), || {
+                    format!("must be at most {MAX_BUFFER_BYTES} B (got {bytes})")
+                })?;
+            }
+            ensure(q.segment_bytes <= u16::MAX as u32, &qkey("segment_bytes"), || {
+                format!("a segment is at most an IP packet's {} B (got {})", u16::MAX, q.segment_bytes)
+            })?;
+            ensure(q.tx_entries <= MAX_TX_ENTRIES, &qkey("tx_entries"), || {
+                format!("must be at most {MAX_TX_ENTRIES} (got {})", q.tx_entries)
+            })?;
             ensure(q.count >= 1, &qkey("count"), || "must be at least 1".into())?;
             let last_cpu = q.consumer_cpu as u64 + q.count as u64 - 1;
             ensure(last_cpu < cpus as u64, &qkey("consumer_cpu"), || {

@@ -35,7 +35,10 @@ pub static KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind
 impl WorkloadSpec for L2fwdSpec {
     fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
         system.check_device(path, &self.device)?;
-        ensure(self.burst >= 1, &format!("{path}.burst"), || "must be at least 1".into())?;
+        // DPDK's rx_burst takes a 16-bit count.
+        ensure((1..=u16::MAX as u32).contains(&self.burst), &format!("{path}.burst"), || {
+            format!("must be 1 to {} (got {})", u16::MAX, self.burst)
+        })?;
         ensure(self.work_cycles >= 0.0, &format!("{path}.work_cycles"), || "must not be negative".into())?;
         ensure(self.driver_cycles >= 0.0, &format!("{path}.driver_cycles"), || "must not be negative".into())
     }
