@@ -479,16 +479,17 @@ impl Hierarchy {
         let t = platform.topology.clone();
         let clock = Clock::new(platform.core.freq_ghz);
         let (l1, l2, l3) = (platform.l1d.geometry(), platform.l2.geometry(), platform.l3.geometry());
+        let rinse = (platform.l3.rinse_ns > 0.0).then(|| Rinse::new(platform.l3.rinse_ns));
         Hierarchy {
             l1: (0..t.cores()).map(|_| LazyCache::new(&l1)).collect(),
             l2: (0..t.cores()).map(|_| LazyCache::new(&l2)).collect(),
-            l3: (0..t.ccx_count()).map(|_| LazyCache::new(&l3).stamped(platform.l3.rinse_ns > 0.0)).collect(),
+            l3: (0..t.ccx_count()).map(|_| LazyCache::new(&l3).stamped(rinse.is_some())).collect(),
             l2_relation: platform.l2.relation,
             l3_relation: platform.l3.relation,
             l3_keeps_shared: platform.l3.keeps_shared && platform.l3.relation == Relation::Exclusive,
             l3_clean_victims: platform.l3.clean_victims,
             l2_injected_insertion: platform.l2.injected_insertion,
-            rinse: (platform.l3.rinse_ns > 0.0).then(|| Rinse::new(platform.l3.rinse_ns)),
+            rinse,
             latency: [
                 clock.cycles(platform.l1d.latency_cycles),
                 clock.cycles(platform.l2.latency_cycles),
