@@ -782,6 +782,38 @@ fn sizes_and_counts_past_what_a_nic_or_a_core_has_are_refused_at_their_bound() {
 }
 
 #[test]
+fn workload_and_copy_engine_counts_past_what_software_or_a_dsa_has_are_refused() {
+    for (scenario, key, most, message) in [
+        (
+            "leon-reduce",
+            "workloads.0.element_bytes",
+            "4096",
+            "must be 1 to 4096: an element is a number, not a page (got 4097)",
+        ),
+        ("leon-reduce", "workloads.0.prefetch_distance", "1048576", "must be at most 1048576 lines (got 1048577)"),
+        (
+            "leon-reduce",
+            "workloads.0.instructions_per_element",
+            "1000000",
+            "must be more than 0 and at most 1000000 (got 1000001)",
+        ),
+        ("iperf-rx", "workloads.0.napi_budget", "65536", "must be 1 to 65536 (got 65537)"),
+        ("iperf-rx", "workloads.0.tpa_pages", "1024", "must be 1 to 1024 (got 1025)"),
+        ("dsa-copy", "devices.0.read_buffers", "4096", "must be 1 to 4096 (got 4097)"),
+        ("dsa-copy", "workloads.0.queue_depth", "", "must be 1 to 65536 submissions in flight (got 65537)"),
+    ] {
+        let text = steer_sim::scenario::builtin(scenario).unwrap().source;
+        if !most.is_empty() {
+            let set = vec![format!("{key}={most}")];
+            assert!(load(&ScenarioSource { text, origin: "s.toml", default_name: "s" }, &set).is_ok(), "{key}");
+        }
+        let past = message.rsplit("(got ").next().unwrap().trim_end_matches(')');
+        let error = load_error(text, &[&format!("{key}={past}")]);
+        assert!(error.ends_with(&format!("{key}: {message}")), "{error}");
+    }
+}
+
+#[test]
 fn the_example_workload_claims_its_cpu() {
     let example = MINIMAL.replace("kind = \"rx_loop\"", "kind = \"example\"");
     let error = load_error(&format!("{example}\n[[workloads]]\nkind = \"stream\"\ncpu = 1\n"), &[]);

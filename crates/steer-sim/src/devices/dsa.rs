@@ -337,7 +337,10 @@ impl DeviceSpec for DsaSpec {
         ensure((1..=DEVICE_MAX_BATCH).contains(&self.max_batch), &key("max_batch"), || {
             format!("a work queue's maximum batch is 1 to {DEVICE_MAX_BATCH} (got {})", self.max_batch)
         })?;
-        ensure(self.read_buffers >= 1, &key("read_buffers"), || "must be at least 1".into())?;
+        // Sapphire Rapids' DSA has 96.
+        ensure((1..=4096).contains(&self.read_buffers), &key("read_buffers"), || {
+            format!("must be 1 to 4096 (got {})", self.read_buffers)
+        })?;
         ensure(self.fabric_gbs > 0.0, &key("fabric_gbs"), || {
             format!("must be positive (got {})", Shown(self.fabric_gbs))
         })?;

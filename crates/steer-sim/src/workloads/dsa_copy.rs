@@ -168,7 +168,9 @@ impl WorkloadSpec for DsaCopySpec {
         ensure((1..=engines.max_batch).contains(&self.batch), &key("batch"), || {
             format!("the work queue takes batches of 1 to {} descriptors (got {})", engines.max_batch, self.batch)
         })?;
-        ensure(self.queue_depth >= 1, &key("queue_depth"), || "must be at least 1".into())?;
+        ensure((1..=65536).contains(&self.queue_depth), &key("queue_depth"), || {
+            format!("must be 1 to 65536 submissions in flight (got {})", self.queue_depth)
+        })?;
         let per_node = platform.topology.cpus() / platform.memory.nodes(&platform.topology);
         ensure((1..=per_node).contains(&self.threads), &key("threads"), || {
             format!("1 to {per_node} threads per device: its node has {per_node} CPUs (got {})", self.threads)

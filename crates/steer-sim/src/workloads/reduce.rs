@@ -5,7 +5,7 @@
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, MESSAGE};
 use crate::devices::ring::{Completion, RingId};
-use crate::error::{ensure, ConfigResult};
+use crate::error::{ensure, ConfigResult, Shown};
 use crate::hierarchy::Level;
 use crate::params::{choice, params};
 use crate::system::Builder;
@@ -58,14 +58,21 @@ impl WorkloadSpec for ReduceSpec {
     fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
         system.check_cpu(path, self.cpu)?;
         system.check_queue(path, &self.device, self.queue)?;
-        ensure(self.element_bytes >= 1, &format!("{path}.element_bytes"), || "must be at least 1".into())?;
+        ensure((1..=4096).contains(&self.element_bytes), &format!("{path}.element_bytes"), || {
+            format!("must be 1 to 4096: an element is a number, not a page (got {})", self.element_bytes)
+        })?;
+        ensure(self.prefetch_distance <= 1 << 20, &format!("{path}.prefetch_distance"), || {
+            format!("must be at most 1048576 lines (got {})", self.prefetch_distance)
+        })?;
         ensure(self.cycles_per_element >= 0.0, &format!("{path}.cycles_per_element"), || {
             "must not be negative".into()
         })?;
         ensure(self.delay_ns >= 0.0, &format!("{path}.delay_ns"), || "must not be negative".into())?;
-        ensure(self.instructions_per_element > 0.0, &format!("{path}.instructions_per_element"), || {
-            "must be more than 0".into()
-        })
+        ensure(
+            self.instructions_per_element > 0.0 && self.instructions_per_element <= 1e6,
+            &format!("{path}.instructions_per_element"),
+            || format!("must be more than 0 and at most 1000000 (got {})", Shown(self.instructions_per_element)),
+        )
     }
 
     fn cpus(&self, _system: &SystemShape) -> Vec<u32> {

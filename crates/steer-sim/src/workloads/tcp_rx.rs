@@ -98,7 +98,10 @@ impl WorkloadSpec for TcpRxSpec {
                 format!("the application of IRQ CPU {irq} would run on CPU {}, out of range", irq + self.app_offset)
             })?;
         }
-        ensure(self.napi_budget >= 1, &format!("{path}.napi_budget"), || "must be at least 1".into())?;
+        // NAPI budgets are tens of packets (64 by default), aggregations tens of pages.
+        ensure((1..=65536).contains(&self.napi_budget), &format!("{path}.napi_budget"), || {
+            format!("must be 1 to 65536 (got {})", self.napi_budget)
+        })?;
         ensure((1..=MAX_SKB_POOL).contains(&self.skb_pool), &format!("{path}.skb_pool"), || {
             format!("must be 1 to {MAX_SKB_POOL} (got {})", self.skb_pool)
         })?;
@@ -112,7 +115,9 @@ impl WorkloadSpec for TcpRxSpec {
                 format!("at most {MAX_LINES_PER_SKB} lines per sk_buff (got {lines})")
             })?;
         }
-        ensure(self.tpa_pages >= 1, &format!("{path}.tpa_pages"), || "must be at least 1".into())?;
+        ensure((1..=1024).contains(&self.tpa_pages), &format!("{path}.tpa_pages"), || {
+            format!("must be 1 to 1024 (got {})", self.tpa_pages)
+        })?;
         ensure(self.kernel_state_bytes >= 64, &format!("{path}.kernel_state_bytes"), || "must be at least 64".into())?;
         ensure(self.app_buffer_bytes >= 64, &format!("{path}.app_buffer_bytes"), || "must be at least 64".into())
     }
