@@ -106,7 +106,14 @@ def test_any_command_line_exits_0_or_2_without_a_traceback(command, tokens):
     if command in ("run", "sweep", "report") and tokens and not tokens[0].startswith("/"):
         tokens = ["/nonexistent/file.toml", *tokens]  # bad input only: no simulation runs here
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.MonkeyPatch.context() as patch:
+    # In a directory of its own: `--json TEXT` writes a file named TEXT.
+    with (
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        pytest.MonkeyPatch.context() as patch,
+        tempfile.TemporaryDirectory() as directory,
+    ):
+        patch.chdir(directory)
         patch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"")))
         try:
             code = main([command, *tokens])
