@@ -494,8 +494,16 @@ def test_the_suspects_of_a_worker_death_run_again_alone_and_the_others_together(
     def overlap(a, b):
         return runs[a][0] < runs[b][1] and runs[b][0] < runs[a][1]
 
-    # 0, 1 and 2 were in flight together when 2's worker died: 0 and 1 ran again, alone.
-    assert not any(overlap(x, other) for x in (0, 1) for other in runs if other != x)
+    def starts(x):
+        return len(list(tmp_path.glob(f"{x}.*.start")))
+
+    # 0 and 1 were in flight with 2 when its worker died, so they ran again, alone, and 2 died
+    # again alone; unless they finished before the pool noticed the death (on a loaded host
+    # Python's pool may notice it only when the other runs end), leaving 2 the one suspect.
+    retried = [x for x in (0, 1) if starts(x) == 2]
+    assert all(starts(x) == 1 for x in (0, 1) if x not in retried)
+    assert starts(2) == (2 if retried else 1)
+    assert not any(overlap(x, other) for x in retried for other in runs if other != x)
     assert overlap(6, 7), "the others share the pool"
 
 
