@@ -1015,7 +1015,8 @@ impl Hierarchy {
     /// was written to memory then and leaves clean: the write is counted now.
     fn l3_remove(&mut self, ccx: u32, line: Line, now: Time) -> bool {
         let l3 = &mut self.l3[ccx as usize];
-        let installed_at = l3.installed_at(line);
+        // Looked up only where the L3 rinses: the lookup searches the line's set.
+        let installed_at = self.rinse.as_ref().and_then(|_| l3.installed_at(line));
         let dirty = l3.remove(line).unwrap_or(false);
         let rinsed = match (&mut self.rinse, installed_at) {
             (Some(rinse), Some(at)) if dirty => rinse.happened(now.saturating_sub(at)),
