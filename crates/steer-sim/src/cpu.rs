@@ -673,7 +673,7 @@ mod tests {
                 Box::new(Script { units: units.into(), calls: calls.clone(), role }) as Box<dyn Program>
             })
             .collect();
-        let shared = Shared::new(&platform);
+        let shared = Shared::new(&platform, 0);
         (Cpu::new(CoreTimer::on_cpu(0, &platform), programs), Harness::new(shared, 1), calls)
     }
 

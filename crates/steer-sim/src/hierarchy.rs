@@ -14,7 +14,7 @@ use crate::cache::{Cache, Evicted, FreeWay, Geometry, Lookup};
 use crate::directory::{Directory, Holders};
 use crate::memory::Memory;
 use crate::platform::{CacheSpec, InjectedInsertion, MaskAgent, PartialWrite, PlatformSpec, Relation, TopologySpec};
-use crate::units::{Clock, Line, Rng, Time};
+use crate::units::{stream_seed, Clock, Line, Rng, Time};
 
 /// Where a core's demand access was satisfied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -289,8 +289,8 @@ struct Rinse {
 }
 
 impl Rinse {
-    fn new(mean_ns: f64) -> Rinse {
-        Rinse { mean_ps: mean_ns * 1000.0, rng: Rng::new(0) }
+    fn new(mean_ns: f64, seed: u64) -> Rinse {
+        Rinse { mean_ps: mean_ns * 1000.0, rng: Rng::new(stream_seed(seed, RINSE_STREAM)) }
     }
 
     fn happened(&mut self, stay: Time) -> bool {
@@ -298,6 +298,13 @@ impl Rinse {
         self.rng.unit() > (-(stay.0 as f64) / self.mean_ps).exp()
     }
 }
+
+/// Ids of the hierarchy's random streams (`units::stream_seed`): each cache's replacement draws
+/// its own (the level's id plus the core's or CCX's index), and rinsing one more.
+const L1_STREAMS: u64 = 1 << 32;
+const L2_STREAMS: u64 = 2 << 32;
+const L3_STREAMS: u64 = 3 << 32;
+const RINSE_STREAM: u64 = 4 << 32;
 
 /// A cache array allocated when it is first filled: a platform has far more cores than a
 /// scenario uses, and a cache never filled answers every lookup with a miss.
@@ -309,8 +316,11 @@ struct LazyCache {
 }
 
 impl LazyCache {
-    fn new(geometry: &Geometry) -> LazyCache {
-        LazyCache { geometry: geometry.clone(), stamped: false, cache: None }
+    /// The cache of `geometry` whose random choices follow stream `stream` of the run's `seed`.
+    fn new(geometry: &Geometry, seed: u64, stream: u64) -> LazyCache {
+        let mut geometry = geometry.clone();
+        geometry.options.seed = stream_seed(seed, stream);
+        LazyCache { geometry, stamped: false, cache: None }
     }
 
     fn stamped(self, stamped: bool) -> LazyCache {
@@ -469,21 +479,35 @@ pub struct Hierarchy {
 }
 
 impl Hierarchy {
-    /// Builds an empty hierarchy for a validated platform, finding holders adaptively.
+    /// Builds an empty hierarchy for a validated platform, finding holders adaptively, its random
+    /// choices (replacement, rinsing) seeded with 0.
     pub fn new(platform: &PlatformSpec) -> Hierarchy {
         Hierarchy::with_holding(platform, Holding::Adaptive)
     }
 
+    /// Builds an empty hierarchy whose random choices follow a run's `seed`.
+    pub fn seeded(platform: &PlatformSpec, seed: u64) -> Hierarchy {
+        Hierarchy::build(platform, Holding::Adaptive, seed)
+    }
+
     /// Builds an empty hierarchy, choosing how holders are found (results are identical).
     pub fn with_holding(platform: &PlatformSpec, holding: Holding) -> Hierarchy {
+        Hierarchy::build(platform, holding, 0)
+    }
+
+    fn build(platform: &PlatformSpec, holding: Holding, seed: u64) -> Hierarchy {
         let t = platform.topology.clone();
         let clock = Clock::new(platform.core.freq_ghz);
         let (l1, l2, l3) = (platform.l1d.geometry(), platform.l2.geometry(), platform.l3.geometry());
-        let rinse = (platform.l3.rinse_ns > 0.0).then(|| Rinse::new(platform.l3.rinse_ns));
+        let rinse = (platform.l3.rinse_ns > 0.0).then(|| Rinse::new(platform.l3.rinse_ns, seed));
+        let caches = |geometry: &Geometry, count: u32, streams: u64, stamped: bool| -> Vec<LazyCache> {
+            (0..count).map(|i| LazyCache::new(geometry, seed, streams + i as u64).stamped(stamped)).collect()
+        };
         Hierarchy {
-            l1: (0..t.cores()).map(|_| LazyCache::new(&l1)).collect(),
-            l2: (0..t.cores()).map(|_| LazyCache::new(&l2)).collect(),
-            l3: (0..t.ccx_count()).map(|_| LazyCache::new(&l3).stamped(rinse.is_some())).collect(),
+            l1: caches(&l1, t.cores(), L1_STREAMS, false),
+            l2: caches(&l2, t.cores(), L2_STREAMS, false),
+            // Only the L3 rinses, so only it keeps install times.
+            l3: caches(&l3, t.ccx_count(), L3_STREAMS, rinse.is_some()),
             l2_relation: platform.l2.relation,
             l3_relation: platform.l3.relation,
             l3_keeps_shared: platform.l3.keeps_shared && platform.l3.relation == Relation::Exclusive,

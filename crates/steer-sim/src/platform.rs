@@ -140,7 +140,7 @@ impl CacheSpec {
             slices: self.slices as usize,
             slice_hash: self.slice_hash,
             policy: replacement::find(&self.replacement).map(|p| p.name).unwrap_or("lru"),
-            options: PolicyOptions { write_hit_updates_recency: self.write_hit_updates_recency },
+            options: PolicyOptions { write_hit_updates_recency: self.write_hit_updates_recency, seed: 0 },
         }
     }
 

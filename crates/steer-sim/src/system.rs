@@ -29,12 +29,12 @@ pub struct Shared {
 impl Shared {
     /// A small hierarchy and no rings (for tests of agents).
     pub fn empty() -> Shared {
-        Shared::new(&PlatformSpec::default())
+        Shared::new(&PlatformSpec::default(), 0)
     }
 
-    pub(crate) fn new(platform: &PlatformSpec) -> Shared {
+    pub(crate) fn new(platform: &PlatformSpec, seed: u64) -> Shared {
         Shared {
-            hierarchy: Hierarchy::new(platform),
+            hierarchy: Hierarchy::seeded(platform, seed),
             rings: Vec::new(),
             flows: Flows::default(),
             copy: CopyPorts::default(),
@@ -90,7 +90,7 @@ impl<'a> Builder<'a> {
             platform,
             seed,
             allocator: Allocator::new(platform.memory.nodes(&platform.topology)),
-            shared: Shared::new(platform),
+            shared: Shared::new(platform, seed),
             agents: Vec::new(),
             signals: 0,
             device_rings: Vec::new(),

@@ -42,7 +42,7 @@ pub const SIGNALS: u32 = 6;
 /// 4 KiB at 0x10_0000 (buffer i at 0x10_0000 + 4096 i), consumed by CPU 0; descriptor ring at
 /// 0x1000 (16 B each), TX descriptor ring at 0x2000, completion ring at 0x3000 (16 B entries).
 pub fn ring_harness(entries: u32, pool: u32, recycle: Recycle) -> (Harness, RingId) {
-    let mut shared = Shared::new(&tiny_platform());
+    let mut shared = Shared::new(&tiny_platform(), 0);
     let shape =
         RingShape { entries, descriptor_bytes: 16, completion_bytes: 16, recycle, consumer_cpu: 0, tx_entries: 0 };
     let memory = RingMemory {

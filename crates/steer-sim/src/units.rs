@@ -93,6 +93,14 @@ impl Clock {
     }
 }
 
+/// The seed of one of a run's random streams: the scenario's seed mixed with the stream's id, so
+/// that streams differ from each other and each follows the scenario's seed. Ids: 0 a probe's
+/// random walk (the seed itself); a NIC queue's arrivals its index + 1; the hierarchy's caches and
+/// rinsing from 2^32 (`hierarchy`).
+pub fn stream_seed(seed: u64, stream: u64) -> u64 {
+    seed ^ stream.wrapping_mul(0x2545_F491_4F6C_DD1D)
+}
+
 /// A deterministic pseudo-random generator (SplitMix64): small, fast, and identical on every host.
 #[derive(Clone, Debug)]
 pub struct Rng(u64);

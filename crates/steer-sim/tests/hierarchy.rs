@@ -488,10 +488,13 @@ fn a_clean_l3_line_is_never_rinsed() {
     assert_eq!((memory_writes(&h), h.stats.l3_rinses), (0, 0));
 }
 
-#[test]
-fn lines_that_stay_one_mean_are_rinsed_with_probability_one_minus_1_over_e() {
-    // 2,000 lines, each into the L3 dirty at 0 and taken back by CPU 1 at 1 µs, the mean.
-    let mut h = rinsing(1000.0);
+/// 2,000 lines, each into the L3 dirty at 0 and taken back by CPU 1 at 1 µs, the mean rinse time,
+/// in a hierarchy whose random choices follow `seed`: whether each of the 256 lines left in the L3
+/// was rinsed.
+fn rinsed_after_one_mean(seed: u64) -> Vec<bool> {
+    let platform = tiny(Relation::Exclusive);
+    let platform = PlatformSpec { l3: CacheSpec { rinse_ns: 1000.0, ..platform.l3 }, ..platform };
+    let mut h = Hierarchy::seeded(&platform, seed);
     let lines = 2000;
     for line in 0..lines {
         access_at(&mut h, 0, line, true, 0.0);
@@ -499,10 +502,57 @@ fn lines_that_stay_one_mean_are_rinsed_with_probability_one_minus_1_over_e() {
     // CPU 0's L2 holds 64 lines: all but its last 64 are in the L3 (256 lines) or gone.
     let in_l3: Vec<u64> = (0..lines).filter(|&line| h.in_l3(0, Line(line))).collect();
     assert_eq!(in_l3.len(), 256);
-    for &line in &in_l3 {
-        access_at(&mut h, 1, line, false, 1000.0);
-    }
+    in_l3
+        .iter()
+        .map(|&line| {
+            let rinses = h.stats.l3_rinses;
+            access_at(&mut h, 1, line, false, 1000.0);
+            h.stats.l3_rinses > rinses
+        })
+        .collect()
+}
+
+#[test]
+fn lines_that_stay_one_mean_are_rinsed_with_probability_one_minus_1_over_e() {
     let expected = 256.0 * (1.0 - (-1.0f64).exp());
-    let rinsed = h.stats.l3_rinses as f64;
-    assert!((rinsed - expected).abs() < 0.1 * expected, "{rinsed} rinsed, about {expected:.0} expected");
+    for seed in [0, 1, 2] {
+        let rinsed = rinsed_after_one_mean(seed).iter().filter(|&&r| r).count() as f64;
+        assert!(
+            (rinsed - expected).abs() < 0.1 * expected,
+            "seed {seed}: {rinsed} rinsed, about {expected:.0} expected"
+        );
+    }
+}
+
+#[test]
+fn which_lines_are_rinsed_follows_the_seed() {
+    assert_eq!(rinsed_after_one_mean(7), rinsed_after_one_mean(7));
+    assert_ne!(rinsed_after_one_mean(7), rinsed_after_one_mean(8));
+}
+
+/// `tiny` with a randomly replaced L2 (4 ways of 16 sets) in a hierarchy whose random choices
+/// follow `seed`: after each of 40 reads by `cpu` of lines of its L2 set 0, which of them the L2
+/// holds (each read past the fourth evicts one, drawn from the cache's own stream).
+fn random_l2_holdings(seed: u64, cpu: u32) -> Vec<Vec<bool>> {
+    let platform = tiny(Relation::Exclusive);
+    let platform = PlatformSpec { l2: CacheSpec { replacement: "random".into(), ..platform.l2 }, ..platform };
+    platform.validate("platform").unwrap();
+    let mut h = Hierarchy::seeded(&platform, seed);
+    let set_0: Vec<u64> = (0..40).map(|k| 16 * k).collect();
+    set_0
+        .iter()
+        .map(|&line| {
+            access_at(&mut h, cpu, line, false, 0.0);
+            set_0.iter().map(|&l| h.in_l2(cpu, Line(l))).collect()
+        })
+        .collect()
+}
+
+#[test]
+fn random_replacement_draws_a_stream_per_cache_that_follows_the_seed() {
+    let holdings = random_l2_holdings(7, 0);
+    assert!(holdings.iter().all(|held| held.iter().filter(|&&h| h).count() <= 4));
+    assert_eq!(holdings, random_l2_holdings(7, 0), "the same seed, the same victims");
+    assert_ne!(holdings, random_l2_holdings(8, 0), "another seed, other victims");
+    assert_ne!(holdings, random_l2_holdings(7, 1), "another core's L2, another stream");
 }

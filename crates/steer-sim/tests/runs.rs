@@ -99,6 +99,21 @@ fn same_scenario_and_seed_give_identical_results() {
     assert_ne!(a, c, "another seed gives other Poisson arrivals");
 }
 
+#[test]
+fn the_scenario_seed_reaches_the_hierarchy_random_choices() {
+    // iperf-rx with SDCI on: its arrivals are constant, so only the Turin L3's rinsing draws.
+    let rinses = |overrides: &[&str]| {
+        let base = ["tph_mode=\"iv\"", "sim.warmup_us=2000", "sim.measure_us=500"];
+        let result = run_builtin("iperf-rx", &[&base[..], overrides].concat());
+        (result["caches"]["l3"]["rinses"].as_u64().unwrap(), result["dram"]["write_gbps"].as_f64().unwrap())
+    };
+    let (one, two) = (rinses(&["seed=1"]), rinses(&["seed=2"]));
+    assert!(one.0 > 0 && two.0 > 0);
+    assert_ne!(one, two, "another seed, other lines rinsed");
+    let unrinsed = |seed| rinses(&["platform.l3.rinse_ns=0", seed]);
+    assert_eq!(unrinsed("seed=1"), unrinsed("seed=2"), "nothing else in the run draws");
+}
+
 const MINIMAL: &str = r#"
 [platform]
 preset = "turin-9655"

@@ -691,7 +691,7 @@ mod tests {
                     slices: 1,
                     slice_hash: SliceHash::Uniform,
                     policy: "lru",
-                    options: replacement::PolicyOptions { write_hit_updates_recency },
+                    options: replacement::PolicyOptions { write_hit_updates_recency, seed: 0 },
                 };
                 let (mut narrow, mut wide) = (LruSets::<u32>::new(&geometry), LruSets::<u64>::new(&geometry));
                 for _ in 0..4000 {

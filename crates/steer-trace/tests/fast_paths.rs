@@ -308,7 +308,7 @@ fn caches_behave_as_a_plain_cache_under_random_operations() {
     let (sets, ways) = (4, 8);
     for (seed, policy) in (0..).zip(POLICIES.iter().chain(&["lru"])) {
         for write_hit_updates_recency in [true, false] {
-            let options = PolicyOptions { write_hit_updates_recency };
+            let options = PolicyOptions { write_hit_updates_recency, seed: 0 };
             let info = replacement::find(policy).unwrap();
             // The second `lru` round checks the rank-based LRU against use stamps.
             let reference: Box<dyn ReplacementPolicy> = if seed == POLICIES.len() as u64 {

@@ -401,7 +401,7 @@ mod tests {
             slices: 1,
             slice_hash: SliceHash::Uniform,
             policy: "lru",
-            options: PolicyOptions { write_hit_updates_recency: true },
+            options: PolicyOptions { write_hit_updates_recency: true, seed: 0 },
         })
     }
 
@@ -488,7 +488,7 @@ mod tests {
     #[test]
     fn a_sliced_cache_sets_lines_by_slice_and_index_within_it() {
         // 2 slices of 1 set x 1 way: two lines conflict exactly when their slices agree.
-        let options = PolicyOptions { write_hit_updates_recency: true };
+        let options = PolicyOptions { write_hit_updates_recency: true, seed: 0 };
         let geometry = Geometry { sets: 2, ways: 1, slices: 2, slice_hash: SliceHash::Uniform, policy: "lru", options };
         let mut c = Cache::new(&geometry);
         let (a, b) = (Line(0), (1..).map(Line).find(|&l| slice_of(l, 2) != slice_of(Line(0), 2)).unwrap());

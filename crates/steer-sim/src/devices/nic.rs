@@ -18,7 +18,7 @@ use crate::params::{choice, params};
 use crate::platform::PlatformSpec;
 use crate::stats::{stat, Report};
 use crate::system::Builder;
-use crate::units::{Addr, Line, Rng, Time};
+use crate::units::{stream_seed, Addr, Line, Rng, Time};
 use std::collections::VecDeque;
 
 choice! {
@@ -251,7 +251,7 @@ impl DeviceSpec for NicSpec {
             };
             let signals = RingSignals { ready: b.signal(), doorbell, sent: b.signal() };
             let ring = b.add_ring(&self.name, RxRing::new(format!("{} queue {i}", self.name), shape, memory, signals));
-            let mut rng = Rng::new(b.seed ^ (i as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D));
+            let mut rng = Rng::new(stream_seed(b.seed, i as u64 + 1));
             let interarrival_ns = q.packet_bytes as f64 * 8.0 / q.offered_gbps;
             // Each open queue starts at a deterministic, seed-dependent phase.
             let next_arrival = (q.arrival != Arrival::Closed).then(|| Time::from_ns(rng.unit() * interarrival_ns));

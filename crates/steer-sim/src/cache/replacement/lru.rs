@@ -74,7 +74,7 @@ impl ReplacementPolicy for Lru {
 mod tests {
     use super::*;
 
-    const OPTS: PolicyOptions = PolicyOptions { write_hit_updates_recency: true };
+    const OPTS: PolicyOptions = PolicyOptions { write_hit_updates_recency: true, seed: 0 };
 
     #[test]
     fn lru_evicts_least_recent_allowed_way() {
@@ -89,7 +89,7 @@ mod tests {
 
     #[test]
     fn lru_write_hit_recency_is_optional() {
-        let mut lru = Lru::new(1, 2, PolicyOptions { write_hit_updates_recency: false });
+        let mut lru = Lru::new(1, 2, PolicyOptions { write_hit_updates_recency: false, seed: 0 });
         lru.on_fill(0, 0);
         lru.on_fill(0, 1);
         lru.on_hit(0, 0, true);

@@ -41,6 +41,9 @@ pub trait ReplacementPolicy: Send {
 pub struct PolicyOptions {
     /// Whether a write hit counts as a use (real caches: yes; pycachesim: no).
     pub write_hit_updates_recency: bool,
+    /// Seeds the policy's random choices (only `random` makes any): each cache of a run draws
+    /// its own stream, derived from the scenario's seed.
+    pub seed: u64,
 }
 
 impl PolicyOptions {
@@ -154,7 +157,7 @@ pub const POLICIES: &[PolicyInfo] = &[
         name: "random",
         description: "a pseudo-random allowed way (demoted ways first): no recency kept, seeded",
         check_ways: |_| Ok(()),
-        build: |sets, _, _| Replacement::Random(Random::new(sets)),
+        build: |sets, _, options| Replacement::Random(Random::new(sets, options.seed)),
         per_set: false,
     },
 ];
@@ -177,7 +180,7 @@ impl crate::params::Registry for ReplacementPolicies {
 mod tests {
     use super::*;
 
-    const OPTS: PolicyOptions = PolicyOptions { write_hit_updates_recency: true };
+    const OPTS: PolicyOptions = PolicyOptions { write_hit_updates_recency: true, seed: 0 };
 
     #[test]
     fn tree_plru_takes_power_of_two_ways_up_to_64() {

@@ -96,7 +96,7 @@ impl ReplacementPolicy for Rrip {
 mod tests {
     use super::*;
 
-    const OPTS: PolicyOptions = PolicyOptions { write_hit_updates_recency: true };
+    const OPTS: PolicyOptions = PolicyOptions { write_hit_updates_recency: true, seed: 0 };
 
     fn cyclic_hit_rate(mode: RripMode, lines: usize) -> f64 {
         let ways = 8;
@@ -198,7 +198,7 @@ mod tests {
     #[test]
     fn a_write_hit_is_a_use_only_when_the_options_say_so() {
         for (write_hit_updates_recency, after_write) in [(true, 0), (false, RRPV_MAX - 1)] {
-            let mut rrip = Rrip::new(1, 1, PolicyOptions { write_hit_updates_recency }, RripMode::Static);
+            let mut rrip = Rrip::new(1, 1, PolicyOptions { write_hit_updates_recency, seed: 0 }, RripMode::Static);
             rrip.on_fill(0, 0);
             rrip.on_hit(0, 0, true);
             assert_eq!(rrip.rrpv[0], after_write, "updates recency {write_hit_updates_recency}");

@@ -84,7 +84,7 @@ impl ReplacementPolicy for TreePlru {
 mod tests {
     use super::*;
 
-    const OPTS: PolicyOptions = PolicyOptions { write_hit_updates_recency: true };
+    const OPTS: PolicyOptions = PolicyOptions { write_hit_updates_recency: true, seed: 0 };
 
     #[test]
     fn tree_plru_protects_recent_half() {
@@ -139,7 +139,7 @@ mod tests {
     #[test]
     fn a_write_hit_is_a_use_only_when_the_options_say_so() {
         for (write_hit_updates_recency, moved) in [(true, true), (false, false)] {
-            let mut plru = TreePlru::new(1, 4, PolicyOptions { write_hit_updates_recency });
+            let mut plru = TreePlru::new(1, 4, PolicyOptions { write_hit_updates_recency, seed: 0 });
             plru.on_hit(0, 0, true);
             assert_eq!(plru.bits[0] != 0, moved, "write hit, updates recency {write_hit_updates_recency}");
             plru.on_hit(0, 0, false);
