@@ -1310,6 +1310,25 @@ mod tests {
     }
 
     #[test]
+    fn every_cache_and_the_rinsing_draw_streams_of_their_own_from_the_run_seed() {
+        let mut platform = tiny_platform();
+        platform.topology.ccx_per_socket = 2;
+        platform.l3.rinse_ns = 1000.0;
+        // Each stream's first draw: one per cache (its replacement's seed), then the rinsing's.
+        let first_draws = |seed| {
+            let mut h = Hierarchy::seeded(&platform, seed);
+            let caches = h.l1.iter().chain(&h.l2).chain(&h.l3);
+            let mut draws: Vec<u64> = caches.map(|c| Rng::new(c.geometry.options.seed).next_u64()).collect();
+            draws.push(h.rinse.as_mut().unwrap().rng.next_u64());
+            draws
+        };
+        let (one, two) = (first_draws(1), first_draws(2));
+        assert_eq!(one.len(), 4 + 4 + 2 + 1);
+        let distinct: std::collections::HashSet<u64> = one.iter().chain(&two).copied().collect();
+        assert_eq!(distinct.len(), 2 * one.len(), "no two streams alike, in a run or across seeds");
+    }
+
+    #[test]
     fn a_line_marked_exclusive_that_another_core_holds_is_reported() {
         let mut h = hierarchy();
         read(&mut h, 0, Line(5));
