@@ -852,14 +852,17 @@ impl Hierarchy {
                 self.l3_install(ccx, line, false, now);
             }
             (Source::PeerL2, self.latency[2])
-        } else if !holders.is_empty() {
-            (Source::RemoteCache, self.latency[4])
         } else {
-            let latency = self.memory.read(line, now);
+            let (source, latency) = if holders.is_empty() {
+                (Source::Dram, self.memory.read(line, now))
+            } else {
+                (Source::RemoteCache, self.latency[4])
+            };
+            // An L3 that is not a victim cache takes the line however it came to the CCX.
             if self.l3_relation != Relation::Exclusive {
                 self.l3_install(ccx, line, false, now);
             }
-            (Source::Dram, latency)
+            (source, latency)
         };
         let mut dirty = false;
         for holder in holders.iter() {
@@ -1129,8 +1132,14 @@ impl Hierarchy {
             }
             Destination::L2 { cpu } => {
                 let core = self.core_of_cpu[cpu as usize];
-                for holder in holders.iter().filter(|&h| h != core) {
+                // An inclusive L3 keeps a copy of what its CCX's L2s hold, an injected line too.
+                let own_l3 = (self.l3_relation == Relation::Inclusive).then(|| self.ccx_of(core));
+                let own_l3_id = own_l3.map(|ccx| self.l3_id(ccx));
+                for holder in holders.iter().filter(|&h| h != core && Some(h) != own_l3_id) {
                     self.drop_copy(holder, line, now);
+                }
+                if let Some(ccx) = own_l3.filter(|&ccx| !self.l3[ccx as usize].contains(line)) {
+                    self.l3_install(ccx, line, false, now);
                 }
                 // The core's L1 copy is stale; the next load refills it from L2.
                 self.l1[core as usize].remove(line);
@@ -1175,7 +1184,10 @@ impl Hierarchy {
                     self.stats.dma_lines_to_memory += 1;
                     return;
                 };
-                for holder in holders.iter().filter(|&h| h != keep) {
+                // A core's copy keeps its CCX's inclusive L3 copy with it.
+                let keep_l3 =
+                    (keep < cores && self.l3_relation == Relation::Inclusive).then(|| self.l3_id(self.ccx_of(keep)));
+                for holder in holders.iter().filter(|&h| h != keep && Some(h) != keep_l3) {
                     self.drop_copy(holder, line, now);
                 }
                 if keep >= cores {
@@ -1265,6 +1277,9 @@ impl Hierarchy {
                 expected.entry(line.0).or_default().add(core);
             }
             for (line, _) in self.l2[core as usize].lines() {
+                if self.l3_relation == Relation::Inclusive && !self.l3[self.ccx_of(core) as usize].contains(line) {
+                    return Err(format!("core {core}: L2 line {:#x} missing from its CCX's inclusive L3", line.0));
+                }
                 expected.entry(line.0).or_default().add(core);
             }
         }
@@ -1350,6 +1365,16 @@ mod tests {
         assert_eq!(h.dma_read(device, Line(9), later), Time::from_ns(100.0));
         assert_eq!(h.dma_read(device, Line(10), later), Time::from_ns(100.0), "the channel's slice has room for both");
         assert_eq!((h.stats.dma_reads_from_cache, h.stats.dma_reads_from_memory), (1, 2));
+    }
+
+    #[test]
+    fn an_l2_line_missing_from_its_ccx_inclusive_l3_is_reported() {
+        let mut platform = tiny_platform();
+        platform.l3.relation = Relation::Inclusive;
+        let mut h = Hierarchy::new(&platform);
+        read(&mut h, 1, Line(5));
+        h.l3[0].remove(Line(5));
+        assert_eq!(h.check_invariants().unwrap_err(), "core 1: L2 line 0x5 missing from its CCX's inclusive L3");
     }
 
     #[test]

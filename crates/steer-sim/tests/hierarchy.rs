@@ -141,6 +141,38 @@ fn inclusive_l3_back_invalidates_private_copies() {
 }
 
 #[test]
+fn an_inclusive_l3_back_invalidates_the_copies_of_its_own_ccx_only() {
+    let mut h = Hierarchy::new(&tiny(Relation::Inclusive));
+    read(&mut h, 0, 0);
+    // CPU 2 is in the other CCX: its caches and its CCX's L3 take a copy too.
+    read(&mut h, 2, 0);
+    for line in [64, 128, 192, 256] {
+        read(&mut h, 1, line);
+    }
+    assert!(!h.in_l2(0, Line(0)) && !h.in_l3(0, Line(0)), "the evicting CCX keeps no copy");
+    assert!(h.in_l2(2, Line(0)) && h.in_l3(1, Line(0)), "the other CCX keeps its own");
+    assert_eq!(read(&mut h, 2, 0), Source::L1);
+}
+
+#[test]
+fn an_inclusive_l3_holds_every_line_its_ccx_l2s_take_however_it_came() {
+    let mut h = with_nic(&tiny(Relation::Inclusive));
+    // Injected into CPU 1's L2: CCX 0's L3 takes it too.
+    h.dma_write(0, Line(7), Destination::L2 { cpu: 1 }, Time::ZERO);
+    h.check_invariants().unwrap();
+    assert!(h.in_l2(1, Line(7)) && h.in_l3(0, Line(7)));
+    // Read by CPU 2, of the other CCX, from CCX 0's caches: CCX 1's L3 takes it too.
+    assert_eq!(read(&mut h, 2, 7), Source::RemoteCache);
+    assert!(h.in_l2(2, Line(7)) && h.in_l3(1, Line(7)));
+    // Updated in place (a write with a No-ST hint): the first holder, CPU 1, keeps its copy and
+    // so does its CCX's L3; the other CCX's copies go.
+    h.dma_write(0, Line(7), Destination::UpdateIfCached, Time::ZERO);
+    h.check_invariants().unwrap();
+    assert!(h.in_l2(1, Line(7)) && h.in_l3(0, Line(7)));
+    assert!(!h.in_l2(2, Line(7)) && !h.in_l3(1, Line(7)));
+}
+
+#[test]
 fn an_inclusive_l3_writes_back_a_dirty_private_copy_it_back_invalidates() {
     let mut h = Hierarchy::new(&tiny(Relation::Inclusive));
     write(&mut h, 0, 0);
