@@ -173,6 +173,17 @@ fn an_inclusive_l3_holds_every_line_its_ccx_l2s_take_however_it_came() {
 }
 
 #[test]
+fn an_update_in_place_leaves_the_core_copy_alone_where_the_l3_is_not_inclusive() {
+    let mut h = with_nic(&tiny(Relation::NonInclusive));
+    // From memory, a non-inclusive L3 takes a copy beside CPU 1's.
+    assert_eq!(read(&mut h, 1, 7), Source::Dram);
+    assert!(h.in_l2(1, Line(7)) && h.in_l3(0, Line(7)));
+    h.dma_write(0, Line(7), Destination::UpdateIfCached, Time::ZERO);
+    h.check_invariants().unwrap();
+    assert!(h.in_l2(1, Line(7)) && !h.in_l3(0, Line(7)), "the L3's copy would be stale");
+}
+
+#[test]
 fn an_inclusive_l3_writes_back_a_dirty_private_copy_it_back_invalidates() {
     let mut h = Hierarchy::new(&tiny(Relation::Inclusive));
     write(&mut h, 0, 0);
