@@ -572,6 +572,12 @@ impl Hierarchy {
         self.ccx_of_core[core as usize]
     }
 
+    /// The id of `core`'s CCX's L3 if that L3 is inclusive (it holds a copy of every line the
+    /// CCX's L2s hold).
+    fn inclusive_l3_of(&self, core: u32) -> Option<u32> {
+        (self.l3_relation == Relation::Inclusive).then(|| self.l3_id(self.ccx_of(core)))
+    }
+
     fn dir_add(&mut self, line: Line, id: u32) {
         if let Some(directory) = &mut self.directory {
             directory.add(line.0, id);
@@ -1133,12 +1139,12 @@ impl Hierarchy {
             Destination::L2 { cpu } => {
                 let core = self.core_of_cpu[cpu as usize];
                 // An inclusive L3 keeps a copy of what its CCX's L2s hold, an injected line too.
-                let own_l3 = (self.l3_relation == Relation::Inclusive).then(|| self.ccx_of(core));
-                let own_l3_id = own_l3.map(|ccx| self.l3_id(ccx));
-                for holder in holders.iter().filter(|&h| h != core && Some(h) != own_l3_id) {
+                let own_l3 = self.inclusive_l3_of(core);
+                for holder in holders.iter().filter(|&h| h != core && Some(h) != own_l3) {
                     self.drop_copy(holder, line, now);
                 }
-                if let Some(ccx) = own_l3.filter(|&ccx| !self.l3[ccx as usize].contains(line)) {
+                let ccx = self.ccx_of(core);
+                if own_l3.is_some() && !self.l3[ccx as usize].contains(line) {
                     self.l3_install(ccx, line, false, now);
                 }
                 // The core's L1 copy is stale; the next load refills it from L2.
@@ -1185,8 +1191,7 @@ impl Hierarchy {
                     return;
                 };
                 // A core's copy keeps its CCX's inclusive L3 copy with it.
-                let keep_l3 =
-                    (keep < cores && self.l3_relation == Relation::Inclusive).then(|| self.l3_id(self.ccx_of(keep)));
+                let keep_l3 = if keep < cores { self.inclusive_l3_of(keep) } else { None };
                 for holder in holders.iter().filter(|&h| h != keep && Some(h) != keep_l3) {
                     self.drop_copy(holder, line, now);
                 }
