@@ -173,6 +173,21 @@ fn an_inclusive_l3_holds_every_line_its_ccx_l2s_take_however_it_came() {
 }
 
 #[test]
+fn an_update_in_place_of_a_line_only_an_inclusive_l3_holds_updates_it_there() {
+    let mut h = with_nic(&tiny(Relation::Inclusive));
+    read(&mut h, 0, 0);
+    // Lines of L2 set 0 (16 k) outside L3 set 0 (64 k) push line 0 out of CPU 0's L2 only.
+    for line in [16, 32, 48, 80] {
+        read(&mut h, 0, line);
+    }
+    assert!(h.in_l3(0, Line(0)) && !h.in_l2(0, Line(0)));
+    h.dma_write(0, Line(0), Destination::UpdateIfCached, Time::ZERO);
+    h.check_invariants().unwrap();
+    assert!(h.in_l3(0, Line(0)) && !h.in_l2(0, Line(0)));
+    assert_eq!(h.memory.stats().map(|c| c.write_bytes).sum::<u64>(), 0, "updated in the L3, not written to memory");
+}
+
+#[test]
 fn an_update_in_place_leaves_the_core_copy_alone_where_the_l3_is_not_inclusive() {
     let mut h = with_nic(&tiny(Relation::NonInclusive));
     // From memory, a non-inclusive L3 takes a copy beside CPU 1's.
