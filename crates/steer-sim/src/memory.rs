@@ -205,6 +205,11 @@ impl Memory {
         self.base_latency + wait + self.service
     }
 
+    /// The load-to-use latency of a read that finds its channel idle.
+    pub fn idle_latency(&self) -> Time {
+        self.base_latency + self.service
+    }
+
     /// Writes a line (posted: nobody waits for it, but it occupies the channel).
     pub fn write(&mut self, line: Line, now: Time) {
         let channel = self.channel_of(line);
