@@ -168,7 +168,7 @@ fn the_progress_callback_sees_the_run_and_can_stop_it() {
 }
 
 #[test]
-fn null_arguments_are_input_errors() {
+fn null_or_non_utf8_arguments_are_input_errors() {
     let scenario = CString::new("rx-default").unwrap();
     let mut out = ptr::null_mut();
     // SAFETY: NULL is what is being tested; every other pointer is valid.
@@ -181,6 +181,11 @@ fn null_arguments_are_input_errors() {
     // SAFETY: as above.
     let status = unsafe { steer_sim_run(scenario.as_ptr(), overrides.as_ptr(), 1, None, ptr::null_mut(), &mut out) };
     assert_eq!(finish(status, out).text, "override: NULL");
+    let latin = CString::new(b"placement=caf\xe9".to_vec()).unwrap();
+    let overrides = [latin.as_ptr()];
+    // SAFETY: as above.
+    let status = unsafe { steer_sim_run(scenario.as_ptr(), overrides.as_ptr(), 1, None, ptr::null_mut(), &mut out) };
+    assert_eq!(finish(status, out).text, "override: not UTF-8");
     // SAFETY: as above.
     let status = unsafe { steer_sim_resolve(scenario.as_ptr(), ptr::null(), 0, ptr::null_mut()) };
     assert_eq!((status, finish(status, out).text.as_str()), (SteerSimStatus::InputError, "output: NULL"));
