@@ -497,12 +497,15 @@ def test_the_suspects_of_a_worker_death_run_again_alone_and_the_others_together(
     def starts(x):
         return len(list(tmp_path.glob(f"{x}.*.start")))
 
-    # 0 and 1 were in flight with 2 when its worker died, so they ran again, alone, and 2 died
-    # again alone; unless they finished before the pool noticed the death (on a loaded host
-    # Python's pool may notice it only when the other runs end), leaving 2 the one suspect.
-    retried = [x for x in (0, 1) if starts(x) == 2]
-    assert all(starts(x) == 1 for x in (0, 1) if x not in retried)
-    assert starts(2) == (2 if retried else 1)
+    # The points in flight with 2 when its worker died ran again, alone, and so did 2, which died
+    # again alone. Which points those were depends on the host's timing: 0 and 1, or later ones
+    # where slow-starting workers let 0 or 1 finish first; a point handed to the pool but not yet
+    # started shows one start, a point that had started two. Where every other point finished
+    # before the pool noticed the death (on a loaded host it may notice only when the other runs
+    # end), 2 was the one suspect and ran once.
+    retried = [x for x in runs if starts(x) == 2]
+    assert all(starts(x) == 1 for x in runs if x not in retried)
+    assert starts(2) == 2 or (starts(2) == 1 and not retried)
     assert not any(overlap(x, other) for x in retried for other in runs if other != x)
     assert overlap(6, 7), "the others share the pool"
 
