@@ -61,23 +61,13 @@ def result_schema(scenario: str | Path, overrides: Iterable[str] = (), **params:
 
 
 def scenario_source(scenario: str | Path) -> tuple[str, str, str]:
-    """Finds a scenario: a file path first, else a built-in name.
+    """Finds a scenario: a file path first (it exists, ends in ``.toml`` or has a ``/``), else a
+    built-in name.
 
     Returns ``(text, origin, default_name)``; raises ScenarioError with a one-line message if there
     is neither, or if the file cannot be read.
     """
-    path = Path(scenario)
-    if path.exists() or path.suffix == ".toml" or "/" in str(scenario):
-        try:
-            return path.read_text(encoding="utf-8"), str(path), path.stem
-        except (OSError, UnicodeDecodeError) as error:
-            reason = getattr(error, "strerror", None) or str(error)
-            raise ScenarioError(f"{path}: cannot read scenario: {reason}") from None
-    for name, _, source in _core.builtin_scenarios():
-        if name == str(scenario):
-            return source, f"builtin:{name}", name
-    known = ", ".join(name for name, _ in scenarios())
-    raise ScenarioError(f"{scenario}: no such scenario file or built-in scenario (built-in: {known})")
+    return _core.find_scenario(str(scenario))
 
 
 def trace(

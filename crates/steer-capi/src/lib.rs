@@ -1,4 +1,4 @@
-//! steer's simulator for C: run a scenario (a TOML file or a built-in name) with `KEY=VALUE`
+//! steer's simulator for C: run a scenario (a TOML file or a built-in name, `scenario::find`) with `KEY=VALUE`
 //! overrides and get its results as JSON, the same JSON `steer run --json` writes.
 //! `include/steer.h` is generated from this file by cbindgen (a test keeps it current).
 //!
@@ -9,7 +9,6 @@
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::Path;
 
 use steer_sim::{scenario, Error, Scenario, ScenarioSource};
 
@@ -106,41 +105,14 @@ unsafe fn override_args(overrides: *const *const c_char, count: usize) -> Result
         .collect()
 }
 
-/// The text, origin and default name of a scenario: a file if `name` is a path to one (it exists,
-/// ends in `.toml` or has a `/`), else a built-in scenario. The same rule as the command line's.
-fn scenario_source(name: &str) -> Result<(String, String, String), Error> {
-    let path = Path::new(name);
-    if path.exists() || name.ends_with(".toml") || name.contains('/') {
-        let cannot = |reason: String| Error::Input(format!("{name}: cannot read scenario: {reason}"));
-        let bytes = std::fs::read(path).map_err(|e| cannot(without_os_code(&e.to_string()).to_string()))?;
-        let text = String::from_utf8(bytes).map_err(|_| cannot("not UTF-8 text".into()))?;
-        let stem = path.file_stem().map_or_else(|| name.to_string(), |s| s.to_string_lossy().into_owned());
-        return Ok((text, name.to_string(), stem));
-    }
-    match scenario::builtin(name) {
-        Some(builtin) => Ok((builtin.source.to_string(), format!("builtin:{name}"), name.to_string())),
-        None => {
-            let known: Vec<&str> = scenario::BUILTINS.iter().map(|b| b.name).collect();
-            Err(Error::Input(format!(
-                "{name}: no such scenario file or built-in scenario (built-in: {})",
-                known.join(", ")
-            )))
-        }
-    }
-}
-
-/// "No such file or directory (os error 2)" -> "No such file or directory".
-fn without_os_code(message: &str) -> &str {
-    message.rfind(" (os error ").map_or(message, |at| &message[..at])
-}
-
 /// # Safety
 /// As `steer_sim_run`'s scenario and overrides.
 unsafe fn load(name: *const c_char, overrides: *const *const c_char, count: usize) -> Result<Scenario, Error> {
     // SAFETY: per this function's contract.
     let (name, overrides) = unsafe { (text_arg(name, "scenario")?, override_args(overrides, count)?) };
-    let (text, origin, default_name) = scenario_source(name)?;
-    steer_sim::load(&ScenarioSource { text: &text, origin: &origin, default_name: &default_name }, &overrides)
+    let found = scenario::find(name)?;
+    let source = ScenarioSource { text: &found.text, origin: &found.origin, default_name: &found.default_name };
+    steer_sim::load(&source, &overrides)
 }
 
 /// Runs `body`, turning a panic into an internal error, and hands its text to `*out`.

@@ -37,6 +37,14 @@ fn load(text: &str, origin: &str, default_name: &str, overrides: &[String]) -> P
     steer_sim::load(&ScenarioSource { text, origin, default_name }, overrides).map_err(to_py)
 }
 
+/// A scenario by name: a file if it is a path to one, else a built-in scenario; returns
+/// (text, origin, default name).
+#[pyfunction]
+fn find_scenario(name: &str) -> PyResult<(String, String, String)> {
+    let found = scenario::find(name).map_err(to_py)?;
+    Ok((found.text, found.origin, found.default_name))
+}
+
 /// Resolves a scenario (defaults filled, parameters substituted) and returns it as TOML.
 #[pyfunction]
 #[pyo3(signature = (text, origin, default_name, overrides=Vec::new()))]
@@ -207,6 +215,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     let sources: Vec<&str> = steer_sim::hierarchy::Source::ALL.iter().map(|s| s.name()).collect();
     m.add("FILL_SOURCES", sources)?;
+    m.add_function(wrap_pyfunction!(find_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(run_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(result_schema, m)?)?;

@@ -638,3 +638,42 @@ impl Builtin {
 pub fn builtin(name: &str) -> Option<&'static Builtin> {
     BUILTINS.iter().find(|b| b.name == name)
 }
+
+/// A scenario found by name: its text, where it came from, and the name its results take.
+pub struct FoundScenario {
+    pub text: String,
+    pub origin: String,
+    pub default_name: String,
+}
+
+/// Finds a scenario: a file if `name` is a path to one (it exists, ends in `.toml` or has a
+/// `/`), else a built-in scenario. The rule every front end (command line, Python, C) uses.
+pub fn find(name: &str) -> Result<FoundScenario, Error> {
+    let path = std::path::Path::new(name);
+    if path.exists() || name.ends_with(".toml") || name.contains('/') {
+        let cannot = |reason: &str| Error::Input(format!("{name}: cannot read scenario: {reason}"));
+        let bytes = std::fs::read(path).map_err(|e| cannot(without_os_code(&e.to_string())))?;
+        let text = String::from_utf8(bytes).map_err(|_| cannot("not UTF-8 text"))?;
+        let default_name = path.file_stem().map_or_else(|| name.to_string(), |s| s.to_string_lossy().into_owned());
+        return Ok(FoundScenario { text, origin: name.to_string(), default_name });
+    }
+    match builtin(name) {
+        Some(b) => Ok(FoundScenario {
+            text: b.source.to_string(),
+            origin: format!("builtin:{name}"),
+            default_name: name.to_string(),
+        }),
+        None => {
+            let known: Vec<&str> = BUILTINS.iter().map(|b| b.name).collect();
+            Err(Error::Input(format!(
+                "{name}: no such scenario file or built-in scenario (built-in: {})",
+                known.join(", ")
+            )))
+        }
+    }
+}
+
+/// "No such file or directory (os error 2)" -> "No such file or directory".
+fn without_os_code(message: &str) -> &str {
+    message.rfind(" (os error ").map_or(message, |at| &message[..at])
+}
