@@ -202,7 +202,7 @@ impl Memory {
         stats.read_bytes += self.line_bytes;
         stats.reads += 1;
         stats.read_queue_ps += wait.0;
-        self.base_latency + wait + self.service
+        self.idle_latency() + wait
     }
 
     /// The load-to-use latency of a read that finds its channel idle.
