@@ -1355,6 +1355,10 @@ mod tests {
         assert_eq!(one.len(), 4 + 4 + 2 + 1);
         let distinct: std::collections::HashSet<u64> = one.iter().chain(&two).copied().collect();
         assert_eq!(distinct.len(), 2 * one.len(), "no two streams alike, in a run or across seeds");
+        // Nor alike what the rest of a run draws: a probe's walk (stream 0), NIC queues' arrivals (1, 2, ...).
+        let others: std::collections::HashSet<u64> =
+            (0..64).map(|id| Rng::new(stream_seed(1, id)).next_u64()).collect();
+        assert!(one.iter().all(|draw| !others.contains(draw)), "the hierarchy's streams are its own");
     }
 
     #[test]
