@@ -229,4 +229,22 @@ mod tests {
         let jobs: Vec<_> = (0..2u32).map(|i| move || i).collect();
         assert_eq!(crew.map(jobs), vec![0, 1]);
     }
+
+    #[test]
+    fn a_dropped_crew_ends_its_threads() {
+        let crew = Crew::new(2);
+        let shared = Arc::downgrade(&crew.shared);
+        drop(crew);
+        assert!(shared.upgrade().is_none(), "a member still holds the crew's state");
+    }
+
+    #[test]
+    fn a_wait_spins_then_says_to_sleep_after_spin() {
+        // Only every POLLS_PER_YIELD-th poll hands the core over and looks at the clock.
+        let mut wait = Wait::new();
+        assert!((1..POLLS_PER_YIELD).all(|_| wait.pause()));
+        std::thread::sleep(SPIN);
+        assert!(!wait.pause(), "a hand-over after SPIN says to sleep");
+        assert!(wait.pause());
+    }
 }

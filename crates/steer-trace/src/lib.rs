@@ -1050,7 +1050,14 @@ mod tests {
             (b"0 0x\n", 1, "`0x` is not"),
             (b"0 10000000000000000\n", 1, "is not a 64-bit"),
             (b"0 10 0\n", 1, "at least 1 byte"),
+            (
+                b"0 10 65537\n",
+                1,
+                "a 65537-byte access would replay as 1025 line accesses; a record may span at most 64 KiB",
+            ),
+            (b"0 10 4294967295\n", 1, "a 4294967295-byte access"),
             (b"0 10 -4\n", 1, "`-4` is not a size"),
+            (b"0 10 +4\n", 1, "`+4` is not a size"),
             (b"0 10 4 7\n", 1, "unexpected `7`"),
             (b"0 ffffffffffffffff 2\n", 1, "past the end of the address space"),
             (b"\n\n0 \xff\n", 3, "not UTF-8"),
@@ -1060,6 +1067,36 @@ mod tests {
             assert_eq!((error.origin.as_str(), error.line), ("t.din", Some(line)), "{error}");
             assert!(error.message.contains(expected), "`{error}` lacks `{expected}`");
             assert!(error.to_string().starts_with(&format!("t.din:{line}: ")), "{error}");
+        }
+    }
+
+    /// The fast parser takes every plain line, as the general one reads it, and leaves the rest.
+    #[test]
+    fn plain_din_lines_take_the_fast_path() {
+        let plain: &[&[u8]] =
+            &[b"0 1f", b"1\t0x20 8", b"2 0XFF\t4\r", b"0 ffffffffffffffc0 64", b"1 0 65536", b"0 DEADbeef 0000000001"];
+        for &line in plain {
+            let Ok(DinLine::Access(general)) = parse_din_line(line) else { panic!("{line:?} is not an access") };
+            assert_eq!(parse_plain_din_line(line), Some(general), "{line:?}");
+        }
+        let others: &[&[u8]] = &[
+            b"# comment",
+            b"",
+            b"3",
+            b"4 0",
+            b" 0 1f",
+            b"0  1f",
+            b"0 1f 8 # comment",
+            b"0 1f 65537",
+            b"0 1f 0",
+            b"0 0x",
+            b"0 10000000000000000",
+            b"0 1f 10000000000",
+            b"0 1f 18446744073709551624",
+            b"0 ffffffffffffffff 2",
+        ];
+        for &line in others {
+            assert_eq!(parse_plain_din_line(line), None, "{line:?}");
         }
     }
 
@@ -1145,6 +1182,12 @@ mod tests {
             }
         }
         assert!(split_lines(b"", 2).is_empty());
+        // About equal parts: each cut at the first line end at or after its share of the bytes.
+        let text = b"0 10\n".repeat(100);
+        let lengths: Vec<usize> = split_lines(&text, 4).iter().map(|(_, part)| part.len()).collect();
+        assert_eq!(lengths, [130, 125, 125, 120]);
+        let lengths: Vec<usize> = split_lines(&text, 3).iter().map(|(_, part)| part.len()).collect();
+        assert_eq!(lengths, [170, 165, 165]);
     }
 
     #[test]
@@ -1203,6 +1246,13 @@ mod tests {
         let platform = tiny((1, 1), (1, 1), (1, 1));
         let error = replay(TraceReader::new(Cursor::new(bytes), "t.bin").unwrap(), &platform, 0).unwrap_err();
         assert!(error.to_string().starts_with("t.bin: record 10000 at byte 80008: kind 3 is not defined"), "{error}");
+        // Two undefined records in one block: the first is named (their top bits do not cancel).
+        let mut bytes = Vec::new();
+        write_binary(&mut bytes, (0..10).map(|i| record(AccessKind::Write, i * 8, 1))).unwrap();
+        bytes.extend_from_slice(&(3u64 << 62).to_le_bytes());
+        bytes.extend_from_slice(&(3u64 << 62 | 8).to_le_bytes());
+        let error = replay(TraceReader::new(Cursor::new(bytes), "t.bin").unwrap(), &platform, 0).unwrap_err();
+        assert!(error.to_string().starts_with("t.bin: record 10 at byte 88: kind 3 is not defined"), "{error}");
         // Shorter than the magic: read as text.
         assert_eq!(read_all(b"1 8").unwrap(), [record(AccessKind::Write, 8, 1)]);
     }

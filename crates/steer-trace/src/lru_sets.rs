@@ -678,6 +678,29 @@ mod tests {
     use super::*;
     use steer_sim::cache::{replacement, slice_hash::SliceHash};
 
+    fn four_sets(ways: usize, write_hit_updates_recency: bool) -> Geometry {
+        Geometry {
+            sets: 4,
+            ways,
+            slices: 1,
+            slice_hash: SliceHash::Uniform,
+            policy: "lru",
+            options: replacement::PolicyOptions { write_hit_updates_recency, seed: 0 },
+        }
+    }
+
+    /// The largest line 32-bit entries tag: the largest tag (the top bit and all ones are kept for
+    /// the flags and the empty entry) in the last set.
+    #[test]
+    fn narrow_sets_tag_lines_up_to_their_max_line() {
+        let mut narrow = LruSets::<u32>::new(&four_sets(2, false));
+        let max_line = ((u32::MAX >> 1) as u64 - 1) << 2 | 3;
+        assert_eq!(narrow.max_line(), max_line);
+        assert!(narrow.insert(max_line, true).is_none());
+        assert!(narrow.contains(max_line) && !narrow.contains(max_line - 4));
+        assert_eq!(narrow.remove(max_line), Some(true));
+    }
+
     /// 32-bit entries (searched and rewritten by `quarters` on x86-64) and 64-bit ones (plain
     /// loops) answer and hold the same under random operations, for every way count.
     #[test]
@@ -685,14 +708,7 @@ mod tests {
         let mut rng = steer_sim::units::Rng::new(17);
         for ways in 1..=SET_WAYS {
             for write_hit_updates_recency in [false, true] {
-                let geometry = Geometry {
-                    sets: 4,
-                    ways,
-                    slices: 1,
-                    slice_hash: SliceHash::Uniform,
-                    policy: "lru",
-                    options: replacement::PolicyOptions { write_hit_updates_recency, seed: 0 },
-                };
+                let geometry = four_sets(ways, write_hit_updates_recency);
                 let (mut narrow, mut wide) = (LruSets::<u32>::new(&geometry), LruSets::<u64>::new(&geometry));
                 for _ in 0..4000 {
                     let line = rng.next_u64() % (8 * ways as u64 + 8);
