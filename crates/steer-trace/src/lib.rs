@@ -1038,6 +1038,9 @@ mod tests {
         );
         assert_eq!(reader.skipped(), 2, "one escape and one flush");
         assert_eq!(read_all(b"").unwrap(), []);
+        // A replay skips them and the instruction fetch.
+        let report = replay_text(text, &tiny((1, 1), (1, 1), (1, 1)));
+        assert_eq!((report.accesses, report.skipped), (4, 3));
     }
 
     #[test]
@@ -1439,6 +1442,26 @@ mod tests {
         let text = lines.join("\n");
         let error = replay(TraceReader::new(Cursor::new(text), "t.din").unwrap(), &platform, 0).unwrap_err();
         assert_eq!(error.to_string(), "t.din:15000: `xyz` is not a 64-bit hexadecimal address");
+    }
+
+    /// Traces longer than a read block: the iterator reads every binary record, and a bad din
+    /// line in a later block is named by its number in the whole trace, read either way.
+    #[test]
+    fn traces_longer_than_a_block_read_whole_and_count_lines_across_blocks() {
+        let records = (0..READ_BLOCK as u64 / 8 * 5 / 2).map(|i| record(AccessKind::Write, i * 8, 1));
+        let mut binary = Vec::new();
+        write_binary(&mut binary, records.clone()).unwrap();
+        let read: Vec<_> = TraceReader::new(Cursor::new(binary), "t.bin").unwrap().map(Result::unwrap).collect();
+        assert!(read.iter().copied().eq(records));
+
+        let lines = READ_BLOCK / 5 * 5 / 2;
+        let text = format!("{}0 xyz\n0 1f\n", "0 1f\n".repeat(lines));
+        let expected = format!("t.din:{}: `xyz` is not a 64-bit hexadecimal address", lines + 1);
+        let error = read_all(text.as_bytes()).unwrap_err();
+        assert_eq!(error.to_string(), expected);
+        let platform = tiny((1, 1), (1, 1), (1, 1));
+        let error = replay(TraceReader::new(Cursor::new(text), "t.din").unwrap(), &platform, 0).unwrap_err();
+        assert_eq!(error.to_string(), expected);
     }
 
     /// A binary trace file, mapped into memory and sorted in parts on every host thread, counts
