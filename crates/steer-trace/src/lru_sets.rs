@@ -650,6 +650,7 @@ impl<E: Entry> LruSets<E> {
         set.find(key).map(|way| set.mark_dirty(way)).is_some()
     }
 
+    #[cfg(test)]
     pub(super) fn contains(&mut self, line: u64) -> bool {
         let (set, key) = self.locate(line);
         set.find(key).is_some()

@@ -563,7 +563,6 @@ trait Array {
     fn remove(&mut self, line: u64) -> Option<bool>;
     /// Marks a present line dirty without a use; false if absent.
     fn mark_dirty(&mut self, line: u64) -> bool;
-    fn contains(&mut self, line: u64) -> bool;
     /// Starts loading the host memory of the line's set.
     fn prefetch_set_of(&self, line: u64);
     /// Carries out `requests` in order on a level that sees nothing but its requests, recording
@@ -600,10 +599,6 @@ macro_rules! array {
             #[inline(always)]
             fn mark_dirty(&mut self, line: u64) -> bool {
                 <$t>::mark_dirty(self, line)
-            }
-            #[inline(always)]
-            fn contains(&mut self, line: u64) -> bool {
-                <$t>::contains(self, line)
             }
             #[inline(always)]
             fn prefetch_set_of(&self, line: u64) {
@@ -703,10 +698,6 @@ impl Level {
 
     fn mark_dirty(&mut self, line: u64) -> bool {
         on_array!(self, sets => sets.mark_dirty(line), cache => cache.mark_dirty(Line(line)))
-    }
-
-    fn contains(&mut self, line: u64) -> bool {
-        on_array!(self, sets => sets.contains(line), cache => cache.contains(Line(line)))
     }
 
     #[inline(always)]
@@ -941,12 +932,9 @@ impl<A: Array> SingleCore<A> {
             self.counts[1].writebacks += 1;
         }
         match self.l3_relation {
-            Relation::Exclusive => {
-                let present = if dirty { self.l3.mark_dirty(victim.line) } else { self.l3.contains(victim.line) };
-                if !present {
-                    self.install_l3(victim.line, dirty);
-                }
-            }
+            // A line leaves an exclusive L3 when the L2 takes it, and one core's L2 is the only
+            // way in, so the victim has no copy there.
+            Relation::Exclusive => self.install_l3(victim.line, dirty),
             Relation::Inclusive => {
                 if dirty && !self.l3.mark_dirty(victim.line) {
                     self.install_l3(victim.line, true);
