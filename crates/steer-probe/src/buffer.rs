@@ -116,8 +116,13 @@ mod tests {
         assert_eq!(buffer.bytes().as_ptr() as usize % HUGE, 0);
         assert!(buffer.bytes().iter().all(|&b| b == 0));
         assert_eq!(buffer.words().len(), 625);
+        assert_eq!(buffer.words_mut().len(), 625);
         buffer.words_mut()[624] = u64::MAX;
         assert_eq!(buffer.bytes()[4999], 0xff);
+        buffer.bytes_mut()[8] = 1;
+        assert_eq!(buffer.bytes_mut().len(), 5000);
+        assert_eq!(buffer.words()[1], 1);
+        assert!(!buffer.is_empty());
     }
 
     #[test]

@@ -95,18 +95,8 @@ pub fn chase_ns(cpu: u32, working_set: u64, chains: u32, min_ns: u64) -> io::Res
     on_cpu(cpu, || {
         let mut buffer = Buffer::new(working_set)?;
         let next = random_cycle(lines, &mut XorShift64::new(RANDOM_SEED));
-        let words = buffer.words_mut();
-        for (line, &following) in next.iter().enumerate() {
-            words[line * WORDS_PER_LINE] = following as u64 * WORDS_PER_LINE as u64;
-        }
-        let mut cursors = Vec::with_capacity(chains as usize);
-        let mut at = 0usize;
-        for k in 0..lines {
-            if k % (lines / chains as usize) == 0 && cursors.len() < chains as usize {
-                cursors.push(at * WORDS_PER_LINE);
-            }
-            at = next[at] as usize;
-        }
+        link_lines(buffer.words_mut(), &next);
+        let mut cursors = chain_starts(&next, chains as usize);
         drop(next);
         let words = buffer.words();
         let mut chase = |count: u64| {
@@ -120,6 +110,28 @@ pub fn chase_ns(cpu: u32, working_set: u64, chains: u32, min_ns: u64) -> io::Res
         chase(lines as u64 / chains as u64);
         Ok(per_element(min_ns, chase) / chains as f64)
     })
+}
+
+/// Writes into the first word of each line the word index of the line `next` says follows it.
+fn link_lines(words: &mut [u64], next: &[u32]) {
+    for (line, &following) in next.iter().enumerate() {
+        words[line * WORDS_PER_LINE] = following as u64 * WORDS_PER_LINE as u64;
+    }
+}
+
+/// Word indices of `chains` cursors spread evenly along the cycle `next` from line 0: every
+/// (lines / chains)-th line of the cycle.
+fn chain_starts(next: &[u32], chains: usize) -> Vec<usize> {
+    let spacing = next.len() / chains;
+    let mut starts = Vec::with_capacity(chains);
+    let mut at = 0usize;
+    for k in 0..next.len() {
+        if k % spacing == 0 && starts.len() < chains {
+            starts.push(at * WORDS_PER_LINE);
+        }
+        at = next[at] as usize;
+    }
+    starts
 }
 
 /// What a bandwidth kernel does with its working set.
@@ -621,8 +633,67 @@ mod tests {
         // x = 1: x ^= x << 13 (0x2001); x ^= x >> 7 (0x2041); x ^= x << 17 (0x40822041).
         assert_eq!(rng.next_u64(), 0x4082_2041);
         assert_eq!(XorShift64::new(0).next_u64(), 0x4082_2041, "a zero seed would stay zero: it is 1");
+        // Later outputs, where the shifted copies overlap (worked with Python's integers).
+        assert_eq!(rng.next_u64(), 0x1000_4106_0c01_1441);
+        assert_eq!(rng.next_u64(), 0x9b1e_842f_6e86_2629);
+        // below(n) is the high word of the next output times n.
+        let mut rng = XorShift64::new(1);
+        assert_eq!((0..5).map(|_| rng.below(10)).collect::<Vec<_>>(), [0, 0, 6, 9, 5]);
         let mut rng = XorShift64::new(RANDOM_SEED);
         assert!((0..1000).all(|_| rng.below(10) < 10));
+    }
+
+    /// The chase's lines point to the word of the line that follows, and its cursors start
+    /// evenly along the cycle (in cycle order, not line order).
+    #[test]
+    fn chase_lines_link_the_cycle_and_cursors_spread_along_it() {
+        let next = [3, 0, 4, 5, 1, 2, 7, 6];
+        let mut words = vec![u64::MAX; next.len() * WORDS_PER_LINE];
+        link_lines(&mut words, &next);
+        for (line, &following) in next.iter().enumerate() {
+            assert_eq!(words[line * WORDS_PER_LINE], following as u64 * 8);
+            assert!(words[line * WORDS_PER_LINE + 1..(line + 1) * WORDS_PER_LINE].iter().all(|&w| w == u64::MAX));
+        }
+        // A cycle 0 -> 1 -> ... -> 9 -> 0 in shuffled line order.
+        let order = [0u32, 7, 2, 9, 4, 1, 6, 3, 8, 5];
+        let mut next = [0u32; 10];
+        for (k, &line) in order.iter().enumerate() {
+            next[line as usize] = order[(k + 1) % 10];
+        }
+        let lines_of = |starts: Vec<usize>| starts.into_iter().map(|w| w / WORDS_PER_LINE).collect::<Vec<_>>();
+        assert_eq!(lines_of(chain_starts(&next, 1)), [0]);
+        assert_eq!(lines_of(chain_starts(&next, 2)), [0, 1]);
+        assert_eq!(lines_of(chain_starts(&next, 3)), [0, 9, 6]);
+        assert_eq!(lines_of(chain_starts(&next, 4)), [0, 2, 4, 6]);
+        assert_eq!(lines_of(chain_starts(&next, 10)), order.map(|line| line as usize));
+    }
+
+    /// A chunk of work moves its part of the working set and counts its bytes, the last chunk
+    /// being short; a copy goes from the first half to the second.
+    #[test]
+    fn a_chunk_of_work_touches_its_part_and_counts_its_bytes() {
+        let per_chunk = CHUNK / 8;
+        let mut words: Vec<u64> = (0..2 * per_chunk as u64 + 8).collect();
+        assert_eq!(chunks(Access::Read, words.len()), 3);
+        assert_eq!(work(Access::Read, &mut words, 1, 0), CHUNK as u64);
+        assert_eq!(work(Access::Read, &mut words, 2, 0), 64);
+        assert_eq!(work(Access::Write, &mut words, 2, 100), 64);
+        assert_eq!(words[2 * per_chunk..], [100, 101, 102, 103, 104, 105, 106, 107]);
+        assert_eq!(work(Access::Write, &mut words, 0, 7), CHUNK as u64);
+        assert!(words[..per_chunk].iter().enumerate().all(|(i, &w)| w == 7 + i as u64));
+        assert_eq!(words[per_chunk], per_chunk as u64, "the next chunk is left alone");
+
+        let half = per_chunk + 4;
+        let mut words: Vec<u64> = (0..2 * half as u64).collect();
+        assert_eq!(chunks(Access::Copy, words.len()), 2);
+        assert_eq!(work(Access::Copy, &mut words, 1, 0), 32);
+        assert_eq!(
+            words[half + per_chunk..],
+            [per_chunk as u64, per_chunk as u64 + 1, per_chunk as u64 + 2, per_chunk as u64 + 3]
+        );
+        assert_eq!(words[half], half as u64, "chunk 0 not copied yet");
+        assert_eq!(work(Access::Copy, &mut words, 0, 0), CHUNK as u64);
+        assert!(words[half..half + per_chunk].iter().enumerate().all(|(i, &w)| w == i as u64));
     }
 
     #[test]
