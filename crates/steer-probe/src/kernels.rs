@@ -55,11 +55,19 @@ fn on_cpu<T: Send>(cpu: u32, f: impl FnOnce() -> io::Result<T> + Send) -> io::Re
 
 /// Runs `body(count)` for count = 64, 128, ... until one run lasts `min_ns`; ns per element.
 fn per_element(min_ns: u64, mut body: impl FnMut(u64)) -> f64 {
-    let mut count = 64u64;
-    loop {
+    counts_until(min_ns, |count| {
         let start = Instant::now();
         body(count);
-        let ns = start.elapsed().as_nanos() as u64;
+        start.elapsed().as_nanos() as u64
+    })
+}
+
+/// `per_element`'s schedule, given `run(count)`, which does `count` elements and says how many
+/// ns they took.
+fn counts_until(min_ns: u64, mut run: impl FnMut(u64) -> u64) -> f64 {
+    let mut count = 64u64;
+    loop {
+        let ns = run(count);
         if ns >= min_ns || count >= 1 << 40 {
             return ns.max(1) as f64 / count as f64;
         }
@@ -641,6 +649,33 @@ mod tests {
         assert_eq!((0..5).map(|_| rng.below(10)).collect::<Vec<_>>(), [0, 0, 6, 9, 5]);
         let mut rng = XorShift64::new(RANDOM_SEED);
         assert!((0..1000).all(|_| rng.below(10) < 10));
+    }
+
+    /// Counts double until a run lasts 1 ms, then jump most of the way (1.2 times the rest) to
+    /// `min_ns`; the figure is the last run's ns over its count.
+    #[test]
+    fn runs_grow_until_one_lasts_min_ns() {
+        let mut counts = Vec::new();
+        let ns_per = counts_until(10 * MS, |count| {
+            counts.push(count);
+            3 * count
+        });
+        assert_eq!(ns_per, 3.0);
+        let doubling: Vec<u64> = (0..14).map(|k| 64 << k).collect();
+        // 524,288 elements take 1.57 ms: next 524,288 x 1.2 x 10 / 1.572864 = 4,000,000.
+        assert_eq!(counts, [doubling, vec![4_000_000]].concat());
+        // Exactly min_ns ends it; a run of 0 ns counts as 1 ns; no count goes past 2^40.
+        assert_eq!(counts_until(64 * 5, |count| 5 * count), 5.0);
+        assert_eq!(counts_until(0, |_| 0), 1.0 / 64.0);
+        let mut last = 0;
+        assert_eq!(
+            counts_until(u64::MAX, |count| {
+                last = count;
+                1
+            }),
+            1.0 / last as f64
+        );
+        assert_eq!(last, 1 << 40);
     }
 
     /// The chase's lines point to the word of the line that follows, and its cursors start
