@@ -130,16 +130,8 @@ fn link_lines(words: &mut [u64], next: &[u32]) {
 /// Word indices of `chains` cursors spread evenly along the cycle `next` from line 0: every
 /// (lines / chains)-th line of the cycle.
 fn chain_starts(next: &[u32], chains: usize) -> Vec<usize> {
-    let spacing = next.len() / chains;
-    let mut starts = Vec::with_capacity(chains);
-    let mut at = 0usize;
-    for k in 0..next.len() {
-        if k % spacing == 0 && starts.len() < chains {
-            starts.push(at * WORDS_PER_LINE);
-        }
-        at = next[at] as usize;
-    }
-    starts
+    let cycle = std::iter::successors(Some(0usize), |&at| Some(next[at] as usize));
+    cycle.step_by(next.len() / chains).take(chains).map(|line| line * WORDS_PER_LINE).collect()
 }
 
 /// What a bandwidth kernel does with its working set.
