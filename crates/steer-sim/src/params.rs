@@ -310,6 +310,46 @@ mod tests {
         );
     }
 
+    struct Colours;
+    impl Registry for Colours {
+        const WHAT: &'static str = "colour";
+        fn entries() -> Vec<(&'static str, &'static str)> {
+            vec![("red", "warm"), ("blue", "cold")]
+        }
+    }
+
+    fn doc(key: &str, value: &str, meaning: &str) -> ParamDoc {
+        ParamDoc { key: key.into(), value: value.into(), meaning: meaning.into() }
+    }
+
+    #[test]
+    fn an_option_describes_as_its_value_or_as_none() {
+        assert_eq!(Some(3u32).describe(), vec![doc("", "3", "")]);
+        let mut out = Vec::new();
+        Some(vec![1u8, 2]).describe_into("x", "two", &mut out);
+        assert_eq!(out, vec![doc("x.0", "1", "two"), doc("x.1", "2", "two")]);
+        let mut out = Vec::new();
+        None::<u32>.describe_into("x", "unset", &mut out);
+        assert_eq!(out, vec![doc("x", "none", "unset")]);
+    }
+
+    #[test]
+    fn a_name_compares_shows_and_describes_by_its_text() {
+        let red = Name::<Colours>::new("red");
+        assert!(red == Name::new("red"));
+        assert!(red != Name::new("blue"));
+        assert!(red == "red");
+        assert!(red != "blue");
+        assert_eq!(format!("{red:?}"), "\"red\"");
+        let mut out = Vec::new();
+        red.describe_into("paint", "The colour.", &mut out);
+        assert_eq!(out, vec![doc("paint", "\"red\"", "The colour. One of: red, blue.")]);
+        assert_eq!(
+            Name::<Colours>::new("green").check("paint").unwrap_err().to_string(),
+            "paint: unknown colour `green` (known: red, blue)"
+        );
+    }
+
     #[test]
     fn a_unit_counts_only_as_a_whole_word_of_the_name_and_text_is_not_a_number() {
         for (key, value) in [("insane_count", "1e30"), ("nsamples", "-5"), ("ways", "1e12"), ("latency_ns", "\"fast\"")]

@@ -1,6 +1,7 @@
 //! Whole-scenario behaviour: placement effects, byte conservation, determinism, bad input.
 
 use serde_json::Value;
+use steer_sim::params::Describe;
 use steer_sim::{load, run, ScenarioSource};
 
 fn run_builtin(name: &str, overrides: &[&str]) -> Value {
@@ -244,6 +245,37 @@ fn a_minimal_scenario_loads() {
     let resolved = scenario.to_toml();
     let again = load(&ScenarioSource { text: &resolved, origin: "r.toml", default_name: "s" }, &[]).unwrap();
     assert_eq!(again, scenario);
+}
+
+#[test]
+fn scenarios_differing_in_one_device_or_workload_value_or_kind_are_unequal() {
+    let load_with = |text: &str, overrides: &[&str]| {
+        let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        load(&ScenarioSource { text, origin: "s.toml", default_name: "s" }, &overrides).unwrap()
+    };
+    let base = load_with(MINIMAL, &[]);
+    assert_eq!(load_with(MINIMAL, &[]), base);
+    assert_ne!(load_with(MINIMAL, &["workloads.0.copy=false"]), base);
+    assert_ne!(load_with(&MINIMAL.replace("kind = \"rx_loop\"", "kind = \"example\""), &[]), base);
+    assert_ne!(load_with(MINIMAL, &["devices.0.link_gbps=25.0"]), base);
+    // Shown as its kind, then its parameters.
+    assert!(format!("{:?}", base.workloads[0]).starts_with("rx_loop RxLoopSpec { cpu: 1, "), "{:?}", base.workloads[0]);
+}
+
+#[test]
+fn a_scenario_describes_its_declared_parameters_devices_and_workloads() {
+    let text = format!("[params]\nrate = 40.0\nlabel = \"x\"\n{MINIMAL}");
+    let scenario = load(&ScenarioSource { text: &text, origin: "s.toml", default_name: "s" }, &[]).unwrap();
+    let described = scenario.describe();
+    let find = |key: &str| described.iter().find(|p| p.key == key).unwrap_or_else(|| panic!("no {key}"));
+    assert_eq!(
+        (find("params.rate").value.as_str(), find("params.rate").meaning.as_str()),
+        ("40.0", "a declared parameter")
+    );
+    assert_eq!(find("params.label").value, "\"x\"");
+    assert_eq!(find("devices.0.kind").value, "\"nic\"");
+    assert_eq!(find("workloads.0.kind").value, "\"rx_loop\"");
+    assert_eq!(find("workloads.0.cpu").value, "1");
 }
 
 #[test]
@@ -683,6 +715,7 @@ fn runs_beyond_the_limits_are_refused_before_anything_is_allocated_unless_allowe
         }
     };
     assert!(too_large(&["sim.measure_us=2e6"]).starts_with("sim: 2000300 µs of simulated time is more than 1000000 µs"));
+    assert!(too_large(&["sim.measure_us=999700.001"]).starts_with("sim: 1000000.001 µs of simulated time is more"));
     let ring = too_large(&["devices.0.queues.0.ring_entries=4000000000"]);
     assert!(ring.starts_with("the caches and devices would need 119.3 GiB of host memory"), "{ring}");
     // Allowed, the check passes (the run itself is not made here).
@@ -690,6 +723,44 @@ fn runs_beyond_the_limits_are_refused_before_anything_is_allocated_unless_allowe
     let allowed = ["sim.measure_us=2e6".to_string(), "sim.allow_large=true".to_string()];
     let scenario = load(&ScenarioSource { text: source, origin: "rx", default_name: "rx" }, &allowed).unwrap();
     assert_eq!(scenario.check_size(), Ok(()));
+    // One second exactly is within the limit.
+    let second = ["sim.measure_us=999700".to_string()];
+    let scenario = load(&ScenarioSource { text: source, origin: "rx", default_name: "rx" }, &second).unwrap();
+    assert_eq!(scenario.check_size(), Ok(()));
+}
+
+#[test]
+fn the_host_memory_limit_counts_every_core_s_private_caches_and_every_l3() {
+    // One core: 2^26 lines of L1D, 2^26 of L2 and 2^27 of L3 at 16 B a line are 4 GiB exactly,
+    // which is allowed; a second core of the CCX adds its L1D and L2 (6 GiB).
+    let text = r#"
+        [platform]
+        preset = "turin-9575f"
+        topology = { ccx_per_socket = 1, cores_per_ccx = 1 }
+        l1d = { size_kib = 4194304, ways = 16 }
+        l2 = { size_kib = 4194304, ways = 16 }
+        l3 = { size_kib = 8388608, ways = 16 }
+        [[workloads]]
+        kind = "stream"
+        cpu = 0
+    "#;
+    let size = |overrides: &[&str]| {
+        let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        load(&ScenarioSource { text, origin: "s.toml", default_name: "s" }, &overrides).unwrap().check_size()
+    };
+    assert_eq!(size(&[]), Ok(()));
+    assert_eq!(
+        size(&["platform.topology.cores_per_ccx=2"]),
+        Err("the caches and devices would need 6.0 GiB of host memory, more than 4 GiB; set sim.allow_large = true \
+             (or --allow-large) to run it anyway"
+            .into())
+    );
+    assert_eq!(
+        size(&["platform.topology.ccx_per_socket=2"]),
+        Err("the caches and devices would need 8.0 GiB of host memory, more than 4 GiB; set sim.allow_large = true \
+             (or --allow-large) to run it anyway"
+            .into())
+    );
 }
 
 #[test]
