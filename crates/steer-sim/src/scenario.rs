@@ -498,26 +498,16 @@ fn parse_value(key: &str, text: &str) -> ConfigResult<toml::Value> {
     }
 }
 
+/// Sets the value at a dotted key path, making the tables on the way (the last step's too, which
+/// the value then replaces); a numeric step indexes into a list.
 fn set_path(tree: &mut toml::Table, key: &str, value: toml::Value) -> ConfigResult<()> {
     let segments: Vec<&str> = key.split('.').collect();
     let bad = |message: String| ConfigError::new(key, message);
-    let mut node: &mut toml::Value = tree.entry(segments[0].to_string()).or_insert_with(|| {
-        if segments.len() > 1 {
-            toml::Value::Table(toml::Table::new())
-        } else {
-            value.clone()
-        }
-    });
+    let table = || toml::Value::Table(toml::Table::new());
+    let mut node: &mut toml::Value = tree.entry(segments[0].to_string()).or_insert_with(table);
     for (depth, segment) in segments.iter().enumerate().skip(1) {
-        let last = depth == segments.len() - 1;
         node = match node {
-            toml::Value::Table(table) => table.entry(segment.to_string()).or_insert_with(|| {
-                if last {
-                    value.clone()
-                } else {
-                    toml::Value::Table(toml::Table::new())
-                }
-            }),
+            toml::Value::Table(t) => t.entry(segment.to_string()).or_insert_with(table),
             toml::Value::Array(array) => {
                 let index: usize =
                     segment.parse().map_err(|_| bad(format!("`{segment}` is not an index into a list")))?;

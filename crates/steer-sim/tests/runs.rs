@@ -289,10 +289,8 @@ fn bad_input_names_the_key_and_the_position() {
 
     let zero_ways =
         load_error(&MINIMAL.replace("preset = \"turin-9655\"", "preset = \"turin-9655\"\nl2 = { ways = 0 }"), &[]);
-    assert!(
-        zero_ways.starts_with("s.toml:4:") && zero_ways.contains("platform.l2.ways: must be at least 1"),
-        "{zero_ways}"
-    );
+    // At the key inside the inline table.
+    assert!(zero_ways.starts_with("s.toml:4:8: platform.l2.ways: must be at least 1"), "{zero_ways}");
 
     let sets = load_error(MINIMAL, &["platform.l1d.size_kib=47"]);
     assert!(sets.starts_with("--set platform.l1d.size_kib: 47 KiB does not divide"), "{sets}");
@@ -397,6 +395,18 @@ fn parameters_substitute_with_their_types() {
     assert_eq!(scenario.sim.measure_us, 75.5);
     let scenario = load(&source, &["sim.warmup_us=3.0".to_string()]).unwrap();
     assert_eq!(scenario.sim.warmup_us, 3.0);
+}
+
+#[test]
+fn parameters_inside_longer_strings_substitute_as_text() {
+    let text = "description = \"${name}: ${us} us, ${q} queues, ${name}\"\n\
+                [params]\nus = 250.0\nname = \"rx\"\nq = 2\n[[workloads]]\nkind = \"stream\"\n";
+    let load_text = |text: &str| load(&ScenarioSource { text, origin: "s.toml", default_name: "s" }, &[]);
+    assert_eq!(load_text(text).unwrap().description, "rx: 250.0 us, 2 queues, rx");
+    let error = |text: &str| load_text(text).unwrap_err().to_string();
+    let open = text.replace("${q} queues", "${q queues");
+    assert_eq!(error(&open), "s.toml:1:1: description: unknown parameter `q queues, ${name` (declared: name, q, us)");
+    assert_eq!(error(&text.replace(", ${name}\"", ", ${name\"")), "s.toml:1:1: description: unterminated `${`");
 }
 
 #[test]
