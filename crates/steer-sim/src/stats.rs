@@ -180,10 +180,6 @@ impl Distribution {
         self.samples.clear();
     }
 
-    pub fn len(&self) -> usize {
-        self.samples.len()
-    }
-
     pub fn is_empty(&self) -> bool {
         self.samples.is_empty()
     }
@@ -260,9 +256,11 @@ mod tests {
     fn nearest_rank_percentiles_of_hand_worked_samples() {
         let mut d = Distribution::default();
         assert_eq!(d.summary(), None);
+        assert!(d.is_empty());
         for v in [5.0, 1.0, 4.0, 2.0, 3.0] {
             d.add(v);
         }
+        assert!(!d.is_empty());
         // Sorted 1..5: rank ceil(p * 5): p10 -> 1, p25 -> 2, p50 -> 3, p75 -> 4, p90 and p99 -> 5.
         assert_eq!(
             d.summary(),

@@ -953,3 +953,39 @@ fn each_queue_reports_the_passes_over_its_ring_its_window_saw() {
     assert!(q["dropped_packets"].as_u64().unwrap() > 0, "{q}");
     assert!(passes(q, 256.0) > 1.0);
 }
+
+#[test]
+fn each_builtin_scenario_says_what_it_shows_in_its_description_line() {
+    let ddio = steer_sim::scenario::builtin("ddio-l2fwd").unwrap();
+    let line = ddio.source.lines().find(|l| l.starts_with("description = ")).unwrap();
+    assert_eq!(format!("description = {:?}", ddio.description()), line);
+    for builtin in steer_sim::scenario::BUILTINS {
+        assert!(builtin.description().len() > 20, "{}: {:?}", builtin.name, builtin.description());
+    }
+}
+
+#[test]
+fn a_name_is_a_file_if_it_exists_ends_in_toml_or_has_a_slash_else_a_builtin() {
+    use steer_sim::scenario::find;
+    let dir = std::env::temp_dir().join(format!("steer-find-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plain = dir.join("plain");
+    std::fs::write(&plain, MINIMAL).unwrap();
+    let found = find(plain.to_str().unwrap()).unwrap();
+    assert_eq!((found.text.as_str(), found.default_name.as_str()), (MINIMAL, "plain"));
+    // A name that exists is a file, with no slash or `.toml` (tests run in the crate's folder).
+    assert_eq!(find("src").err().unwrap().to_string(), "src: cannot read scenario: Is a directory");
+    // A name that only exists as a built-in is the built-in.
+    let builtin = find("rx-default").unwrap();
+    assert_eq!((builtin.origin.as_str(), builtin.default_name.as_str()), ("builtin:rx-default", "rx-default"));
+    // Missing files are said to be missing, whichever rule made the name a file.
+    for name in ["rx-default.toml", "scenarios/rx-default"] {
+        assert_eq!(
+            find(name).err().unwrap().to_string(),
+            format!("{name}: cannot read scenario: No such file or directory")
+        );
+    }
+    let unknown = find("rx-defualt").err().unwrap().to_string();
+    assert!(unknown.starts_with("rx-defualt: no such scenario file or built-in scenario (built-in: rx-default, "));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
