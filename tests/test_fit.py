@@ -79,6 +79,15 @@ role = "validation"
     assert validation.tolerance == pytest.approx(0.01 * simulated(30, "read_gbps"))
 
 
+def test_a_fit_called_from_python_is_quiet_unless_asked_even_on_a_terminal(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    path = own_row_fit(tmp_path, 1.0)
+    fits.run_fit(path, tmp_path / "quiet", workers=1)
+    assert capsys.readouterr().err == ""
+    fits.run_fit(path, tmp_path / "shown", workers=1, quiet=False)
+    assert "fit " in capsys.readouterr().err
+
+
 def test_a_fit_resumes_and_the_overlay_applies_the_best_values(tmp_path):
     path = own_row_fit(tmp_path, simulated(30))
     first = fits.run_fit(path, tmp_path / "out", workers=1)
@@ -169,6 +178,8 @@ ROW = {"scenario": "rx-default", "key": "dram.read_gbps", "measured": 1.0, "tole
     [
         ({"parameters": {"a": [1]}, "rows": [ROW], "extra": 1}, "extra: unknown key"),
         ({"rows": [ROW]}, "parameters: expected a table with at least one parameter"),
+        ({"parameters": {}, "rows": [ROW]}, "parameters: expected a table with at least one parameter"),
+        ({"parameters": [1], "rows": [ROW]}, "parameters: expected a table with at least one parameter"),
         ({"parameters": {"a": []}, "rows": [ROW]}, "parameters.a: expected at least one value"),
         ({"parameters": {"a": {"min": 1, "max": 2}}, "rows": [ROW]}, "parameters.a: missing `steps`"),
         ({"parameters": {"a": {"min": 2, "max": 1, "steps": 3}}, "rows": [ROW]}, "min must be less than max"),
@@ -180,6 +191,8 @@ ROW = {"scenario": "rx-default", "key": "dram.read_gbps", "measured": 1.0, "tole
             "10100 points, more than 10000",
         ),
         ({"parameters": {"a": [1]}}, "rows: expected at least one [[rows]] table"),
+        ({"parameters": {"a": [1]}, "rows": []}, "rows: expected at least one [[rows]] table"),
+        ({"parameters": {"a": [1]}, "rows": ROW}, "rows: expected at least one [[rows]] table"),
         ({"parameters": {"a": [1]}, "rows": [{**ROW, "tolerance_percent": 5}]}, "give one of `tolerance`"),
         ({"parameters": {"a": [1]}, "rows": [{**ROW, "tolerance": 0}]}, "the tolerance must be more than 0"),
         ({"parameters": {"a": [1]}, "rows": [{**ROW, "role": "both"}]}, "rows[0].role: expected calibration"),
@@ -319,6 +332,14 @@ def test_the_report_overlay_and_json_of_a_hand_made_result():
             "          10  platform.memory.channel_gbs = 50, offered_gbps = 10.0",
             "3 points: 2 simulated now, 1 done before, 1 failed",
         ]
+    )
+    # Two points are ranked; one has no ranking to show.
+    two = fits.FitResult(result.fit, result.points[:2], {}, ran=2, skipped=0)
+    assert "lowest calibration costs:" in fits.report(two)
+    alone = fits.FitResult(result.fit, result.points[1:2], {}, ran=1, skipped=0)
+    assert "lowest calibration costs" not in fits.report(alone)
+    assert fits.report(alone).endswith(
+        "validation: 1 of 2 rows within tolerance (cost 25.25)\n1 point: 1 simulated now, 0 done before, 0 failed"
     )
     # A key outside any table goes before the first header, or TOML would put it in that table.
     overlay = fits.overlay_toml(result)

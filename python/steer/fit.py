@@ -33,7 +33,7 @@ import json
 import math
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -326,9 +326,9 @@ class Point:
 class FitResult:
     fit: Fit
     points: list[Point]
-    failed: dict[str, str] = field(default_factory=dict)
-    ran: int = 0
-    skipped: int = 0
+    failed: dict[str, str]
+    ran: int
+    skipped: int
 
     @property
     def best(self) -> Point:
