@@ -244,6 +244,7 @@ def test_steer_fit_writes_the_overlay_and_json(tmp_path):
     [
         (["fit", "missing.toml"], "steer: error: missing.toml: no such file"),
         (["fit", "bad.toml"], "steer: error: bad.toml: invalid TOML"),
+        (["fit", "."], "steer: error: .: cannot read: Is a directory\n"),
         (["run", "rx-default", "--set-file", "missing.toml"], "--set-file: missing.toml: no such file"),
         (["run", "rx-default", "--set-file", "bad.toml"], "--set-file: bad.toml: invalid TOML"),
     ],

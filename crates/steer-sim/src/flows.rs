@@ -387,6 +387,19 @@ mod tests {
     }
 
     #[test]
+    fn a_weighted_flow_frozen_first_leaves_the_rest_by_its_weight() {
+        // Round 1: the port holds the far flow (weight 2) at 2, using 4 of 12; the near flow
+        // then rises to the 8 left.
+        let mut flows = Flows::default();
+        let buffers = flows.add_resource("read buffers", 12.0);
+        let port = flows.add_resource("port", 2.0);
+        let owner = flows.add_owner(Signal(0));
+        flows.start(ns(0.0), vec![(buffers, 2.0), (port, 1.0)], f64::INFINITY, 100, owner, 1);
+        flows.start(ns(0.0), vec![(buffers, 1.0)], f64::INFINITY, 100, owner, 2);
+        assert_eq!((flows.rate_of(owner, 1), flows.rate_of(owner, 2)), (Some(2.0), Some(8.0)));
+    }
+
+    #[test]
     fn a_flow_started_behind_the_flows_clock_starts_at_it() {
         let (mut flows, a, _, owner) = two_resources();
         flows.start(ns(100.0), plain(vec![a]), f64::INFINITY, 1000, owner, 1);
