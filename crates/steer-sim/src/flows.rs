@@ -173,7 +173,8 @@ impl Flows {
                     any = true;
                 }
             }
-            if !any || frozen.iter().all(|f| *f) {
+            // Once every flow is frozen the next round finds no finite step and ends.
+            if !any {
                 break;
             }
         }
