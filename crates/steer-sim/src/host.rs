@@ -61,7 +61,8 @@ pub fn calibration_path() -> Option<PathBuf> {
 /// The host platform as a preset table (same keys as a preset file): sysfs, then this machine's
 /// calibration if there is one.
 pub fn host_platform_table() -> ConfigResult<toml::Table> {
-    let mut table = sysfs_table();
+    let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let mut table = sysfs_table(Path::new(CPU_ROOT), &cpuinfo);
     if let Some(path) = calibration_path().filter(|p| p.exists()) {
         overlay_calibration(&mut table, &path)?;
     }
@@ -84,8 +85,9 @@ pub fn overlay_calibration(table: &mut toml::Table, path: &Path) -> ConfigResult
     spec.validate("platform").map_err(|e| fail(e.to_string()))
 }
 
-fn sysfs_table() -> toml::Table {
-    let root = Path::new(CPU_ROOT);
+/// The platform read from a sysfs CPU folder (`/sys/devices/system/cpu`: CPU count, SMT siblings
+/// and cpu0's caches) and `/proc/cpuinfo`'s text (the clock).
+fn sysfs_table(root: &Path, cpuinfo: &str) -> toml::Table {
     let cpus = fs::read_dir(root)
         .map(|entries| {
             entries
@@ -127,12 +129,12 @@ fn sysfs_table() -> toml::Table {
     topology.insert("cores_per_ccx".into(), (cores_per_ccx as i64).into());
     topology.insert("threads_per_core".into(), (threads as i64).into());
     platform.insert("topology".into(), topology.into());
-    if let Some(mhz) = fs::read_to_string("/proc/cpuinfo").ok().and_then(|text| {
-        text.lines()
-            .find(|l| l.starts_with("cpu MHz"))
-            .and_then(|l| l.split(':').nth(1))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-    }) {
+    if let Some(mhz) = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("cpu MHz"))
+        .and_then(|l| l.split(':').nth(1))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+    {
         let mut core = toml::Table::new();
         core.insert("freq_ghz".into(), ((mhz / 10.0).round() / 100.0).into());
         platform.insert("core".into(), core.into());
@@ -148,8 +150,66 @@ mod tests {
     fn parses_sysfs_forms() {
         assert_eq!(size_kib("48K"), Some(48));
         assert_eq!(size_kib("32M"), Some(32768));
+        assert_eq!(size_kib("2G"), Some(2 * 1024 * 1024));
+        assert_eq!(size_kib("512"), Some(512));
+        assert_eq!(size_kib("3T"), None);
+        assert_eq!(size_kib("K"), None);
         assert_eq!(cpu_list_len("0-3,8,10-11"), 7);
         assert_eq!(cpu_list_len("0"), 1);
+    }
+
+    /// Writes `files` (path below `root`, contents) as a fake sysfs tree.
+    fn tree(root: &Path, files: &[(&str, &str)]) {
+        for (path, text) in files {
+            let path = root.join(path);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, format!("{text}\n")).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_host_platform_is_read_from_sysfs_and_cpuinfo() {
+        let root = std::env::temp_dir().join(format!("steer-sysfs-{}", std::process::id()));
+        let cache = |i: u32, level: &str, kind: &str, size: &str, ways: &str, shared: &str| {
+            let at = |name: &str| format!("cpu0/cache/index{i}/{name}");
+            [(at("level"), level), (at("type"), kind), (at("size"), size), (at("ways_of_associativity"), ways)]
+                .into_iter()
+                .chain([(at("coherency_line_size"), "64"), (at("shared_cpu_list"), shared)])
+                .map(|(path, text)| (path, text.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let mut files: Vec<(String, String)> = (0..16).map(|n| (format!("cpu{n}/online"), "1".into())).collect();
+        files.push(("cpufreq/boost".into(), "1".into()));
+        files.push(("cpu0/topology/thread_siblings_list".into(), "0,8".into()));
+        files.extend(cache(0, "1", "Data", "48K", "12", "0,8"));
+        files.extend(cache(1, "1", "Instruction", "32K", "8", "0,8"));
+        files.extend(cache(2, "2", "Unified", "1024K", "16", "0,8"));
+        files.extend(cache(3, "3", "Unified", "16M", "16", "0-3,8-11"));
+        tree(&root, &files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect::<Vec<_>>());
+        let table = sysfs_table(&root, "processor\t: 0\ncpu MHz\t\t: 2994.372\n");
+        fs::remove_dir_all(&root).unwrap();
+        let expected: toml::Table = r#"
+            name = "host"
+            description = "DESCRIPTION"
+            l1d = { size_kib = 48, ways = 12, line_bytes = 64 }
+            l2 = { size_kib = 1024, ways = 16, line_bytes = 64 }
+            l3 = { size_kib = 16384, ways = 16, line_bytes = 64, relation = "exclusive" }
+            topology = { sockets = 1, ccx_per_socket = 2, cores_per_ccx = 4, threads_per_core = 2 }
+            core = { freq_ghz = 2.99 }
+        "#
+        .replace("DESCRIPTION", crate::platform::HOST_DESCRIPTION)
+        .parse()
+        .unwrap();
+        assert_eq!(table, expected);
+    }
+
+    #[test]
+    fn a_machine_that_says_nothing_is_one_core_of_unknown_caches() {
+        let table = sysfs_table(Path::new("/nonexistent"), "");
+        let one: toml::Table =
+            "sockets = 1\nccx_per_socket = 1\ncores_per_ccx = 1\nthreads_per_core = 1".parse().unwrap();
+        assert_eq!(table["topology"].as_table(), Some(&one));
+        assert!(!table.contains_key("l1d") && !table.contains_key("core"));
     }
 
     fn overlaid(text: &str) -> ConfigResult<toml::Table> {
