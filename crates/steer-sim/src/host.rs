@@ -52,7 +52,13 @@ fn cache_table(index: &Path) -> Option<(u32, String, toml::Table, u32)> {
 /// Where `steer calibrate` keeps this machine's measured values: `$STEER_HOST_CALIBRATION`, else
 /// `$XDG_CONFIG_HOME/steer/host.toml`, else `$HOME/.config/steer/host.toml`.
 pub fn calibration_path() -> Option<PathBuf> {
-    let var = |name| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    calibration_path_in(|name| std::env::var_os(name))
+}
+
+/// `calibration_path` with the environment read through `env` (an unset or empty variable is
+/// skipped).
+fn calibration_path_in(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
+    let var = |name| env(name).filter(|v| !v.is_empty()).map(PathBuf::from);
     var("STEER_HOST_CALIBRATION")
         .or_else(|| var("XDG_CONFIG_HOME").map(|d| d.join("steer/host.toml")))
         .or_else(|| var("HOME").map(|d| d.join(".config/steer/host.toml")))
@@ -158,6 +164,22 @@ mod tests {
         assert_eq!(cpu_list_len("0"), 1);
     }
 
+    #[test]
+    fn the_calibration_file_is_named_by_the_first_variable_set_and_not_empty() {
+        let path = |vars: &[(&str, &str)]| {
+            let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            calibration_path_in(|name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.into()))
+        };
+        let all = [("STEER_HOST_CALIBRATION", "/c/h.toml"), ("XDG_CONFIG_HOME", "/x"), ("HOME", "/home/u")];
+        assert_eq!(path(&all), Some(PathBuf::from("/c/h.toml")));
+        assert_eq!(
+            path(&[("STEER_HOST_CALIBRATION", ""), ("XDG_CONFIG_HOME", "/x")]),
+            Some(PathBuf::from("/x/steer/host.toml"))
+        );
+        assert_eq!(path(&all[2..]), Some(PathBuf::from("/home/u/.config/steer/host.toml")));
+        assert_eq!(path(&[]), None);
+    }
+
     /// Writes `files` (path below `root`, contents) as a fake sysfs tree.
     fn tree(root: &Path, files: &[(&str, &str)]) {
         for (path, text) in files {
@@ -179,7 +201,9 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let mut files: Vec<(String, String)> = (0..16).map(|n| (format!("cpu{n}/online"), "1".into())).collect();
+        // Folders that are not CPUs: a name past `cpu` must be all digits, and there must be one.
         files.push(("cpufreq/boost".into(), "1".into()));
+        files.push(("cpu/x".into(), "1".into()));
         files.push(("cpu0/topology/thread_siblings_list".into(), "0,8".into()));
         files.extend(cache(0, "1", "Data", "48K", "12", "0,8"));
         files.extend(cache(1, "1", "Instruction", "32K", "8", "0,8"));
