@@ -21,12 +21,6 @@ impl Addr {
     }
 }
 
-impl Line {
-    pub fn addr(self, line_bits: u32) -> Addr {
-        Addr(self.0 << line_bits)
-    }
-}
-
 /// Simulated time in picoseconds: integral so that event order never depends on rounding.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Time(pub u64);
@@ -129,6 +123,13 @@ impl Rng {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_address_names_its_line_and_moves_by_bytes() {
+        assert_eq!(Addr(0x1040).line(6), Line(0x41));
+        assert_eq!(Addr(0x107f).line(6), Line(0x41));
+        assert_eq!(Addr(0x1040).offset(63), Addr(0x107f));
+    }
 
     #[test]
     fn time_conversions_round_trip() {
