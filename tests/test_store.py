@@ -176,7 +176,12 @@ def test_load_keeps_or_drops_failed_runs_and_reads_only_parquet_files_as_tables(
 def test_a_column_of_mixed_types_becomes_text_for_parquet():
     df = pandas.DataFrame({"count": [1, 2, 3, 4], "mixed": [1, "x", [1, 2], None], "flags": [True, 2.5, 1, None]})
     df["lists"] = [[1], [2, 3], [], None]
+    # Integers and floats are one kind (numbers), lists and tuples another.
+    df["numbers"] = pandas.Series([1, 2.5, 3, None], dtype=object)
+    df["sequences"] = [[1], (2, 3), [], None]
     safe = stores._parquet_safe(df)
+    assert list(safe["numbers"][:3]) == [1, 2.5, 3]
+    assert list(safe["sequences"][:3]) == [[1], (2, 3), []]
     assert list(safe["lists"][:3]) == [[1], [2, 3], []], "one kind of value stays as it is"
     assert list(safe["count"]) == [1, 2, 3, 4]
     assert list(safe["mixed"][:3]) == ["1", "x", "[1, 2]"] and pandas.isna(safe["mixed"][3])

@@ -138,6 +138,7 @@ mod tests {
         let clock = Clock::new(2.0);
         assert_eq!(clock.cycles(4.0), Time(2000));
         assert_eq!(clock.to_cycles(Time(2000)), 4.0);
+        assert_eq!(Time(1_234_567).to_string(), "1234.567 ns");
     }
 
     #[test]
