@@ -150,5 +150,9 @@ mod tests {
         }
         let u = Rng::new(1).unit();
         assert!(u > 0.0 && u <= 1.0);
+        // SplitMix64 from state 0 (its published first output), then a unit from the second.
+        let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
+        assert_eq!(rng.next_u64(), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(rng.unit(), 3_886_858_653_415_213.0 / (1u64 << 53) as f64);
     }
 }
