@@ -274,6 +274,9 @@ def test_a_made_up_result_reads_through_views_that_name_their_path():
     assert repr(steer.result.View(MADE_UP, "")) == f"<result: {', '.join(MADE_UP)}>"
     assert [repr(v) for v in result.list] == ["<list.0: x>", "<list.1: x>"]
     assert repr(result.devices["nic0"]) == "<devices.nic0: placement, rx_gbps, drops>"
+    # A view is a mapping of its part: its keys in order, its size, its items.
+    assert (list(result.dram), len(result.dram), len(result.devices["nic1"])) == (["read_gbps", "write_gbps"], 2, 0)
+    assert dict(result.cores[0].fills.items()) == {"l1": 0.5, "dram": 0.25}
     with pytest.raises(KeyError) as raised:
         result.devices["nic1"]["rx_gbps"]
     assert raised.value.args[0] == "devices.nic1.rx_gbps: not in this result (here: nothing)"

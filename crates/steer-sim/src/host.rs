@@ -178,6 +178,9 @@ mod tests {
         );
         assert_eq!(path(&all[2..]), Some(PathBuf::from("/home/u/.config/steer/host.toml")));
         assert_eq!(path(&[]), None);
+        // The process's own environment (tests run with HOME set at least).
+        assert!(calibration_path().is_some());
+        assert_eq!(calibration_path(), calibration_path_in(|name| std::env::var_os(name)));
     }
 
     /// Writes `files` (path below `root`, contents) as a fake sysfs tree.
