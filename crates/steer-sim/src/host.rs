@@ -184,7 +184,7 @@ mod tests {
     }
 
     /// Writes `files` (path below `root`, contents) as a fake sysfs tree.
-    fn tree(root: &Path, files: &[(&str, &str)]) {
+    fn tree(root: &Path, files: &[(String, String)]) {
         for (path, text) in files {
             let path = root.join(path);
             fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -212,7 +212,7 @@ mod tests {
         files.extend(cache(1, "1", "Instruction", "32K", "8", "0,8"));
         files.extend(cache(2, "2", "Unified", "1024K", "16", "0,8"));
         files.extend(cache(3, "3", "Unified", "16M", "16", "0-3,8-11"));
-        tree(&root, &files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect::<Vec<_>>());
+        tree(&root, &files);
         let table = sysfs_table(&root, "processor\t: 0\ncpu MHz\t\t: 2994.372\n");
         fs::remove_dir_all(&root).unwrap();
         let expected: toml::Table = r#"
