@@ -204,9 +204,6 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let mut files: Vec<(String, String)> = (0..16).map(|n| (format!("cpu{n}/online"), "1".into())).collect();
-        // Folders that are not CPUs: a name past `cpu` must be all digits, and there must be one.
-        files.push(("cpufreq/boost".into(), "1".into()));
-        files.push(("cpu/x".into(), "1".into()));
         files.push(("cpu0/topology/thread_siblings_list".into(), "0,8".into()));
         files.extend(cache(0, "1", "Data", "48K", "12", "0,8"));
         files.extend(cache(1, "1", "Instruction", "32K", "8", "0,8"));
@@ -228,6 +225,17 @@ mod tests {
         .parse()
         .unwrap();
         assert_eq!(table, expected);
+    }
+
+    #[test]
+    fn only_folders_named_cpu_and_a_number_are_cpus() {
+        // Without caches or SMT siblings every CPU is a core of one CCX: its size counts them.
+        let root = std::env::temp_dir().join(format!("steer-sysfs-count-{}", std::process::id()));
+        let folders = ["cpu0", "cpu1", "cpu12", "cpufreq", "cpu", "cpu1a", "node0"];
+        tree(&root, &folders.map(|f| (format!("{f}/x"), String::new())));
+        let table = sysfs_table(&root, "");
+        fs::remove_dir_all(&root).unwrap();
+        assert_eq!(table["topology"]["cores_per_ccx"].as_integer(), Some(3));
     }
 
     #[test]
