@@ -11,9 +11,18 @@ fn run_builtin(name: &str, overrides: &[&str]) -> Value {
     run(scenario, &mut |_| true).unwrap().value
 }
 
-fn load_error(text: &str, overrides: &[&str]) -> String {
+/// `text` loaded as `s.toml` with `overrides`.
+fn load_s(text: &str, overrides: &[&str]) -> Result<steer_sim::Scenario, steer_sim::Error> {
     let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-    load(&ScenarioSource { text, origin: "s.toml", default_name: "s" }, &overrides).unwrap_err().to_string()
+    load(&ScenarioSource { text, origin: "s.toml", default_name: "s" }, &overrides)
+}
+
+fn loaded(text: &str, overrides: &[&str]) -> steer_sim::Scenario {
+    load_s(text, overrides).unwrap()
+}
+
+fn load_error(text: &str, overrides: &[&str]) -> String {
+    load_s(text, overrides).unwrap_err().to_string()
 }
 
 fn f(value: &Value) -> f64 {
@@ -249,15 +258,11 @@ fn a_minimal_scenario_loads() {
 
 #[test]
 fn scenarios_differing_in_one_device_or_workload_value_or_kind_are_unequal() {
-    let load_with = |text: &str, overrides: &[&str]| {
-        let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-        load(&ScenarioSource { text, origin: "s.toml", default_name: "s" }, &overrides).unwrap()
-    };
-    let base = load_with(MINIMAL, &[]);
-    assert_eq!(load_with(MINIMAL, &[]), base);
-    assert_ne!(load_with(MINIMAL, &["workloads.0.copy=false"]), base);
-    assert_ne!(load_with(&MINIMAL.replace("kind = \"rx_loop\"", "kind = \"example\""), &[]), base);
-    assert_ne!(load_with(MINIMAL, &["devices.0.link_gbps=25.0"]), base);
+    let base = loaded(MINIMAL, &[]);
+    assert_eq!(loaded(MINIMAL, &[]), base);
+    assert_ne!(loaded(MINIMAL, &["workloads.0.copy=false"]), base);
+    assert_ne!(loaded(&MINIMAL.replace("kind = \"rx_loop\"", "kind = \"example\""), &[]), base);
+    assert_ne!(loaded(MINIMAL, &["devices.0.link_gbps=25.0"]), base);
     // Shown as its kind, then its parameters.
     assert!(format!("{:?}", base.workloads[0]).starts_with("rx_loop RxLoopSpec { cpu: 1, "), "{:?}", base.workloads[0]);
 }
@@ -265,8 +270,7 @@ fn scenarios_differing_in_one_device_or_workload_value_or_kind_are_unequal() {
 #[test]
 fn a_scenario_describes_its_declared_parameters_devices_and_workloads() {
     let text = format!("[params]\nrate = 40.0\nlabel = \"x\"\n{MINIMAL}");
-    let scenario = load(&ScenarioSource { text: &text, origin: "s.toml", default_name: "s" }, &[]).unwrap();
-    let described = scenario.describe();
+    let described = loaded(&text, &[]).describe();
     let find = |key: &str| described.iter().find(|p| p.key == key).unwrap_or_else(|| panic!("no {key}"));
     assert_eq!(
         (find("params.rate").value.as_str(), find("params.rate").meaning.as_str()),
@@ -401,9 +405,8 @@ fn parameters_substitute_with_their_types() {
 fn parameters_inside_longer_strings_substitute_as_text() {
     let text = "description = \"${name}: ${us} us, ${q} queues, ${name}\"\n\
                 [params]\nus = 250.0\nname = \"rx\"\nq = 2\n[[workloads]]\nkind = \"stream\"\n";
-    let load_text = |text: &str| load(&ScenarioSource { text, origin: "s.toml", default_name: "s" }, &[]);
-    assert_eq!(load_text(text).unwrap().description, "rx: 250.0 us, 2 queues, rx");
-    let error = |text: &str| load_text(text).unwrap_err().to_string();
+    assert_eq!(loaded(text, &[]).description, "rx: 250.0 us, 2 queues, rx");
+    let error = |text: &str| load_error(text, &[]);
     let open = text.replace("${q} queues", "${q queues");
     assert_eq!(error(&open), "s.toml:1:1: description: unknown parameter `q queues, ${name` (declared: name, q, us)");
     assert_eq!(error(&text.replace(", ${name}\"", ", ${name\"")), "s.toml:1:1: description: unterminated `${`");
@@ -734,9 +737,7 @@ fn runs_beyond_the_limits_are_refused_before_anything_is_allocated_unless_allowe
     let scenario = load(&ScenarioSource { text: source, origin: "rx", default_name: "rx" }, &allowed).unwrap();
     assert_eq!(scenario.check_size(), Ok(()));
     // One second exactly is within the limit.
-    let second = ["sim.measure_us=999700".to_string()];
-    let scenario = load(&ScenarioSource { text: source, origin: "rx", default_name: "rx" }, &second).unwrap();
-    assert_eq!(scenario.check_size(), Ok(()));
+    assert_eq!(loaded(source, &["sim.measure_us=999700"]).check_size(), Ok(()));
 }
 
 #[test]
@@ -754,10 +755,7 @@ fn the_host_memory_limit_counts_every_core_s_private_caches_and_every_l3() {
         kind = "stream"
         cpu = 0
     "#;
-    let size = |overrides: &[&str]| {
-        let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-        load(&ScenarioSource { text, origin: "s.toml", default_name: "s" }, &overrides).unwrap().check_size()
-    };
+    let size = |overrides: &[&str]| loaded(text, overrides).check_size();
     assert_eq!(size(&[]), Ok(()));
     assert_eq!(
         size(&["platform.topology.cores_per_ccx=2"]),
