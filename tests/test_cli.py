@@ -392,6 +392,18 @@ def test_a_mistyped_parameter_lists_the_declared_ones_and_an_unconsumed_queue_is
     assert extra.returncode == 2 and "queue 1 of `nic0` has no workload consuming it" in extra.stderr
 
 
+def test_a_resolved_scenario_refuses_its_parameters_which_would_change_nothing(steer_cli, tmp_path):
+    resolved = tmp_path / "rx.toml"
+    resolved.write_text(steer_cli("resolve", "rx-default").stdout)
+    for key in ("placement", "params.placement"):
+        done = steer_cli("run", str(resolved), "--set", f"{key}=l2")
+        assert done.returncode == 2 and done.stdout == "", done.stderr
+        assert done.stderr.startswith(
+            f"steer: error: --set {key}: no value of this scenario uses parameter `placement`"
+        )
+        assert done.stderr.count("\n") == 1
+
+
 @pytest.mark.parametrize("script", ["ddio_bench.py", "ddio_sweep.py"])
 @pytest.mark.parametrize(
     ("argument", "expected"),

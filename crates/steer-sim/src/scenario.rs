@@ -412,25 +412,46 @@ fn resolve(
         let key = key.trim().to_string();
         overridden.push((key.clone(), key.clone()));
         let value = parse_value(&key, text.trim())?;
-        if !key.contains('.') && params.contains_key(&key) {
-            params.insert(key.clone(), value);
-            // Errors in the values it is substituted into are the override's.
-            overridden.push((format!("params.{key}"), key.clone()));
-            for (top, value) in tree.iter() {
-                parameter_uses(value, &key, top, &mut |path| overridden.push((path, key.clone())));
+        // `params.NAME` names a parameter as the resolved scenario lists it; `params` alone is none.
+        let parameter = match key.strip_prefix("params.") {
+            Some(name) => Some(name),
+            None if key == "params" => {
+                return Err(ConfigError::new("params", "set a parameter by its name: NAME=VALUE or params.NAME=VALUE"));
             }
-        } else if !key.contains('.') && !is_top_level_key(&key) {
-            let declared = if params.is_empty() {
-                "this scenario declares none".to_string()
-            } else {
-                format!("declared: {}", params.keys().map(String::as_str).collect::<Vec<_>>().join(", "))
-            };
-            return Err(ConfigError::new(
-                &key,
-                format!("not a parameter ({declared}); other keys are set by their path, e.g. sim.measure_us"),
-            ));
-        } else {
-            set_path(tree, &key, value)?;
+            None if !key.contains('.') && (params.contains_key(&key) || !is_top_level_key(&key)) => Some(key.as_str()),
+            None => None,
+        };
+        match parameter {
+            Some(name) if params.contains_key(name) => {
+                // Errors in the values it is substituted into are the override's.
+                let before = overridden.len();
+                for (top, value) in tree.iter() {
+                    parameter_uses(value, name, top, &mut |path| overridden.push((path, key.clone())));
+                }
+                if overridden.len() == before {
+                    return Err(ConfigError::new(
+                        &key,
+                        format!(
+                            "no value of this scenario uses parameter `{name}` (a resolved scenario's parameters \
+                             are substituted already: set what they became by its path)"
+                        ),
+                    ));
+                }
+                overridden.push((format!("params.{name}"), key.clone()));
+                params.insert(name.to_string(), value);
+            }
+            Some(_) => {
+                let declared = if params.is_empty() {
+                    "this scenario declares none".to_string()
+                } else {
+                    format!("declared: {}", params.keys().map(String::as_str).collect::<Vec<_>>().join(", "))
+                };
+                return Err(ConfigError::new(
+                    &key,
+                    format!("not a parameter ({declared}); other keys are set by their path, e.g. sim.measure_us"),
+                ));
+            }
+            None => set_path(tree, &key, value)?,
         }
     }
     substitute_table(tree, &params, "")?;

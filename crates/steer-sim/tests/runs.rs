@@ -330,7 +330,9 @@ fn bad_input_names_the_key_and_the_position() {
     let elsewhere = load_error(
         &format!(
             "[params]\nring = 64\n{}",
-            MINIMAL.replace("name = \"nic0\"", "name = \"nic0\"\nplacement = { policy = \"nonsense\" }")
+            MINIMAL
+                .replace("name = \"nic0\"", "name = \"nic0\"\nplacement = { policy = \"nonsense\" }")
+                .replace("consumer_cpu = 1", "consumer_cpu = 1\nring_entries = \"${ring}\"")
         ),
         &["ring=32"],
     );
@@ -399,6 +401,28 @@ fn parameters_substitute_with_their_types() {
     assert_eq!(scenario.sim.measure_us, 75.5);
     let scenario = load(&source, &["sim.warmup_us=3.0".to_string()]).unwrap();
     assert_eq!(scenario.sim.warmup_us, 3.0);
+}
+
+#[test]
+fn a_parameter_is_set_by_its_name_or_as_the_resolved_scenario_lists_it() {
+    let text = "[params]\nus = 250.0\nunused = 1\n[sim]\nmeasure_us = \"${us}\"\n[[workloads]]\nkind = \"stream\"\n";
+    assert_eq!(loaded(text, &["params.us=75.5"]).sim.measure_us, 75.5);
+    assert_eq!(
+        load_error(text, &["params.u=1"]),
+        "--set params.u: not a parameter (declared: unused, us); other keys are set by their path, e.g. sim.measure_us"
+    );
+    assert_eq!(
+        load_error(text, &["params=1"]),
+        "--set params: set a parameter by its name: NAME=VALUE or params.NAME=VALUE"
+    );
+    // A parameter no value uses would change nothing: a resolved scenario's are all such.
+    let unused = "no value of this scenario uses parameter `unused` (a resolved scenario's parameters are \
+                  substituted already: set what they became by its path)";
+    assert_eq!(load_error(text, &["unused=2"]), format!("--set unused: {unused}"));
+    assert_eq!(load_error(text, &["params.unused=2"]), format!("--set params.unused: {unused}"));
+    let resolved = loaded(text, &[]).to_toml();
+    assert_eq!(loaded(&resolved, &[]).sim.measure_us, 250.0);
+    assert_eq!(load_error(&resolved, &["us=80"]), format!("--set us: {}", unused.replace("`unused`", "`us`")));
 }
 
 #[test]
