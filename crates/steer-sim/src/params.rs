@@ -157,8 +157,15 @@ macro_rules! choice {
     ) => {
         $(#[doc = $sdoc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-        #[serde(rename_all = "snake_case")]
+        #[serde(rename_all = "snake_case", try_from = "String")]
         pub enum $name { $( $(#[doc = $doc])* $variant ),* }
+
+        impl TryFrom<String> for $name {
+            type Error = String;
+            fn try_from(text: String) -> Result<Self, String> {
+                $crate::params::choose(&[$($name::$variant),*], &text)
+            }
+        }
 
         impl $crate::params::Describe for $name {
             fn describe_into(&self, prefix: &str, meaning: &str, out: &mut Vec<$crate::params::ParamDoc>) {
@@ -173,6 +180,16 @@ macro_rules! choice {
     };
 }
 pub(crate) use choice;
+
+/// The one of `choices` whose snake_case name is `text`. Read through a string, a choice given a
+/// number or a table is named as such by the reader, not as a variant of an enum.
+pub(crate) fn choose<T: serde::Serialize + Copy>(choices: &[T], text: &str) -> Result<T, String> {
+    let name = |choice: &T| toml::Value::try_from(choice).ok().and_then(|v| v.as_str().map(str::to_owned));
+    choices.iter().find(|choice| name(choice).as_deref() == Some(text)).copied().ok_or_else(|| {
+        let known: Vec<String> = choices.iter().filter_map(name).collect();
+        format!("unknown value `{text}` (known: {})", known.join(", "))
+    })
+}
 
 /// A registry of named entries (placement policies, replacement policies, prefetchers): what a
 /// `Name` must be one of. Names and descriptions shown anywhere come from here.

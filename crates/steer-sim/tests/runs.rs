@@ -369,6 +369,14 @@ fn bad_input_names_the_key_and_the_position() {
     let undeclared = load_error(MINIMAL, &["rate=3"]);
     assert!(undeclared.starts_with("--set rate: not a parameter (this scenario declares none)"), "{undeclared}");
 
+    // A choice is a string: another type is named as given, an unknown name with the known ones.
+    let number = load_error(MINIMAL, &["platform.l1d.relation=0"]);
+    assert_eq!(number, "--set platform.l1d.relation: invalid type: integer `0`, expected a string");
+    let unknown = load_error(MINIMAL, &["platform.l3.slice_hash=\"nope\""]);
+    assert_eq!(unknown, "--set platform.l3.slice_hash: unknown value `nope` (known: uniform, skylake_sp)");
+    let hashed = loaded(MINIMAL, &["platform.l3.slice_hash=\"skylake_sp\""]);
+    assert_eq!(format!("{:?}", hashed.platform.l3.slice_hash), "SkylakeSp");
+
     let preset = load_error(&MINIMAL.replace("turin-9655", "pentium"), &[]);
     assert!(preset.starts_with("s.toml:3:1: platform.preset: unknown preset `pentium`"), "{preset}");
 
