@@ -109,6 +109,20 @@ def test_a_turin_tree_gets_a_verdict_for_every_check(tmp_path):
     assert verdicts(on_core)["nic/eth1 injection target"][0] == "ok"
 
 
+def test_a_nic_with_many_irqs_shows_eight_and_its_fix_names_eight_of_those_elsewhere(tmp_path):
+    root = turin_tree(tmp_path)
+    for irq in range(102, 110):
+        write(root, f"sys/bus/pci/devices/0000:41:00.0/msi_irqs/{irq}", "msix\n")
+        write(root, f"proc/irq/{irq}/smp_affinity_list", "12\n")
+    checks = {c.name: c for c in doctor.diagnose(root, cpus="0")[0]}
+    assert checks["eth1"].evidence.endswith(
+        "IRQs 100->2, 101->9-10, 102->12, 103->12, 104->12, 105->12, 106->12, 107->12 (+2)"
+    )
+    target = checks["eth1 injection target"]
+    assert target.evidence == "0 IRQs on the consumer's CPUs, 1 on its CCX, 9 elsewhere"
+    assert target.fix.endswith("(IRQs 101, 102, 103, 104, 105, 106, 107, 108)")
+
+
 def xeon_tree(root: Path, msr: int | None) -> Path:
     """A Xeon with resctrl groups: one in DDIO's two ways only, one sharing a way, one apart."""
     write(root, "proc/cpuinfo", "vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel name\t: Xeon\n\n")
@@ -419,6 +433,7 @@ def test_a_path_is_followed_through_relative_absolute_and_chained_links_inside_t
     write(tmp_path.parent, "etc/passwd", "root:x:0:0\n")
     assert (tmp_path / "sys/out/passwd").exists()
     assert host.bytes("sys/out/passwd") is None and host.listdir("sys/out") == [] and not host.exists("sys/out")
+    assert host.is_dir("sys/out") is False and host.is_dir("sys/out/x") is False
     os.symlink("..", tmp_path / "up")  # the tree's parent: not followed either
     os.symlink(".", tmp_path / "sys/here")
     assert host.real("up/x", {}) == "up/x"

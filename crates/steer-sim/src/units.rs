@@ -43,16 +43,17 @@ impl Time {
     }
 }
 
+/// Saturates: a time past `Time::MAX` (some 213 days) is never, not a wrap into the past.
 impl Add for Time {
     type Output = Time;
     fn add(self, rhs: Time) -> Time {
-        Time(self.0 + rhs.0)
+        Time(self.0.saturating_add(rhs.0))
     }
 }
 
 impl AddAssign for Time {
     fn add_assign(&mut self, rhs: Time) {
-        self.0 += rhs.0;
+        *self = *self + rhs;
     }
 }
 
@@ -139,6 +140,20 @@ mod tests {
         assert_eq!(clock.cycles(4.0), Time(2000));
         assert_eq!(clock.to_cycles(Time(2000)), 4.0);
         assert_eq!(Time(1_234_567).to_string(), "1234.567 ns");
+    }
+
+    #[test]
+    fn time_past_the_last_picosecond_is_never() {
+        assert_eq!(Time(2) + Time(3), Time(5));
+        assert_eq!(Time(u64::MAX - 1) + Time(2), Time::MAX);
+        let mut t = Time(u64::MAX - 1);
+        t += Time(1);
+        assert_eq!(t, Time::MAX);
+        t += Time(1);
+        assert_eq!(t, Time::MAX);
+        let mut u = Time(7);
+        u += Time(5);
+        assert_eq!(u, Time(12));
     }
 
     #[test]

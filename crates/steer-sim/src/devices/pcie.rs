@@ -24,6 +24,8 @@ const DESCRIPTOR: Addr = Addr(0);
 
 /// Twice PCIe 7.0's 128 GT/s: room for what comes next, not for a typo.
 const MAX_GTS: f64 = 256.0;
+/// Below PCIe 1.0's 2.5 GT/s, with room for a deliberately slow link; a slower one is a typo.
+const MIN_GTS: f64 = 1.0;
 
 params! {
     /// The device's PCIe link.
@@ -48,8 +50,8 @@ params! {
 impl PcieSpec {
     pub fn validate(&self, path: &str) -> ConfigResult<()> {
         let key = |k: &str| format!("{path}.{k}");
-        ensure((0.0..=MAX_GTS).contains(&self.gts), &key("gts"), || {
-            format!("must be 0 to {MAX_GTS} GT/s (got {})", Shown(self.gts))
+        ensure(self.gts == 0.0 || (MIN_GTS..=MAX_GTS).contains(&self.gts), &key("gts"), || {
+            format!("must be 0 (no link modelled) or {MIN_GTS} to {MAX_GTS} GT/s (got {})", Shown(self.gts))
         })?;
         ensure([1, 2, 4, 8, 16, 32].contains(&self.lanes), &key("lanes"), || {
             format!("a link has 1, 2, 4, 8, 16 or 32 lanes (got {})", self.lanes)
@@ -260,9 +262,13 @@ mod tests {
     fn bad_link_settings_are_named() {
         let error = PcieSpec { max_payload_bytes: 300, ..gen3_x16() }.validate("devices.0.pcie").unwrap_err();
         assert!(error.to_string().contains("devices.0.pcie.max_payload_bytes"), "{error}");
-        for gts in [-1.0, 256.1] {
+        for (gts, shown) in [(-1.0, "-1"), (1e-30, "1e-30"), (0.99, "0.99"), (256.1, "256.1")] {
             let error = PcieSpec { gts, ..gen3_x16() }.validate("devices.0.pcie").unwrap_err();
-            assert!(error.to_string().starts_with("devices.0.pcie.gts: must be 0 to 256 GT/s"), "{error}");
+            let expected = format!("devices.0.pcie.gts: must be 0 (no link modelled) or 1 to 256 GT/s (got {shown})");
+            assert_eq!(error.to_string(), expected);
+        }
+        for gts in [0.0, 1.0, 2.5] {
+            assert!(PcieSpec { gts, ..gen3_x16() }.validate("p").is_ok(), "{gts} GT/s");
         }
         for (lanes, fine) in [(0, false), (1, true), (3, false), (32, true), (64, false)] {
             assert_eq!(PcieSpec { lanes, ..gen3_x16() }.validate("p").is_ok(), fine, "x{lanes}");
