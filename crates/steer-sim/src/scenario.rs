@@ -40,6 +40,9 @@ params! {
 /// Simulated time beyond which a run needs `sim.allow_large`: one second, hours of host time for
 /// a loaded machine.
 pub const MAX_SIMULATED_US: f64 = 1e6;
+/// Simulated time no run may take, `sim.allow_large` or not: about 12 days, well inside the
+/// clock's 2^64 picoseconds (213 days), so that every event of the run has a time.
+pub const MAX_CLOCK_US: f64 = 1e12;
 /// Host memory beyond which a run needs `sim.allow_large`.
 pub const MAX_HOST_BYTES: u64 = 4 << 30;
 /// Host bytes per cache line a cache may hold (tag, state, replacement rank).
@@ -223,6 +226,11 @@ impl Scenario {
         // At least a nanosecond: a shorter window rounds to nothing measured.
         ensure(sim.measure_us >= 0.001, "sim.measure_us", || {
             format!("must be at least 0.001 µs (got {})", Shown(sim.measure_us))
+        })?;
+        let simulated = sim.warmup_us + sim.measure_us;
+        ensure(simulated <= MAX_CLOCK_US, "sim", || {
+            let (simulated, most) = (Shown(simulated), Shown(MAX_CLOCK_US));
+            format!("{simulated} µs of simulated time is more than steer's clock runs ({most} µs)")
         })?;
         ensure(sim.max_runahead_ns >= 0.0, "sim.max_runahead_ns", || {
             format!("must not be negative (got {})", Shown(sim.max_runahead_ns))

@@ -770,6 +770,13 @@ fn runs_beyond_the_limits_are_refused_before_anything_is_allocated_unless_allowe
     assert_eq!(scenario.check_size(), Ok(()));
     // One second exactly is within the limit.
     assert_eq!(loaded(source, &["sim.measure_us=999700"]).check_size(), Ok(()));
+    // Beyond what the clock runs, allowed or not (up to it, allowed).
+    let beyond = ["sim.measure_us=1e12", "sim.allow_large=true"];
+    assert_eq!(
+        load_error(source, &beyond),
+        "--set sim.measure_us: sim: 1.0000000003e12 µs of simulated time is more than steer's clock runs (1e12 µs)"
+    );
+    let _ = loaded(source, &["sim.measure_us=999999999700", "sim.allow_large=true"]);
 }
 
 #[test]
