@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import tomllib
@@ -185,6 +186,12 @@ ROW = {"scenario": "rx-default", "key": "dram.read_gbps", "measured": 1.0, "tole
         ({"parameters": {"a": {"min": 2, "max": 1, "steps": 3}}, "rows": [ROW]}, "min must be less than max"),
         ({"parameters": {"a": {"min": 1, "max": 2, "steps": 1}}, "rows": [ROW]}, "steps: expected a whole number"),
         ({"parameters": {"a": {"min": "x", "max": 2, "steps": 3}}, "rows": [ROW]}, "a.min: expected a finite number"),
+        ({"parameters": {"a": {"min": 1, "max": 2, "steps": 3}}, "rows": [{**ROW, "measured": math.nan}]}, "(got nan)"),
+        (
+            {"parameters": {"a": {"min": 1, "max": 2, "steps": 3}}, "rows": [{**ROW, "measured": -math.inf}]},
+            "(got -inf)",
+        ),
+        ({"parameters": {"a": {"min": 1, "max": 2, "steps": 3}}, "rows": [{**ROW, "measured": [1]}]}, "(got a list)"),
         ({"parameters": {"a": {"min": 1, "max": 2, "step": 3}}, "rows": [ROW]}, "parameters.a.step: unknown key"),
         (
             {"parameters": {"a": list(range(101)), "b": list(range(100))}, "rows": [ROW]},

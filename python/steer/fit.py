@@ -90,7 +90,8 @@ class Fit:
 
 def _number(origin: str, where: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ScenarioError(f"{origin}: {where}: expected a finite number (got {sweep.type_name(value)})")
+        got = value if isinstance(value, float) else sweep.type_name(value)  # nan and inf by name
+        raise ScenarioError(f"{origin}: {where}: expected a finite number (got {got})")
     return float(value)
 
 

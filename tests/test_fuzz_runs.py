@@ -1,0 +1,97 @@
+"""scripts/fuzz_runs.py: what it counts as a finding, and a short campaign over the built-ins."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import steer
+
+SCRIPT = Path(__file__).parent.parent / "scripts" / "fuzz_runs.py"
+spec = importlib.util.spec_from_file_location("fuzz_runs", SCRIPT)
+fuzz_runs = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fuzz_runs)
+
+
+def exits(*_):
+    os._exit(3)
+
+
+def sleeps(*_):
+    time.sleep(30)
+
+
+def raises(error):
+    def run(*_):
+        raise error
+
+    return run
+
+
+@pytest.mark.parametrize(
+    ("run", "expected"),
+    [
+        (lambda name, overrides: None, ("ok", "")),
+        (raises(steer.ScenarioError("--set x: bad")), ("error", "--set x: bad")),
+        (raises(steer.ScenarioError("two\nlines")), ("several lines", "two\nlines")),
+        (raises(ValueError("oops")), ("exception", "ValueError: oops")),
+        (exits, ("crash", "exit status 3")),
+        (sleeps, ("timeout", "past 0.5 s")),
+    ],
+)
+def test_a_case_is_a_result_or_one_line_and_anything_else_is_a_finding(monkeypatch, run, expected):
+    monkeypatch.setattr(steer, "run", run)
+    assert fuzz_runs.outcome("rx-default", ["ring=1"], 0.5) == expected
+
+
+def test_each_case_runs_a_short_window_with_the_chosen_overrides(monkeypatch):
+    seen = []
+    monkeypatch.setattr(steer, "run", lambda name, overrides: seen.append((name, overrides)))
+
+    class Pipe:
+        def send(self, message):
+            seen.append(message)
+
+    fuzz_runs.run_case("eflatency", ["seed=2"], Pipe())
+    assert seen == [("eflatency", ["sim.measure_us=30", "sim.warmup_us=0", "seed=2"]), ("ok", "")]
+
+
+def test_keys_are_every_leaf_with_lists_of_tables_by_index():
+    out = {}
+    fuzz_runs.leaves("", {"a": {"b": 1, "c": [1, 2]}, "d": [{"e": "x"}, {"e": "y"}], "f": []}, out)
+    assert out == {"a.b": 1, "a.c": [1, 2], "d.0.e": "x", "d.1.e": "y", "f": []}
+
+
+def test_an_odd_value_is_a_neighbour_of_a_number_or_a_value_of_any_type():
+    class Fixed:
+        def __init__(self, draw, pick):
+            self.draw, self.pick = draw, pick
+
+        def random(self):
+            return self.draw
+
+        def choice(self, options):
+            return options[self.pick]
+
+    assert fuzz_runs.odd_value(Fixed(0.1, 0), "a.b", 64) == "64000"
+    assert fuzz_runs.odd_value(Fixed(0.1, 1), "a.b", 64) == "0.064"
+    assert fuzz_runs.odd_value(Fixed(0.1, 4), "a.b", 2.5) == "-2.5"
+    assert fuzz_runs.odd_value(Fixed(0.1, 6), "a.b", 3) == str(2**64 - 1)
+    assert fuzz_runs.odd_value(Fixed(0.9, 5), "a.b", 64) == "nan"
+    assert fuzz_runs.odd_value(Fixed(0.1, 5), "a.b", "lru") == "nan"
+    assert fuzz_runs.odd_value(Fixed(0.1, 13), "a.b", True) == "true"
+    # The window only gets the odd values of any key, never its own length scaled.
+    assert fuzz_runs.odd_value(Fixed(0.1, 0), "sim.measure_us", 1000.0) == "0"
+
+
+def test_a_short_campaign_over_the_built_ins_finds_nothing():
+    done = subprocess.run(
+        [sys.executable, SCRIPT, "--seed", "3", "--cases", "40"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    counts = dict(reversed(part.split(" ")) for part in done.stdout.strip().splitlines()[-1].split(", "))
+    assert set(counts) <= {"ok", "error"} and sum(map(int, counts.values())) == 40, done.stdout
