@@ -431,34 +431,9 @@ fn resolve(
         };
         match parameter {
             Some(name) if params.contains_key(name) => {
-                // Errors in the values it is substituted into are the override's.
-                let before = overridden.len();
-                for (top, value) in tree.iter() {
-                    parameter_uses(value, name, top, &mut |path| overridden.push((path, key.clone())));
-                }
-                if overridden.len() == before {
-                    return Err(ConfigError::new(
-                        &key,
-                        format!(
-                            "no value of this scenario uses parameter `{name}` (a resolved scenario's parameters \
-                             are substituted already: set what they became by its path)"
-                        ),
-                    ));
-                }
-                overridden.push((format!("params.{name}"), key.clone()));
-                params.insert(name.to_string(), value);
+                set_parameter(tree, &mut params, name, &key, value, overridden)?;
             }
-            Some(_) => {
-                let declared = if params.is_empty() {
-                    "this scenario declares none".to_string()
-                } else {
-                    format!("declared: {}", params.keys().map(String::as_str).collect::<Vec<_>>().join(", "))
-                };
-                return Err(ConfigError::new(
-                    &key,
-                    format!("not a parameter ({declared}); other keys are set by their path, e.g. sim.measure_us"),
-                ));
-            }
+            Some(_) => return Err(not_a_parameter(&params, &key)),
             None => set_path(tree, &key, value)?,
         }
     }
@@ -480,6 +455,46 @@ fn resolve(
         devices,
         workloads,
     })
+}
+
+/// Sets declared parameter `name` (as `--set key`) to `value`. A parameter no value uses would change
+/// nothing: refused. Errors in the values it is substituted into are the override's.
+fn set_parameter(
+    tree: &toml::Table,
+    params: &mut toml::Table,
+    name: &str,
+    key: &str,
+    value: toml::Value,
+    overridden: &mut Vec<(String, String)>,
+) -> ConfigResult<()> {
+    let before = overridden.len();
+    for (top, used) in tree.iter() {
+        parameter_uses(used, name, top, &mut |path| overridden.push((path, key.to_string())));
+    }
+    if overridden.len() == before {
+        return Err(ConfigError::new(
+            key,
+            format!(
+                "no value of this scenario uses parameter `{name}` (a resolved scenario's parameters are \
+                 substituted already: set what they became by its path)"
+            ),
+        ));
+    }
+    overridden.push((format!("params.{name}"), key.to_string()));
+    params.insert(name.to_string(), value);
+    Ok(())
+}
+
+fn not_a_parameter(params: &toml::Table, key: &str) -> ConfigError {
+    let declared = if params.is_empty() {
+        "this scenario declares none".to_string()
+    } else {
+        format!("declared: {}", params.keys().map(String::as_str).collect::<Vec<_>>().join(", "))
+    };
+    ConfigError::new(
+        key,
+        format!("not a parameter ({declared}); other keys are set by their path, e.g. sim.measure_us"),
+    )
 }
 
 /// Calls `found` with the path of every value that uses parameter `name` (`"${name}"`).
