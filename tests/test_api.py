@@ -86,6 +86,19 @@ def test_one_override_may_be_given_as_a_string():
     assert dict((k, v) for k, v, _ in steer.describe_platform("turin-9655", "l2.ways=8"))["l2.ways"] == "8"
 
 
+def test_overrides_may_be_a_mapping_of_keys_to_values():
+    by_mapping = steer.resolve("rx-default", {"sim.measure_us": 123, "placement": "l2", "sim.allow_large": True})
+    by_strings = steer.resolve("rx-default", ["sim.measure_us=123", 'placement="l2"', "sim.allow_large=true"])
+    assert by_mapping == by_strings and 'policy = "l2"' in by_mapping
+    assert dict((k, v) for k, v, _ in steer.describe_platform("turin-9655", {"l2.ways": 8}))["l2.ways"] == "8"
+    with pytest.raises(steer.ScenarioError, match=r"^cannot express \{'a': 1\} as a scenario value$"):
+        steer.resolve("rx-default", {"placement": {"a": 1}})
+    with pytest.raises(
+        TypeError, match="^overrides: expected KEY=VALUE strings or a mapping of keys to values, not 5$"
+    ):
+        steer.resolve("rx-default", 5)
+
+
 def test_an_unknown_preset_is_named_with_the_known_ones(tmp_path):
     known = [name for name, _ in steer.platforms()]
     trace = tmp_path / "t.din"

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from steer import _core
 from steer._core import ScenarioError
 from steer.result import Result
+
+# What a function taking overrides accepts: KEY=VALUE strings (one string is one), or a mapping.
+Overrides = Iterable[str] | Mapping[str, object]
 
 
 def scenarios() -> list[tuple[str, str]]:
@@ -29,7 +32,7 @@ def preset_source(name: str) -> str:
     return sources[name]
 
 
-def describe_platform(name: str, overrides: Iterable[str] = ()) -> list[tuple[str, str, str]]:
+def describe_platform(name: str, overrides: Overrides = ()) -> list[tuple[str, str, str]]:
     """Every parameter of preset ``name`` as ``(key, value, meaning)``, after ``KEY=VALUE`` overrides."""
     return _core.describe_platform(name, override_list(overrides))
 
@@ -51,7 +54,7 @@ def catalog(registry: str | None = None) -> list[dict]:
     return [e for e in entries if e["registry"] == registry]
 
 
-def result_schema(scenario: str | Path, overrides: Iterable[str] = (), **params: object) -> dict[str, tuple[str, str]]:
+def result_schema(scenario: str | Path, overrides: Overrides = (), **params: object) -> dict[str, tuple[str, str]]:
     """Every key the results of a scenario have, with its unit and meaning, without running it:
     ``{key: (unit, meaning)}``, list indices and CPU numbers written ``*``."""
     from steer.result import schema_of
@@ -74,7 +77,7 @@ def trace(
     path: str | Path,
     platform: str = "turin-9655",
     cpu: int = 0,
-    overrides: Iterable[str] = (),
+    overrides: Overrides = (),
     allow_empty: bool = False,
     progress: Callable[[float], None] | None = None,
 ) -> dict:
@@ -110,14 +113,22 @@ def toml_literal(value: object) -> str:
     raise ScenarioError(f"cannot express {value!r} as a scenario value")
 
 
-def overrides_from(overrides: Iterable[str], params: dict[str, object]) -> list[str]:
+def overrides_from(overrides: Overrides, params: dict[str, object]) -> list[str]:
     """``KEY=VALUE`` overrides followed by one per keyword parameter."""
     return override_list(overrides) + [f"{key}={toml_literal(value)}" for key, value in params.items()]
 
 
-def override_list(overrides: Iterable[str]) -> list[str]:
-    """``KEY=VALUE`` overrides as a list; one string is one override, not its characters."""
-    return [overrides] if isinstance(overrides, str) else list(overrides)
+def override_list(overrides: Overrides) -> list[str]:
+    """``KEY=VALUE`` overrides as a list; one string is one override, not its characters, and a
+    mapping gives one per key (``{"sim.measure_us": 500}``), each value written as a keyword
+    parameter's is."""
+    if isinstance(overrides, str):
+        return [overrides]
+    if isinstance(overrides, Mapping):
+        return [f"{key}={toml_literal(value)}" for key, value in overrides.items()]
+    if not isinstance(overrides, Iterable):
+        raise TypeError(f"overrides: expected KEY=VALUE strings or a mapping of keys to values, not {overrides!r}")
+    return list(overrides)
 
 
 def overrides_from_file(path: str | Path) -> list[str]:
@@ -138,7 +149,7 @@ def overrides_from_file(path: str | Path) -> list[str]:
     return [f"{key}={toml_literal(value)}" for key, value in dotted(data).items()]
 
 
-def resolve(scenario: str | Path, overrides: Iterable[str] = (), **params: object) -> str:
+def resolve(scenario: str | Path, overrides: Overrides = (), **params: object) -> str:
     """The fully resolved scenario (every default filled in) as TOML text."""
     text, origin, name = scenario_source(scenario)
     return _core.resolve_scenario(text, origin, name, overrides_from(overrides, params))
@@ -146,7 +157,7 @@ def resolve(scenario: str | Path, overrides: Iterable[str] = (), **params: objec
 
 def run_with_resolved(
     scenario: str | Path,
-    overrides: Iterable[str] = (),
+    overrides: Overrides = (),
     progress: Callable[[float], None] | None = None,
     **params: object,
 ) -> tuple[dict, str]:
@@ -158,14 +169,14 @@ def run_with_resolved(
 
 def run(
     scenario: str | Path,
-    overrides: Iterable[str] = (),
+    overrides: Overrides = (),
     progress: Callable[[float], None] | None = None,
     **params: object,
 ) -> Result:
     """Runs a scenario file or built-in scenario and returns its :class:`~steer.result.Result`.
 
     ``overrides`` are ``KEY=VALUE`` strings as on the command line (``sim.measure_us=500``; one
-    string alone is one override);
+    string alone is one override), or a mapping of keys to values (``{"sim.measure_us": 500}``);
     keyword arguments set the scenario's declared parameters (``placement="l2"``). The result
     reads like the JSON dict (``result["dram"]["read_gbps"]``) and has typed views
     (``result.dram.read_gbps``, ``result.fills``, ``result.devices``, ``result.to_frame()``).

@@ -414,9 +414,10 @@ fn resolve(
         Some(_) => return Err(ConfigError::new("params", "must be a table of name = value")),
     };
     for assignment in overrides {
-        let (key, text) = assignment
-            .split_once('=')
-            .ok_or_else(|| ConfigError::new("", format!("--set {assignment}: expected KEY=VALUE")))?;
+        let Some((key, text)) = assignment.split_once('=').filter(|(key, _)| !key.trim().is_empty()) else {
+            overridden.push((assignment.clone(), assignment.clone()));
+            return Err(ConfigError::new(assignment, "expected KEY=VALUE"));
+        };
         let key = key.trim().to_string();
         overridden.push((key.clone(), key.clone()));
         let value = parse_value(&key, text.trim())?;

@@ -361,6 +361,11 @@ fn bad_input_names_the_key_and_the_position() {
          packets would only be dropped); add one with device = \"nic0\" and queue = 1, or lower the queue count"
     );
 
+    // An override needs a key before its `=`.
+    for bare in ["nonsense", "=5", " = 5"] {
+        assert_eq!(load_error(MINIMAL, &[bare]), format!("--set {bare}: expected KEY=VALUE"));
+    }
+
     let mistyped = load_error("[params]\nrate = 1\nsize = 2\n", &["rat=3"]);
     assert_eq!(
         mistyped,
