@@ -490,8 +490,14 @@ def test_platforms_describe_one_with_overrides_as_a_run_or_the_preset_spells_the
         listed = json.loads(capsys.readouterr().out)
         assert list(listed[0]) == ["key", "value", "meaning"]
         assert {r["key"]: r for r in listed}["l2.ways"]["value"] == "8"
-    assert main(["platforms", "turin-9655", "--set", "l2.ways"]) == 2
-    assert capsys.readouterr().err == "steer: error: platform turin-9655: --set l2.ways: expected KEY=VALUE\n"
+    for typed in ("l2.ways", "=8"):
+        assert main(["platforms", "turin-9655", "--set", typed]) == 2
+        assert capsys.readouterr().err == f"steer: error: --set {typed}: expected KEY=VALUE\n"
+    assert main(["platforms", "turin-9655", "--set", "l2..ways=8"]) == 2
+    assert capsys.readouterr().err == (
+        "steer: error: --set platform.l2..ways: "
+        "a key's parts are joined by single dots, none empty (e.g. sim.measure_us)\n"
+    )
     assert main(["platforms", "turin-9655"]) == 0
     assert capsys.readouterr().out.splitlines()[0].split() == ["key", "value", "meaning"]
     for command in ("scenarios", "platforms"):

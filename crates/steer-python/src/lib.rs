@@ -159,13 +159,15 @@ fn resolve_platform(name: &str, overrides: &[String]) -> PyResult<platform::Plat
     Ok(load(&text, &format!("platform {name}"), name, &overrides)?.platform)
 }
 
-/// `KEY=VALUE` as a scenario's override of its platform's key; anything else is left as typed,
-/// for the error to name it.
+/// `KEY=VALUE` as a scenario's override of its platform's key; anything else (no `=`, or nothing
+/// before it) is left as typed, for the error to name it.
 fn platform_override(text: &str) -> String {
-    if !text.contains('=') {
-        return text.to_string();
+    match text.split_once('=') {
+        Some((key, _)) if !key.trim().is_empty() => {
+            format!("platform.{}", text.strip_prefix("platform.").unwrap_or(text))
+        }
+        _ => text.to_string(),
     }
-    format!("platform.{}", text.strip_prefix("platform.").unwrap_or(text))
 }
 
 fn toml_string(text: &str) -> String {

@@ -548,6 +548,9 @@ fn parse_value(key: &str, text: &str) -> ConfigResult<toml::Value> {
 fn set_path(tree: &mut toml::Table, key: &str, value: toml::Value) -> ConfigResult<()> {
     let segments: Vec<&str> = key.split('.').collect();
     let bad = |message: String| ConfigError::new(key, message);
+    if segments.contains(&"") {
+        return Err(bad("a key's parts are joined by single dots, none empty (e.g. sim.measure_us)".into()));
+    }
     let table = || toml::Value::Table(toml::Table::new());
     let mut node: &mut toml::Value = tree.entry(segments[0].to_string()).or_insert_with(table);
     for (depth, segment) in segments.iter().enumerate().skip(1) {

@@ -365,6 +365,13 @@ fn bad_input_names_the_key_and_the_position() {
     for bare in ["nonsense", "=5", " = 5"] {
         assert_eq!(load_error(MINIMAL, &[bare]), format!("--set {bare}: expected KEY=VALUE"));
     }
+    for key in ["sim..measure_us", "sim.", ".", "platform.l2.ways."] {
+        let error = load_error(MINIMAL, &[&format!("{key}=3")]);
+        assert_eq!(
+            error,
+            format!("--set {key}: a key's parts are joined by single dots, none empty (e.g. sim.measure_us)")
+        );
+    }
 
     let mistyped = load_error("[params]\nrate = 1\nsize = 2\n", &["rat=3"]);
     assert_eq!(
