@@ -91,8 +91,8 @@ def test_overrides_may_be_a_mapping_of_keys_to_values():
     by_strings = steer.resolve("rx-default", ["sim.measure_us=123", 'placement="l2"', "sim.allow_large=true"])
     assert by_mapping == by_strings and 'policy = "l2"' in by_mapping
     assert dict((k, v) for k, v, _ in steer.describe_platform("turin-9655", {"l2.ways": 8}))["l2.ways"] == "8"
-    with pytest.raises(steer.ScenarioError, match=r"^cannot express \{'a': 1\} as a scenario value$"):
-        steer.resolve("rx-default", {"placement": {"a": 1}})
+    with pytest.raises(steer.ScenarioError, match=r"^cannot express None as a scenario value$"):
+        steer.resolve("rx-default", {"placement": None})
     with pytest.raises(
         TypeError, match="^overrides: expected KEY=VALUE strings or a mapping of keys to values, not 5$"
     ):
@@ -237,6 +237,8 @@ def test_a_trace_replays_on_cpu_0_of_turin_9655_and_an_empty_one_is_refused(tmp_
         ('a "b"', '"a \\"b\\""'),
         ([1, [True, "x"]], '[1, [true, "x"]]'),
         ((), "[]"),
+        ({"agent": "cpu:1", "mask": 3}, '{"agent" = "cpu:1", "mask" = 3}'),
+        ([{"a b": [{}]}], '[{"a b" = [{}]}]'),
     ],
 )
 def test_python_values_become_toml_literals(value, literal):
@@ -244,9 +246,17 @@ def test_python_values_become_toml_literals(value, literal):
 
 
 def test_a_value_toml_cannot_hold_is_refused():
-    with pytest.raises(steer.ScenarioError) as raised:
-        steer.api.toml_literal(None)
-    assert str(raised.value) == "cannot express None as a scenario value"
+    for value, shown in ((None, "None"), ({1: 2}, "{1: 2}"), ([{"a": None}], "None")):
+        with pytest.raises(steer.ScenarioError) as raised:
+            steer.api.toml_literal(value)
+        assert str(raised.value) == f"cannot express {shown} as a scenario value"
+
+
+def test_a_table_is_an_inline_table_as_on_the_command_line():
+    masks = [{"agent": "cpu:1", "mask": 3}]
+    by_python = steer.resolve("rx-default", {"platform.l3.way_masks": masks})
+    assert by_python == steer.resolve("rx-default", ['platform.l3.way_masks=[{agent = "cpu:1", mask = 3}]'])
+    assert 'agent = "cpu:1"' in by_python
 
 
 def test_a_files_values_become_overrides_by_dotted_path(tmp_path):

@@ -1,5 +1,6 @@
 """Sweeps: the file format, bad input, failing points, resuming after SIGKILL, local vs Ray."""
 
+import datetime
 import json
 import os
 import re
@@ -196,8 +197,8 @@ def test_bad_sweep_files_are_one_line_with_exit_code_2(tmp_path, capsys, body, e
             "sweep: zip.ring: expected at least one value (got an empty list)",
         ),
         (
-            {"scenario": "rx-default", "zip": {"ring": [{"a": 1}]}},
-            "sweep: zip.ring[0]: a table cannot be a scenario value",
+            {"scenario": "rx-default", "zip": {"ring": [datetime.date(2026, 11, 29)]}},
+            "sweep: zip.ring[0]: date cannot be a scenario value",
         ),
         (
             {"scenario": "rx-default", "zip": 7},

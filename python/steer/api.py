@@ -110,6 +110,9 @@ def toml_literal(value: object) -> str:
         return json.dumps(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(toml_literal(v) for v in value) + "]"
+    if isinstance(value, Mapping) and all(isinstance(key, str) for key in value):
+        # An inline table, as `--set 'platform.l3.way_masks=[{agent = "cpu:1", mask = 3}]'` writes it.
+        return "{" + ", ".join(f"{json.dumps(key)} = {toml_literal(v)}" for key, v in value.items()) + "}"
     raise ScenarioError(f"cannot express {value!r} as a scenario value")
 
 
