@@ -1,6 +1,6 @@
 """Runs built-in scenarios with random odd overrides and reports what no user should see.
 
-    .venv/bin/python scripts/fuzz_runs.py [--seed N] [--cases N] [--timeout S] [--accepted]
+    .venv/bin/python scripts/fuzz_runs.py [--seed N] [--cases N] [--timeout S] [--accepted] [--quiet]
 
 Each case takes a built-in scenario, picks one or two of its resolved keys and sets each to an odd
 value: a scale or neighbour of its own (x1000, /1000, +-1, negated), a 32- or 64-bit limit, or a
@@ -9,7 +9,7 @@ alone, and the window's keys get no scaled values: a long run the user allowed i
 It runs 30 µs with no warm-up in a child process. Allowed outcomes: a result, or a `SteerError` of
 one line. Anything else is reported: another exception (a traceback a user would see), a crash of
 the child (a panic that aborts), a run past the timeout, a message of several lines. Exit status 1
-if any was found.
+if any was found. Progress goes to stderr every 1000 cases.
 
 `--accepted` also prints every accepted override, for a reader to judge what should have been
 refused (a rate of 1e-30 GT/s that ran as if unlimited was found that way). Built with overflow
@@ -111,6 +111,7 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds a case may take")
     parser.add_argument("--accepted", action="store_true", help="print every accepted override")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     keys = {}
@@ -119,7 +120,9 @@ def main() -> int:
         leaves("", tomllib.loads(steer.resolve(name)), keys[name])
         del keys[name]["sim.allow_large"]  # a user's consent to a long run: not odd input
     counts: dict[str, int] = {}
-    for _ in range(args.cases):
+    for case in range(args.cases):
+        if not args.quiet and case and case % 1000 == 0:
+            print(f"{case} of {args.cases} cases", file=sys.stderr, flush=True)
         name = rng.choice(sorted(keys))
         chosen = rng.sample(sorted(keys[name]), k=rng.choice([1, 1, 2]))
         overrides = [f"{key}={odd_value(rng, key, keys[name][key])}" for key in chosen]
