@@ -539,8 +539,17 @@ fn parse_value(key: &str, text: &str) -> ConfigResult<toml::Value> {
         None if text.parse::<f64>().is_ok_and(f64::is_infinite) => {
             Err(ConfigError::new(key, format!("{text} is beyond the range of a number")))
         }
+        None if is_whole_number(text) => {
+            Err(ConfigError::new(key, format!("{text} is beyond the range of a whole number (64-bit, signed)")))
+        }
         None => Ok(toml::Value::String(text.to_string())),
     }
+}
+
+/// Digits with an optional sign: a whole number however large.
+fn is_whole_number(text: &str) -> bool {
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Sets the value at a dotted key path, making the tables on the way (the last step's too, which

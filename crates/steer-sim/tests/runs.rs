@@ -339,6 +339,15 @@ fn bad_input_names_the_key_and_the_position() {
     assert!(elsewhere.starts_with("s.toml:"), "{elsewhere}");
     let huge = load_error(MINIMAL, &["sim.measure_us=1e400"]);
     assert_eq!(huge, "--set sim.measure_us: 1e400 is beyond the range of a number");
+    for whole in ["9223372036854775808", "-9223372036854775809", "+18446744073709551616"] {
+        let error = load_error(MINIMAL, &[&format!("seed={whole}")]);
+        assert_eq!(error, format!("--set seed: {whole} is beyond the range of a whole number (64-bit, signed)"));
+    }
+    // Not digits alone, or no digits: a bare word, a string.
+    for word in ["12abc", "-", "+", "1-2"] {
+        let error = load_error(MINIMAL, &[&format!("seed={word}")]);
+        assert!(error.contains(&format!("invalid type: string \"{word}\"")), "{error}");
+    }
     // A window must measure something: at least a nanosecond.
     let tiny = load_error(MINIMAL, &["sim.measure_us=0.00099"]);
     assert!(tiny.ends_with("sim.measure_us: must be at least 0.001 µs (got 0.00099)"), "{tiny}");
