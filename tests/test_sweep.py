@@ -142,6 +142,8 @@ NOT_A_PARAMETER = (
         ('[grid]\n"sim.measure_us" = [100, 200]\n', "sweep.toml: grid.sim.measure_us: also given in [set]"),
         ("[zip]\nring = [128]\n[grid]\nring = [64]\n", "sweep.toml: zip.ring: also given in [grid]"),
         ("[[zip]]\nring = [128]\n[[zip]]\nring = [64]\n", "sweep.toml: zip.ring: also given in [zip]"),
+        ('[zip]\n"params.ring" = [128]\n[grid]\nring = [64]\n', "sweep.toml: zip.params.ring: also given in [grid]"),
+        ('"params.ring" = 128\n[grid]\nring = [64]\n', "sweep.toml: grid.ring: also given in [set]"),
         ("[grid]\nwhen = [1979-05-27]\n", "sweep.toml: grid.when[0]: date cannot be a scenario value"),
         ("when = 1979-05-27\n", "sweep.toml: set.when: date cannot be a scenario value"),
         ("[grid]\nbogus = [1, 2]\n", f"sweep.toml: grid.bogus = 1: {NOT_A_PARAMETER} {EVERY_POINT}"),

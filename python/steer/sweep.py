@@ -153,12 +153,14 @@ def sweep_from_dict(data: Mapping[str, Any], origin: str = "sweep", base: Path |
     if not isinstance(groups, list):
         raise ScenarioError(f"{origin}: zip: expected a table or an array of tables (got {type_name(raw_zips)})")
     zips = [axes_from(origin, "zip", group) for group in groups]
-    seen = {key: "set" for key in sets}
+    # `params.NAME` is parameter NAME: the same key twice however it is spelt.
+    seen = {key.removeprefix("params."): "set" for key in sets}
     for section, axes in [("grid", grid)] + [("zip", group) for group in zips]:
         for key in axes:
-            if key in seen:
-                raise ScenarioError(f"{origin}: {section}.{key}: also given in [{seen[key]}]")
-            seen[key] = section
+            name = key.removeprefix("params.")
+            if name in seen:
+                raise ScenarioError(f"{origin}: {section}.{key}: also given in [{seen[name]}]")
+            seen[name] = section
     for group in zips:
         lengths = {key: len(values) for key, values in group.items()}
         if len(set(lengths.values())) > 1:
