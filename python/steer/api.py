@@ -118,7 +118,7 @@ def toml_literal(value: object) -> str:
 
 def overrides_from(overrides: Overrides, params: dict[str, object]) -> list[str]:
     """``KEY=VALUE`` overrides followed by one per keyword parameter."""
-    return override_list(overrides) + [f"{key}={toml_literal(value)}" for key, value in params.items()]
+    return override_list(overrides) + override_list(params)
 
 
 def override_list(overrides: Overrides) -> list[str]:
@@ -149,7 +149,7 @@ def overrides_from_file(path: str | Path) -> list[str]:
 
     from steer.sweep import dotted
 
-    return [f"{key}={toml_literal(value)}" for key, value in dotted(data).items()]
+    return override_list(dotted(data))
 
 
 def resolve(scenario: str | Path, overrides: Overrides = (), **params: object) -> str:
