@@ -468,11 +468,11 @@ fn set_parameter(
     value: toml::Value,
     overridden: &mut Vec<(String, String)>,
 ) -> ConfigResult<()> {
-    let before = overridden.len();
+    let mut uses = Vec::new();
     for (top, used) in tree.iter() {
-        parameter_uses(used, name, top, &mut |path| overridden.push((path, key.to_string())));
+        parameter_uses(used, name, top, &mut |path| uses.push((path, key.to_string())));
     }
-    if overridden.len() == before {
+    if uses.is_empty() {
         return Err(ConfigError::new(
             key,
             format!(
@@ -481,6 +481,7 @@ fn set_parameter(
             ),
         ));
     }
+    overridden.extend(uses);
     overridden.push((format!("params.{name}"), key.to_string()));
     params.insert(name.to_string(), value);
     Ok(())
