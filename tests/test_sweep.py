@@ -480,7 +480,10 @@ def logged(task):
     deadline = start + (20.0 if x in meet else 0.2)
     while time.time() < deadline and not (x in meet and all(list(log.glob(f"{m}.*.start")) for m in meet)):
         time.sleep(0.01)
-    (log / f"{x}.{os.getpid()}.json").write_text(json.dumps([start, time.time()]))
+    # Renamed into place: a worker killed while writing (its pool broke) leaves no empty log.
+    part = log / f"{x}.{os.getpid()}.part"
+    part.write_text(json.dumps([start, time.time()]))
+    part.replace(log / f"{x}.{os.getpid()}.json")
     return sweeps.record_for(task, "ok", start, 0.0, result={"x": x})
 
 
