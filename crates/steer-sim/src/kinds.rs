@@ -47,7 +47,7 @@ pub fn deserialize_at<T: DeserializeOwned>(value: toml::Value, base: &str) -> Co
             .collect::<Vec<_>>()
             .join(".");
         let mut path = join_key(base, &inner);
-        let message = e.inner().message().to_string();
+        let message = in_toml_words(&e.inner().message().to_string());
         // serde reports an unknown key at its parent; name the key itself.
         if let Some(field) = message.strip_prefix("unknown field `").and_then(|m| m.split('`').next()) {
             if !path.ends_with(field) {
@@ -56,6 +56,34 @@ pub fn deserialize_at<T: DeserializeOwned>(value: toml::Value, base: &str) -> Co
         }
         ConfigError::new(path, message)
     })
+}
+
+/// serde's message in the words of TOML, not of Rust's types: "expected u32" is "expected a whole
+/// number from 0 to 4294967295", a struct or map is a table, a sequence an array.
+fn in_toml_words(message: &str) -> String {
+    let Some((found, expected)) = message.rsplit_once(", expected ") else {
+        return message.to_string();
+    };
+    let expected = match expected {
+        "f32" | "f64" => "a number".to_string(),
+        "u8" => format!("a whole number from 0 to {}", u8::MAX),
+        "u16" => format!("a whole number from 0 to {}", u16::MAX),
+        "u32" => format!("a whole number from 0 to {}", u32::MAX),
+        // TOML's integers are 64-bit signed: its largest is the largest such a key can take.
+        "u64" | "usize" => format!("a whole number from 0 to {}", i64::MAX),
+        "i32" => format!("a whole number from {} to {}", i32::MIN, i32::MAX),
+        "i64" => format!("a whole number from {} to {}", i64::MIN, i64::MAX),
+        "a sequence" => "an array".to_string(),
+        "a map" => "a table".to_string(),
+        other if other.starts_with("struct ") => "a table".to_string(),
+        other => other.to_string(),
+    };
+    let found = match found.strip_prefix("invalid type: ") {
+        Some("sequence") => "invalid type: array",
+        Some("map") => "invalid type: table",
+        _ => found,
+    };
+    format!("{found}, expected {expected}")
 }
 
 /// A registry entry: a kind's name, its one-line description, how to read its parameters and its
@@ -166,5 +194,64 @@ mod tests {
         assert_eq!(count("replacement"), crate::cache::replacement::POLICIES.len());
         let tcp = listed.iter().find(|e| e.name == "tcp_rx").unwrap();
         assert!(tcp.params.iter().any(|p| p.key == "napi_budget" && p.value == "64"));
+    }
+
+    #[derive(serde::Deserialize, Debug)]
+    #[allow(dead_code)] // read only through Debug: the test is about the errors
+    struct Types {
+        rate: f64,
+        count: u32,
+        seed: u64,
+        offset: i64,
+        narrow: u8,
+        list: Vec<u32>,
+        inner: Inner,
+    }
+
+    #[derive(serde::Deserialize, Debug)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Inner {
+        on: bool,
+    }
+
+    #[test]
+    fn a_wrong_type_is_named_in_the_words_of_toml() {
+        let error = |key: &str, value: &str| {
+            let mut table: toml::Table = toml::from_str(
+                "rate = 1.0\ncount = 1\nseed = 1\noffset = 1\nnarrow = 1\nlist = [1]\ninner = { on = true }",
+            )
+            .unwrap();
+            let value: toml::Table = toml::from_str(&format!("v = {value}")).unwrap();
+            table.insert(key.to_string(), value["v"].clone());
+            deserialize_at::<Types>(toml::Value::Table(table), "x").unwrap_err().to_string()
+        };
+        assert_eq!(error("rate", "[1]"), "x.rate: invalid type: array, expected a number");
+        assert_eq!(error("rate", "{ a = 1 }"), "x.rate: invalid type: table, expected a number");
+        assert_eq!(
+            error("count", "-1"),
+            "x.count: invalid value: integer `-1`, expected a whole number from 0 to 4294967295"
+        );
+        assert_eq!(
+            error("count", "\"x\""),
+            "x.count: invalid type: string \"x\", expected a whole number from 0 to 4294967295"
+        );
+        assert_eq!(
+            error("seed", "-1"),
+            "x.seed: invalid value: integer `-1`, expected a whole number from 0 to 9223372036854775807"
+        );
+        assert_eq!(
+            error("narrow", "256"),
+            "x.narrow: invalid value: integer `256`, expected a whole number from 0 to 255"
+        );
+        assert_eq!(
+            error("offset", "1.5"),
+            "x.offset: invalid type: floating point `1.5`, expected a whole number from -9223372036854775808 to 9223372036854775807"
+        );
+        assert_eq!(error("list", "1"), "x.list: invalid type: integer `1`, expected an array");
+        assert_eq!(error("inner", "1"), "x.inner: invalid type: integer `1`, expected a table");
+        assert_eq!(error("inner", "{ on = 1 }"), "x.inner.on: invalid type: integer `1`, expected a boolean");
+        // A message with no type in it passes unchanged.
+        assert_eq!(error("inner", "{ on = true, off = 1 }"), "x.inner.off: unknown field `off`, expected `on`");
     }
 }
