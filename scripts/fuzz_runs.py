@@ -1,6 +1,7 @@
 """Runs built-in scenarios with random odd overrides and reports what no user should see.
 
-    .venv/bin/python scripts/fuzz_runs.py [--seed N] [--cases N] [--timeout S] [--accepted] [--quiet]
+    .venv/bin/python scripts/fuzz_runs.py [--seed N] [--cases N] [--timeout S] [--structural]
+                                          [--accepted] [--quiet]
 
 Each case takes a built-in scenario, picks one or two of its resolved keys and sets each to an odd
 value: a scale or neighbour of its own (x1000, /1000, +-1, negated), a 32- or 64-bit limit, or a
@@ -14,15 +15,26 @@ if any was found. Progress goes to stderr every 1000 cases.
 `--accepted` also prints every accepted override, for a reader to judge what should have been
 refused (a rate of 1e-30 GT/s that ran as if unlimited was found that way). Built with overflow
 checks (docs/fuzzing.md), an arithmetic overflow in the core becomes a reported crash.
+
+`--structural` changes a scenario's shape instead, one or two edits per case written to a file
+and run: a key or a whole table dropped, an entry of a list of tables (a device, a queue, a
+workload) repeated or the list emptied, a `kind` changed to another registered name (of any
+registry) or none, a parameter of another kind added, an unknown key added, or a key that names
+something (a CPU, a device, a queue, a node) pointed elsewhere.
 """
 
 import argparse
+import copy
+import json
 import multiprocessing
 import random
 import sys
+import tempfile
 import tomllib
+from pathlib import Path
 
 import steer
+from steer.api import toml_literal
 
 ODD_VALUES = [
     "0",
@@ -50,6 +62,20 @@ ODD_VALUES = [
     "100000",
 ]
 WINDOW = ["sim.measure_us=30", "sim.warmup_us=0"]
+# Keys whose value names another part of the scenario or of the machine.
+REFERENCES = (
+    "cpu",
+    "peer_cpu",
+    "consumer_cpu",
+    "device",
+    "queue",
+    "numa_node",
+    "node",
+    "src_node",
+    "dst_node",
+    "count",
+)
+REFERENCE_VALUES = [0, 1, 2, 3, 7, 8, 63, 64, 95, 96, 191, 192, 1000, -1, '"nic0"', '"nic1"', '"dsa"', '"dsa0"', '""']
 
 
 def leaves(prefix: str, value: object, out: dict[str, object]) -> None:
@@ -75,6 +101,84 @@ def odd_value(rng: random.Random, key: str, original: object) -> str:
             return str(int(value))
         return repr(float(value))
     return rng.choice(ODD_VALUES)
+
+
+def tables(value: object, path: str = "") -> list[tuple[str, dict]]:
+    """Every table of a document with its path, the document itself first."""
+    found = []
+    if isinstance(value, dict):
+        found.append((path, value))
+        for key, inner in value.items():
+            found += tables(inner, f"{path}.{key}" if path else key)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += tables(item, f"{path}.{index}")
+    return found
+
+
+def lists_of_tables(document: dict) -> list[tuple[str, list]]:
+    """Every non-empty list of tables (devices, queues, workloads, ...) with its path."""
+    return [
+        (f"{path}.{key}" if path else key, value)
+        for path, table in tables(document)
+        for key, value in table.items()
+        if isinstance(value, list) and value and all(isinstance(item, dict) for item in value)
+    ]
+
+
+def edit(rng: random.Random, document: dict, kinds: dict[str, dict[str, list[tuple[str, str]]]]) -> str:
+    """Changes the document's shape in one random way; returns what it did, to reproduce by hand."""
+    all_tables = tables(document)
+    with_keys = [(path, table) for path, table in all_tables if table]
+    lists = lists_of_tables(document)
+    kinded = [(path, table) for path, table in all_tables if "kind" in table]
+    referring = [(path, table, key) for path, table in all_tables for key in table if key in REFERENCES]
+    choices = ["drop", "unknown"] + ["repeat", "empty"] * bool(lists) + ["kind", "foreign"] * bool(kinded)
+    choices += ["refer"] * bool(referring)
+    action = rng.choice(choices)
+    if action == "drop":
+        path, table = rng.choice(with_keys)
+        key = rng.choice(sorted(table))
+        del table[key]
+        return f"drop {path + '.' if path else ''}{key}"
+    if action == "unknown":
+        path, table = rng.choice(all_tables)
+        table["nonesuch"] = 1
+        return f"add {path or '(top)'}.nonesuch"
+    if action == "repeat":
+        path, items = rng.choice(lists)
+        items.append(copy.deepcopy(rng.choice(items)))
+        return f"repeat an entry of {path}"
+    if action == "empty":
+        path, items = rng.choice(lists)
+        items.clear()
+        return f"empty {path}"
+    if action in ("kind", "foreign"):
+        path, table = rng.choice(kinded)
+        if action == "kind":
+            names = sorted({name for registry in kinds.values() for name in registry})
+            table["kind"] = rng.choice([*names, "", "nonesuch"])
+            return f"{path}.kind = {json.dumps(table['kind'])}"
+        registry, kind, key, default = rng.choice(
+            [
+                (registry, kind, key, default)
+                for registry in sorted(kinds)
+                for kind, params in sorted(kinds[registry].items())
+                for key, default in params
+            ]
+        )
+        key = key.split(".")[0]
+        table[key] = tomllib.loads(f"v = {default}")["v"] if default != "none" else 1
+        return f"{path}.{key} = {default} (of {registry} {kind})"
+    path, table, key = rng.choice(referring)
+    value = rng.choice(REFERENCE_VALUES)
+    table[key] = json.loads(value) if isinstance(value, str) else value
+    return f"{path}.{key} = {value}"
+
+
+def document_text(document: dict) -> str:
+    """A document as TOML, each top-level key on a line of its own with its value inline."""
+    return "".join(f"{json.dumps(key)} = {toml_literal(value)}\n" for key, value in document.items())
 
 
 def run_case(name: str, overrides: list[str], conn) -> None:
@@ -110,26 +214,41 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--cases", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds a case may take")
+    parser.add_argument("--structural", action="store_true", help="change the scenarios' shape, not their values")
     parser.add_argument("--accepted", action="store_true", help="print every accepted override")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args()
     rng = random.Random(args.seed)
+    documents = {name: tomllib.loads(steer.resolve(name)) for name, _ in steer.scenarios()}
     keys = {}
-    for name, _ in steer.scenarios():
+    for name, document in documents.items():
         keys[name] = {}
-        leaves("", tomllib.loads(steer.resolve(name)), keys[name])
+        leaves("", document, keys[name])
         del keys[name]["sim.allow_large"]  # a user's consent to a long run: not odd input
+    kinds: dict[str, dict[str, list[tuple[str, str]]]] = {}
+    for entry in steer.catalog():
+        kinds.setdefault(entry["registry"], {})[entry["name"]] = [(key, default) for key, default, _ in entry["params"]]
     counts: dict[str, int] = {}
-    for case in range(args.cases):
-        if not args.quiet and case and case % 1000 == 0:
-            print(f"{case} of {args.cases} cases", file=sys.stderr, flush=True)
-        name = rng.choice(sorted(keys))
-        chosen = rng.sample(sorted(keys[name]), k=rng.choice([1, 1, 2]))
-        overrides = [f"{key}={odd_value(rng, key, keys[name][key])}" for key in chosen]
-        kind, message = outcome(name, overrides, args.timeout)
-        counts[kind] = counts.get(kind, 0) + 1
-        if kind not in ("ok", "error") or (kind == "ok" and args.accepted):
-            print(f"{kind}: {name} {' '.join(overrides)}{': ' + message if message else ''}", flush=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        for case in range(args.cases):
+            if not args.quiet and case and case % 1000 == 0:
+                print(f"{case} of {args.cases} cases", file=sys.stderr, flush=True)
+            name = rng.choice(sorted(keys))
+            if args.structural:
+                document = copy.deepcopy(documents[name])
+                overrides = [edit(rng, document, kinds) for _ in range(rng.choice([1, 1, 2]))]
+                scenario = Path(scratch) / f"{name}.toml"
+                scenario.write_text(document_text(document), encoding="utf-8")
+                kind, message = outcome(str(scenario), [], args.timeout)
+                described = f"{name} [{'; '.join(overrides)}]"
+            else:
+                chosen = rng.sample(sorted(keys[name]), k=rng.choice([1, 1, 2]))
+                overrides = [f"{key}={odd_value(rng, key, keys[name][key])}" for key in chosen]
+                kind, message = outcome(name, overrides, args.timeout)
+                described = f"{name} {' '.join(overrides)}"
+            counts[kind] = counts.get(kind, 0) + 1
+            if kind not in ("ok", "error") or (kind == "ok" and args.accepted):
+                print(f"{kind}: {described}{': ' + message if message else ''}", flush=True)
     print(", ".join(f"{count} {kind}" for kind, count in sorted(counts.items())))
     return 1 if set(counts) - {"ok", "error"} else 0
 

@@ -1,10 +1,12 @@
 """scripts/fuzz_runs.py: what it counts as a finding, and a short campaign over the built-ins."""
 
+import copy
 import importlib.util
 import os
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -96,3 +98,74 @@ def test_a_short_campaign_over_the_built_ins_finds_nothing():
     counts = dict(reversed(part.split(" ")) for part in done.stdout.strip().splitlines()[-1].split(", "))
     assert set(counts) <= {"ok", "error"} and sum(map(int, counts.values())) == 40, done.stdout
     assert done.stderr == ""  # fewer cases than a progress step
+
+
+class Scripted:
+    """A random source whose choices are given in turn, each as an index into the options."""
+
+    def __init__(self, *picks):
+        self.picks = list(picks)
+
+    def choice(self, options):
+        return options[self.picks.pop(0)]
+
+
+DOCUMENT = {
+    "sim": {"measure_us": 5.0},
+    "devices": [{"kind": "nic", "name": "nic0", "queues": [{"count": 1}]}],
+    "workloads": [{"kind": "rx_loop", "cpu": 0}],
+}
+KINDS = {"device": {"nic": [("link_gbps", "100.0")]}, "workload": {"stream": [("cpu", "0")]}}
+
+
+def test_tables_and_lists_of_tables_are_found_at_every_depth():
+    assert [path for path, _ in fuzz_runs.tables(DOCUMENT)] == [
+        "",
+        "sim",
+        "devices.0",
+        "devices.0.queues.0",
+        "workloads.0",
+    ]
+    assert [path for path, _ in fuzz_runs.lists_of_tables(DOCUMENT)] == ["devices", "workloads", "devices.0.queues"]
+
+
+@pytest.mark.parametrize(
+    ("picks", "described", "changed"),
+    [
+        # The actions in order: drop, unknown, repeat, empty, kind, foreign, refer.
+        ((0, 1, 0), "drop sim.measure_us", lambda d: d["sim"].clear()),
+        ((0, 0, 0), "drop devices", lambda d: d.pop("devices")),
+        ((1, 4), "add workloads.0.nonesuch", lambda d: d["workloads"][0].update(nonesuch=1)),
+        ((1, 0), "add (top).nonesuch", lambda d: d.update(nonesuch=1)),
+        ((2, 2, 0), "repeat an entry of devices.0.queues", lambda d: d["devices"][0]["queues"].append({"count": 1})),
+        ((3, 1), "empty workloads", lambda d: d["workloads"].clear()),
+        ((4, 1, 1), 'workloads.0.kind = "stream"', lambda d: d["workloads"][0].update(kind="stream")),
+        ((4, 0, 3), 'devices.0.kind = "nonesuch"', lambda d: d["devices"][0].update(kind="nonesuch")),
+        ((5, 0, 0), "devices.0.link_gbps = 100.0 (of device nic)", lambda d: d["devices"][0].update(link_gbps=100.0)),
+        ((6, 0, 6), "devices.0.queues.0.count = 63", lambda d: d["devices"][0]["queues"][0].update(count=63)),
+        ((6, 1, 15), 'workloads.0.cpu = "nic1"', lambda d: d["workloads"][0].update(cpu="nic1")),
+    ],
+)
+def test_each_structural_edit_changes_the_shape_as_it_says(picks, described, changed):
+    document, expected = copy.deepcopy(DOCUMENT), copy.deepcopy(DOCUMENT)
+    assert fuzz_runs.edit(Scripted(*picks), document, KINDS) == described
+    changed(expected)
+    assert document == expected
+
+
+def test_a_document_is_written_as_toml_that_reads_back_the_same():
+    for name, _ in steer.scenarios():
+        document = tomllib.loads(steer.resolve(name))
+        assert tomllib.loads(fuzz_runs.document_text(document)) == document
+
+
+def test_a_short_structural_campaign_over_the_built_ins_finds_nothing():
+    done = subprocess.run(
+        [sys.executable, SCRIPT, "--structural", "--seed", "3", "--cases", "40"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    counts = dict(reversed(part.split(" ")) for part in done.stdout.strip().splitlines()[-1].split(", "))
+    assert set(counts) == {"ok", "error"} and sum(map(int, counts.values())) == 40, done.stdout
