@@ -296,7 +296,9 @@ impl Scenario {
 
     /// The fully resolved scenario as TOML: every default filled in, parameters substituted.
     pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).expect("a scenario serializes")
+        let text = toml::to_string_pretty(self).expect("a scenario serializes");
+        // A reader editing the parameters of a resolved scenario would change nothing: say so there.
+        text.replacen("\n[params]\n", &format!("\n{PARAMS_RECORDED}\n[params]\n"), 1)
     }
 }
 
@@ -401,6 +403,10 @@ fn load_located(source: &ScenarioSource, overrides: &[String]) -> Result<Scenari
         format!("{place}: {error}")
     })
 }
+
+/// Above a resolved scenario's `[params]`.
+const PARAMS_RECORDED: &str =
+    "# The values the parameters had, substituted below already: to change one, change what it became.";
 
 fn resolve(
     tree: &mut toml::Table,

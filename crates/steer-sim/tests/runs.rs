@@ -450,6 +450,9 @@ fn a_parameter_is_set_by_its_name_or_as_the_resolved_scenario_lists_it() {
     assert_eq!(load_error(text, &["unused=2"]), format!("--set unused: {unused}"));
     assert_eq!(load_error(text, &["params.unused=2"]), format!("--set params.unused: {unused}"));
     let resolved = loaded(text, &[]).to_toml();
+    let recorded = "\n# The values the parameters had, substituted below already: to change one, change what it \
+                    became.\n[params]\nunused = 1\nus = 250.0\n";
+    assert!(resolved.contains(recorded), "{resolved}");
     assert_eq!(loaded(&resolved, &[]).sim.measure_us, 250.0);
     assert_eq!(load_error(&resolved, &["us=80"]), format!("--set us: {}", unused.replace("`unused`", "`us`")));
 }
