@@ -20,7 +20,8 @@ checks (docs/fuzzing.md), an arithmetic overflow in the core becomes a reported 
 and run: a key or a whole table dropped, an entry of a list of tables (a device, a queue, a
 workload) repeated or the list emptied, a `kind` changed to another registered name (of any
 registry) or none, a parameter of another kind added, an unknown key added, or a key that names
-something (a CPU, a device, a queue, a node) pointed elsewhere.
+something (a CPU, a device, a queue, a node) pointed elsewhere, or any key set to an odd value as
+above (after another edit, a value of a repeated device or workload).
 """
 
 import argparse
@@ -134,7 +135,7 @@ def edit(rng: random.Random, document: dict, kinds: dict[str, dict[str, list[tup
     kinded = [(path, table) for path, table in all_tables if "kind" in table]
     referring = [(path, table, key) for path, table in all_tables for key in table if key in REFERENCES]
     choices = ["drop", "unknown"] + ["repeat", "empty"] * bool(lists) + ["kind", "foreign"] * bool(kinded)
-    choices += ["refer"] * bool(referring)
+    choices += ["refer"] * bool(referring) + ["value"]
     action = rng.choice(choices)
     if action == "drop":
         path, table = rng.choice(with_keys)
@@ -147,8 +148,16 @@ def edit(rng: random.Random, document: dict, kinds: dict[str, dict[str, list[tup
         return f"add {path or '(top)'}.nonesuch"
     if action == "repeat":
         path, items = rng.choice(lists)
-        items.append(copy.deepcopy(rng.choice(items)))
-        return f"repeat an entry of {path}"
+        entry = copy.deepcopy(rng.choice(items))
+        # Half the time a repeated device gets a name of its own and a workload a CPU of its own, so
+        # that two of them get past the checks that refuse the same name or CPU twice.
+        renamed = rng.choice([False, True])
+        if renamed and isinstance(entry.get("name"), str):
+            entry["name"] += str(len(items))
+        if renamed and isinstance(entry.get("cpu"), int):
+            entry["cpu"] += len(items)
+        items.append(entry)
+        return f"repeat an entry of {path}{' (renamed)' if renamed else ''}"
     if action == "empty":
         path, items = rng.choice(lists)
         items.clear()
@@ -170,6 +179,17 @@ def edit(rng: random.Random, document: dict, kinds: dict[str, dict[str, list[tup
         key = key.split(".")[0]
         table[key] = tomllib.loads(f"v = {default}")["v"] if default != "none" else 1
         return f"{path}.{key} = {default} (of {registry} {kind})"
+    if action == "value":
+        found: dict[str, object] = {}
+        leaves("", document, found)
+        path = rng.choice(sorted(found))
+        value = odd_value(rng, path, found[path])
+        *parents, last = path.split(".")
+        parent = document
+        for part in parents:
+            parent = parent[int(part)] if isinstance(parent, list) else parent[part]
+        parent[last] = tomllib.loads(f"v = {value}")["v"]
+        return f"{path} = {value}"
     path, table, key = rng.choice(referring)
     value = rng.choice(REFERENCE_VALUES)
     table[key] = json.loads(value) if isinstance(value, str) else value

@@ -109,6 +109,9 @@ class Scripted:
     def choice(self, options):
         return options[self.picks.pop(0)]
 
+    def random(self):
+        return 0.9  # an odd value of any type, not a neighbour
+
 
 DOCUMENT = {
     "sim": {"measure_us": 5.0},
@@ -132,18 +135,30 @@ def test_tables_and_lists_of_tables_are_found_at_every_depth():
 @pytest.mark.parametrize(
     ("picks", "described", "changed"),
     [
-        # The actions in order: drop, unknown, repeat, empty, kind, foreign, refer.
+        # The actions in order: drop, unknown, repeat, empty, kind, foreign, refer, value.
         ((0, 1, 0), "drop sim.measure_us", lambda d: d["sim"].clear()),
         ((0, 0, 0), "drop devices", lambda d: d.pop("devices")),
         ((1, 4), "add workloads.0.nonesuch", lambda d: d["workloads"][0].update(nonesuch=1)),
         ((1, 0), "add (top).nonesuch", lambda d: d.update(nonesuch=1)),
-        ((2, 2, 0), "repeat an entry of devices.0.queues", lambda d: d["devices"][0]["queues"].append({"count": 1})),
+        ((2, 2, 0, 0), "repeat an entry of devices.0.queues", lambda d: d["devices"][0]["queues"].append({"count": 1})),
+        (
+            (2, 0, 0, 1),
+            "repeat an entry of devices (renamed)",
+            lambda d: d["devices"].append({**copy.deepcopy(d["devices"][0]), "name": "nic01"}),
+        ),
+        (
+            (2, 1, 0, 1),
+            "repeat an entry of workloads (renamed)",
+            lambda d: d["workloads"].append({"kind": "rx_loop", "cpu": 1}),
+        ),
         ((3, 1), "empty workloads", lambda d: d["workloads"].clear()),
         ((4, 1, 1), 'workloads.0.kind = "stream"', lambda d: d["workloads"][0].update(kind="stream")),
         ((4, 0, 3), 'devices.0.kind = "nonesuch"', lambda d: d["devices"][0].update(kind="nonesuch")),
         ((5, 0, 0), "devices.0.link_gbps = 100.0 (of device nic)", lambda d: d["devices"][0].update(link_gbps=100.0)),
         ((6, 0, 6), "devices.0.queues.0.count = 63", lambda d: d["devices"][0]["queues"][0].update(count=63)),
         ((6, 1, 15), 'workloads.0.cpu = "nic1"', lambda d: d["workloads"][0].update(cpu="nic1")),
+        ((7, 2, 2), "devices.0.queues.0.count = 1e30", lambda d: d["devices"][0]["queues"][0].update(count=1e30)),
+        ((7, 3, 16), "sim.measure_us = [1e30]", lambda d: d["sim"].update(measure_us=[1e30])),
     ],
 )
 def test_each_structural_edit_changes_the_shape_as_it_says(picks, described, changed):
