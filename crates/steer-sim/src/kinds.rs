@@ -47,7 +47,7 @@ pub fn deserialize_at<T: DeserializeOwned>(value: toml::Value, base: &str) -> Co
             .collect::<Vec<_>>()
             .join(".");
         let mut path = join_key(base, &inner);
-        let message = in_toml_words(&e.inner().message().to_string());
+        let message = in_toml_words(e.inner().message());
         // serde reports an unknown key at its parent; name the key itself.
         if let Some(field) = message.strip_prefix("unknown field `").and_then(|m| m.split('`').next()) {
             if !path.ends_with(field) {
