@@ -441,7 +441,7 @@ fn resolve(
                 set_parameter(tree, &mut params, name, &key, value, overridden)?;
             }
             Some(_) => return Err(not_a_parameter(&params, &key)),
-            None => set_path(tree, &key, value)?,
+            None => set_path(tree, &key, platform_shorthand(&key, value))?,
         }
     }
     substitute_table(tree, &params, "")?;
@@ -632,18 +632,43 @@ fn substitute(value: &mut toml::Value, params: &toml::Table, path: &str) -> Conf
     Ok(())
 }
 
+/// `platform = "NAME"` is short for `platform = { preset = "NAME" }`: the preset alone, in place of
+/// any platform table before it (a resolved scenario's is complete, so a preset under it would
+/// change nothing).
+fn platform_shorthand(key: &str, value: toml::Value) -> toml::Value {
+    match value {
+        toml::Value::String(name) if key == "platform" => {
+            toml::Value::Table(toml::Table::from_iter([("preset".to_string(), toml::Value::String(name))]))
+        }
+        value => value,
+    }
+}
+
 /// `platform.preset = NAME` starts from the preset's table; the other keys override it.
 fn merge_platform_preset(tree: &mut toml::Table) -> ConfigResult<()> {
+    if let Some(platform) = tree.get_mut("platform") {
+        *platform = platform_shorthand("platform", std::mem::replace(platform, toml::Value::Boolean(false)));
+    }
     let Some(toml::Value::Table(user)) = tree.get_mut("platform") else {
         if tree.contains_key("platform") {
-            return Err(ConfigError::new("platform", "must be a table"));
+            return Err(ConfigError::new("platform", "must be a table or the name of a preset"));
         }
         return Ok(());
     };
     let Some(preset) = user.remove("preset") else { return Ok(()) };
     let name = preset.as_str().ok_or_else(|| ConfigError::new("platform.preset", "must be a string"))?;
     let mut base = platform::preset_table(name)?;
-    deep_merge(&mut base, std::mem::take(user));
+    let given = std::mem::take(user);
+    deep_merge(&mut base, given.clone());
+    if base == given {
+        return Err(ConfigError::new(
+            "platform.preset",
+            format!(
+                "every value of preset `{name}` is given beside it, so it would change nothing (a resolved \
+                 scenario's platform is complete): set platform = \"{name}\" to start from the preset alone"
+            ),
+        ));
+    }
     *user = base;
     Ok(())
 }

@@ -458,6 +458,31 @@ fn a_parameter_is_set_by_its_name_or_as_the_resolved_scenario_lists_it() {
 }
 
 #[test]
+fn a_platform_is_a_table_or_the_name_of_a_preset_alone() {
+    let power5 = loaded(MINIMAL, &["platform=power5"]);
+    assert_eq!((power5.platform.name.as_str(), power5.platform.l2.line_bytes), ("power5", 128));
+    // Later keys override the preset it names; earlier ones went with the table it replaced.
+    let changed = loaded(MINIMAL, &["platform.l2.ways=4", "platform=power5", "platform.l3.ways=6"]);
+    assert_eq!((changed.platform.l2.ways, changed.platform.l3.ways), (10, 6));
+    let file = MINIMAL.replace("[platform]\npreset = \"turin-9655\"", "platform = \"power5\"");
+    assert_eq!(loaded(&file, &[]).platform.name, "power5");
+    assert_eq!(load_error(MINIMAL, &["platform=5"]), "--set platform: must be a table or the name of a preset");
+    assert_eq!(
+        load_error(MINIMAL, &["platform=nonesuch"]).split(" (known:").next().unwrap(),
+        "--set platform: platform.preset: unknown preset `nonesuch`"
+    );
+    // A resolved scenario's platform is complete: a preset beside it would change nothing.
+    let resolved = loaded(MINIMAL, &[]).to_toml();
+    assert_eq!(loaded(&resolved, &["platform=power5"]).platform.name, "power5");
+    assert_eq!(
+        load_error(&resolved, &["platform.preset=power5"]),
+        "--set platform.preset: every value of preset `power5` is given beside it, so it would \
+         change nothing (a resolved scenario's platform is complete): set platform = \"power5\" to start from the \
+         preset alone"
+    );
+}
+
+#[test]
 fn parameters_inside_longer_strings_substitute_as_text() {
     let text = "description = \"${name}: ${us} us, ${q} queues, ${name}\"\n\
                 [params]\nus = 250.0\nname = \"rx\"\nq = 2\n[[workloads]]\nkind = \"stream\"\n";
