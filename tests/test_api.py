@@ -67,6 +67,9 @@ def test_views_read_the_declared_schema_and_name_what_is_missing(result):
         result.devices["nic0"]["bogus"]
     with pytest.raises(KeyError, match="no such key"):
         result.unit("dram.bogus")
+    with pytest.raises(KeyError, match=r"^'dramm: not in this result \(here: scenario, platform, "):
+        result["dramm"]
+    assert result.get("dramm") is None and "dramm" not in result  # the dict's other reads are as they were
     assert result.stalls == []
 
 

@@ -132,6 +132,9 @@ class Result(dict):
         # Results cross process boundaries (sweeps): rebuild from the data and the scenario.
         return (Result, (dict(self), self.resolved))
 
+    def __missing__(self, key: str) -> Any:
+        raise KeyError(View(self, "")._missing(key))
+
     def __getattr__(self, key: str) -> Any:
         if key.startswith("_") or key not in self:
             raise AttributeError(View(self, "")._missing(key) if not key.startswith("_") else key)
