@@ -419,6 +419,10 @@ fn resolve(
         Some(toml::Value::Table(table)) => table,
         Some(_) => return Err(ConfigError::new("params", "must be a table of name = value")),
     };
+    // A file's `platform = "NAME"` as the table it stands for, before the overrides change keys of it.
+    if let Some(platform) = tree.get_mut("platform") {
+        *platform = platform_shorthand("platform", std::mem::replace(platform, toml::Value::Boolean(false)));
+    }
     for assignment in overrides {
         let Some((key, text)) = assignment.split_once('=').filter(|(key, _)| !key.trim().is_empty()) else {
             overridden.push((assignment.clone(), assignment.clone()));
@@ -646,9 +650,6 @@ fn platform_shorthand(key: &str, value: toml::Value) -> toml::Value {
 
 /// `platform.preset = NAME` starts from the preset's table; the other keys override it.
 fn merge_platform_preset(tree: &mut toml::Table) -> ConfigResult<()> {
-    if let Some(platform) = tree.get_mut("platform") {
-        *platform = platform_shorthand("platform", std::mem::replace(platform, toml::Value::Boolean(false)));
-    }
     let Some(toml::Value::Table(user)) = tree.get_mut("platform") else {
         if tree.contains_key("platform") {
             return Err(ConfigError::new("platform", "must be a table or the name of a preset"));

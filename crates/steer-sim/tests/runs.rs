@@ -466,6 +466,9 @@ fn a_platform_is_a_table_or_the_name_of_a_preset_alone() {
     assert_eq!((changed.platform.l2.ways, changed.platform.l3.ways), (10, 6));
     let file = MINIMAL.replace("[platform]\npreset = \"turin-9655\"", "platform = \"power5\"");
     assert_eq!(loaded(&file, &[]).platform.name, "power5");
+    assert_eq!(loaded(&file, &["platform.l3.ways=6"]).platform.l3.ways, 6);
+    let named = file.replace("platform = \"power5\"", "platform = \"${machine}\"\n[params]\nmachine = \"power5\"");
+    assert_eq!(loaded(&named, &["machine=turin-9845"]).platform.name, "turin-9845");
     assert_eq!(load_error(MINIMAL, &["platform=5"]), "--set platform: must be a table or the name of a preset");
     assert_eq!(
         load_error(MINIMAL, &["platform=nonesuch"]).split(" (known:").next().unwrap(),
