@@ -118,7 +118,7 @@ DOCUMENT = {
     "devices": [{"kind": "nic", "name": "nic0", "queues": [{"count": 1}]}],
     "workloads": [{"kind": "rx_loop", "cpu": 0}],
 }
-KINDS = {"device": {"nic": [("link_gbps", "100.0")]}, "workload": {"stream": [("cpu", "0")]}}
+KINDS = {"device": {"nic": [("link_gbps", "100.0"), ("placement.cpu", "none")]}, "workload": {"stream": [("cpu", "0")]}}
 
 
 def test_tables_and_lists_of_tables_are_found_at_every_depth():
@@ -155,6 +155,8 @@ def test_tables_and_lists_of_tables_are_found_at_every_depth():
         ((4, 1, 1), 'workloads.0.kind = "stream"', lambda d: d["workloads"][0].update(kind="stream")),
         ((4, 0, 3), 'devices.0.kind = "nonesuch"', lambda d: d["devices"][0].update(kind="nonesuch")),
         ((5, 0, 0), "devices.0.link_gbps = 100.0 (of device nic)", lambda d: d["devices"][0].update(link_gbps=100.0)),
+        # A parameter with no default (an optional one) is given 1; a dotted one is set at its first part.
+        ((5, 1, 1), "workloads.0.placement = none (of device nic)", lambda d: d["workloads"][0].update(placement=1)),
         ((6, 0, 6), "devices.0.queues.0.count = 63", lambda d: d["devices"][0]["queues"][0].update(count=63)),
         ((6, 1, 15), 'workloads.0.cpu = "nic1"', lambda d: d["workloads"][0].update(cpu="nic1")),
         ((7, 2, 2), "devices.0.queues.0.count = 1e30", lambda d: d["devices"][0]["queues"][0].update(count=1e30)),
