@@ -423,7 +423,12 @@ fn resolve(
     if let Some(platform) = tree.get_mut("platform") {
         *platform = platform_shorthand("platform", std::mem::replace(platform, toml::Value::Boolean(false)));
     }
-    for assignment in overrides {
+    // An override of the whole platform goes first, wherever it stands (in a sweep's or a fit's
+    // file, the order is the file's): the platform's keys set beside it change the one it names.
+    let whole_platform =
+        |assignment: &&String| assignment.split_once('=').is_some_and(|(key, _)| key.trim() == "platform");
+    let (whole, keys): (Vec<&String>, Vec<&String>) = overrides.iter().partition(whole_platform);
+    for assignment in whole.into_iter().chain(keys) {
         let Some((key, text)) = assignment.split_once('=').filter(|(key, _)| !key.trim().is_empty()) else {
             overridden.push((assignment.clone(), assignment.clone()));
             return Err(ConfigError::new(assignment, "expected KEY=VALUE"));

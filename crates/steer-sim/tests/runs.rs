@@ -461,9 +461,10 @@ fn a_parameter_is_set_by_its_name_or_as_the_resolved_scenario_lists_it() {
 fn a_platform_is_a_table_or_the_name_of_a_preset_alone() {
     let power5 = loaded(MINIMAL, &["platform=power5"]);
     assert_eq!((power5.platform.name.as_str(), power5.platform.l2.line_bytes), ("power5", 128));
-    // Later keys override the preset it names; earlier ones went with the table it replaced.
+    // Keys set beside it override the preset it names, before it or after (a sweep's order is its file's).
     let changed = loaded(MINIMAL, &["platform.l2.ways=4", "platform=power5", "platform.l3.ways=6"]);
-    assert_eq!((changed.platform.l2.ways, changed.platform.l3.ways), (10, 6));
+    assert_eq!((changed.platform.name.as_str(), changed.platform.l2.ways, changed.platform.l3.ways), ("power5", 4, 6));
+    assert_eq!(loaded(MINIMAL, &["platform=power5", "platform=turin-9845"]).platform.name, "turin-9845");
     let file = MINIMAL.replace("[platform]\npreset = \"turin-9655\"", "platform = \"power5\"");
     assert_eq!(loaded(&file, &[]).platform.name, "power5");
     assert_eq!(loaded(&file, &["platform.l3.ways=6"]).platform.l3.ways, 6);
