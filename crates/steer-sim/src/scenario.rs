@@ -423,12 +423,12 @@ fn resolve(
     if let Some(platform) = tree.get_mut("platform") {
         *platform = platform_shorthand("platform", std::mem::replace(platform, toml::Value::Boolean(false)));
     }
-    // An override of the whole platform goes first, wherever it stands (in a sweep's or a fit's
-    // file, the order is the file's): the platform's keys set beside it change the one it names.
-    let whole_platform =
-        |assignment: &&String| assignment.split_once('=').is_some_and(|(key, _)| key.trim() == "platform");
-    let (whole, keys): (Vec<&String>, Vec<&String>) = overrides.iter().partition(whole_platform);
-    for assignment in whole.into_iter().chain(keys) {
+    // An override of a table applies before those of keys inside it, wherever it stands (in a
+    // sweep's or a fit's file the order is the file's): `platform=NAME` then names the preset that
+    // `platform.l2.ways=8` changes. Otherwise overrides apply in their order; the last of a key wins.
+    let mut ordered: Vec<&String> = overrides.iter().collect();
+    ordered.sort_by_key(|assignment| assignment.split_once('=').map_or(0, |(key, _)| key.matches('.').count()));
+    for assignment in ordered {
         let Some((key, text)) = assignment.split_once('=').filter(|(key, _)| !key.trim().is_empty()) else {
             overridden.push((assignment.clone(), assignment.clone()));
             return Err(ConfigError::new(assignment, "expected KEY=VALUE"));

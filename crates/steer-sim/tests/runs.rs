@@ -465,6 +465,15 @@ fn a_platform_is_a_table_or_the_name_of_a_preset_alone() {
     let changed = loaded(MINIMAL, &["platform.l2.ways=4", "platform=power5", "platform.l3.ways=6"]);
     assert_eq!((changed.platform.name.as_str(), changed.platform.l2.ways, changed.platform.l3.ways), ("power5", 4, 6));
     assert_eq!(loaded(MINIMAL, &["platform=power5", "platform=turin-9845"]).platform.name, "turin-9845");
+    // So does any table: its keys set beside it, in either order, change the table it gives.
+    let placement = ["devices.0.placement.level=\"l3\"", "devices.0.placement={ policy = \"inject\" }"];
+    for order in [placement, [placement[1], placement[0]]] {
+        let scenario = loaded(MINIMAL, &order);
+        assert_eq!(
+            scenario.devices[0].spec.to_table()["placement"].to_string(),
+            "{ level = \"l3\", policy = \"inject\" }"
+        );
+    }
     let file = MINIMAL.replace("[platform]\npreset = \"turin-9655\"", "platform = \"power5\"");
     assert_eq!(loaded(&file, &[]).platform.name, "power5");
     assert_eq!(loaded(&file, &["platform.l3.ways=6"]).platform.l3.ways, 6);
