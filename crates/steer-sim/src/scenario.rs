@@ -427,7 +427,9 @@ fn resolve(
     // sweep's or a fit's file the order is the file's): `platform=NAME` then names the preset that
     // `platform.l2.ways=8` changes. Otherwise overrides apply in their order; the last of a key wins.
     let mut ordered: Vec<&String> = overrides.iter().collect();
-    ordered.sort_by_key(|assignment| assignment.split_once('=').map_or(0, |(key, _)| key.matches('.').count()));
+    // (`params.NAME` is a parameter, as `NAME` is: no deeper.)
+    let depth = |key: &str| key.trim().trim_start_matches("params.").matches('.').count();
+    ordered.sort_by_key(|assignment| assignment.split_once('=').map_or(0, |(key, _)| depth(key)));
     for assignment in ordered {
         let Some((key, text)) = assignment.split_once('=').filter(|(key, _)| !key.trim().is_empty()) else {
             overridden.push((assignment.clone(), assignment.clone()));

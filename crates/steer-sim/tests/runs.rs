@@ -436,6 +436,9 @@ fn parameters_substitute_with_their_types() {
 fn a_parameter_is_set_by_its_name_or_as_the_resolved_scenario_lists_it() {
     let text = "[params]\nus = 250.0\nunused = 1\n[sim]\nmeasure_us = \"${us}\"\n[[workloads]]\nkind = \"stream\"\n";
     assert_eq!(loaded(text, &["params.us=75.5"]).sim.measure_us, 75.5);
+    // Its two spellings are one key: the last given wins.
+    assert_eq!(loaded(text, &["params.us=75.5", "us=80"]).sim.measure_us, 80.0);
+    assert_eq!(loaded(text, &["us=80", "params.us=75.5"]).sim.measure_us, 75.5);
     assert_eq!(
         load_error(text, &["params.u=1"]),
         "--set params.u: not a parameter (declared: unused, us); other keys are set by their path, e.g. sim.measure_us"
