@@ -76,7 +76,17 @@ REFERENCES = (
     "dst_node",
     "count",
 )
-REFERENCE_VALUES = [0, 1, 2, 3, 7, 8, 63, 64, 95, 96, 191, 192, 1000, -1, '"nic0"', '"nic1"', '"dsa"', '"dsa0"', '""']
+REFERENCE_VALUES = ["0", "1", "2", "3", "7", "8", "63", "64", "95", "96", "191", "192", "1000", "-1"]
+REFERENCE_VALUES += ['"nic0"', '"nic1"', '"dsa"', '"dsa0"', '""']
+
+
+def is_list_of_tables(value: object) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(item, dict) for item in value)
+
+
+def literal(text: str) -> object:
+    """The value a TOML literal stands for."""
+    return tomllib.loads(f"v = {text}")["v"]
 
 
 def leaves(prefix: str, value: object, out: dict[str, object]) -> None:
@@ -84,7 +94,7 @@ def leaves(prefix: str, value: object, out: dict[str, object]) -> None:
     if isinstance(value, dict):
         for key, inner in value.items():
             leaves(f"{prefix}.{key}" if prefix else key, inner, out)
-    elif isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+    elif is_list_of_tables(value):
         for index, item in enumerate(value):
             leaves(f"{prefix}.{index}", item, out)
     else:
@@ -123,7 +133,7 @@ def lists_of_tables(document: dict) -> list[tuple[str, list]]:
         (f"{path}.{key}" if path else key, value)
         for path, table in tables(document)
         for key, value in table.items()
-        if isinstance(value, list) and value and all(isinstance(item, dict) for item in value)
+        if is_list_of_tables(value)
     ]
 
 
@@ -177,7 +187,7 @@ def edit(rng: random.Random, document: dict, kinds: dict[str, dict[str, list[tup
             ]
         )
         key = key.split(".")[0]
-        table[key] = tomllib.loads(f"v = {default}")["v"] if default != "none" else 1
+        table[key] = literal(default) if default != "none" else 1
         return f"{path}.{key} = {default} (of {registry} {kind})"
     if action == "value":
         found: dict[str, object] = {}
@@ -188,11 +198,11 @@ def edit(rng: random.Random, document: dict, kinds: dict[str, dict[str, list[tup
         parent = document
         for part in parents:
             parent = parent[int(part)] if isinstance(parent, list) else parent[part]
-        parent[last] = tomllib.loads(f"v = {value}")["v"]
+        parent[last] = literal(value)
         return f"{path} = {value}"
     path, table, key = rng.choice(referring)
     value = rng.choice(REFERENCE_VALUES)
-    table[key] = json.loads(value) if isinstance(value, str) else value
+    table[key] = literal(value)
     return f"{path}.{key} = {value}"
 
 
