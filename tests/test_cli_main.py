@@ -723,3 +723,27 @@ def test_reproduce_sensitivity_shows_each_stage_and_prints_or_writes_the_table(m
     assert main(["reproduce", "--sensitivity", "--only", "seed004/*", "--json", "s.json"]) == 0
     assert (tmp_path / "s.json").read_text() == table
     assert capsys.readouterr().out.splitlines()[-1].startswith("moves: ")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "rx-default", "--json", "out/"],
+        ["doctor", "--capture", "out/."],
+        ["calibrate", "--out", "out/"],
+        ["calibrate", "--plot", "out/.."],
+        ["fit", "f.toml", "-o", "out/"],
+        ["plot", "r", "--kind", "dram", "-o", "out/"],
+        ["report", "r", "-o", "out/"],
+        ["export", "r", "-o", "out/"],
+    ],
+)
+def test_a_file_to_write_spelled_as_a_directory_is_refused_before_anything_runs(argv, tmp_path, capsys, monkeypatch):
+    """`out/` would otherwise be written as a file named `out`."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.endswith(f": {argv[-1]}: a directory, not a file name (see steer {argv[0]} -h)"), last
+    assert list(tmp_path.iterdir()) == []

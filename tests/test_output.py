@@ -118,7 +118,7 @@ def test_json_goes_to_stdout_or_a_file(tmp_path, capsys):
         "error: argument --json: empty file name (give a file, or no value to print to stdout)\n"
     )
     # A name that can only be a directory is refused before anything runs (`-` is stdout).
-    for directory in (".", "/", "..", "out/.."):
+    for directory in (".", "/", "..", "out/..", "out/", "out/."):
         with pytest.raises(SystemExit):
             parser.parse_args(["--json", directory])
         assert capsys.readouterr().err.endswith(f"error: argument --json: {directory}: a directory, not a file name\n")

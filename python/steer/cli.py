@@ -657,7 +657,9 @@ def parser() -> argparse.ArgumentParser:
         doc,
         "checks {area, name, verdict, evidence, fix} as JSON",
     )
-    doc.add_argument("--capture", metavar="FILE.tar.gz", help="save exactly the files the checks read")
+    doc.add_argument(
+        "--capture", type=output.file_name, metavar="FILE.tar.gz", help="save exactly the files the checks read"
+    )
     doc.set_defaults(handler=cmd_doctor)
 
     add_host_commands(commands)

@@ -98,7 +98,7 @@ def add_measuring_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpus", metavar="LIST", help="CPUs to measure on (default: all this process may use)")
     p.add_argument("--max-bytes", metavar="SIZE", help="largest working set (e.g. 256MiB; default from the LLC size)")
     p.add_argument("--min-ms", type=float, metavar="MS", help="least time each timing lasts")
-    p.add_argument("--plot", metavar="FILE.png", help="draw the figures into FILE.png")
+    p.add_argument("--plot", type=output.file_name, metavar="FILE.png", help="draw the figures into FILE.png")
     output.add_json_option(
         p,
         "machine-readable output (to FILE or stdout)",
@@ -113,7 +113,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     size = cal.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="fewer sizes and shorter timings (about a minute)")
     size.add_argument("--full", action="store_true", help="more sizes, longer timings, up to 8x the LLC")
-    cal.add_argument("--out", metavar="FILE", help="where to write the calibration (default: the host preset's)")
+    cal.add_argument(
+        "--out",
+        type=output.file_name,
+        metavar="FILE",
+        help="where to write the calibration (default: the host preset's)",
+    )
     add_measuring_options(cal)
     cal.set_defaults(handler=cmd_calibrate)
 

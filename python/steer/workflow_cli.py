@@ -202,7 +202,13 @@ def add_commands(commands, with_set: Callable[[argparse.ArgumentParser], None]) 
     )
     fit.add_argument("fit_file", help="fit file (.toml): [parameters] and [[rows]] (docs/fit.md)")
     fit.add_argument("-r", "--results", metavar="DIR", help="results directory (default results/fit-NAME)")
-    fit.add_argument("-o", "--output", metavar="FILE", help="the best values as TOML (default RESULTS/best.toml)")
+    fit.add_argument(
+        "-o",
+        "--output",
+        type=output.file_name,
+        metavar="FILE",
+        help="the best values as TOML (default RESULTS/best.toml)",
+    )
     add_executor_options(fit, "points")
     output.add_json_option(fit, "best point, rows {row, role, measured, simulated, error, tolerance, within}, costs")
     fit.add_argument("--quiet", action="store_true", help="no progress display")
@@ -218,7 +224,11 @@ def add_commands(commands, with_set: Callable[[argparse.ArgumentParser], None]) 
         "role; latency: latency CDFs; metric: --y against the swept --x, a line per placement",
     )
     plot.add_argument(
-        "-o", "--output", metavar="FILE", help="image file, .png or .svg (default RESULTS/plots/KIND.png)"
+        "-o",
+        "--output",
+        type=output.file_name,
+        metavar="FILE",
+        help="image file, .png or .svg (default RESULTS/plots/KIND.png)",
     )
     plot.add_argument("--x", metavar="PARAM", help="metric: swept parameter on the x axis")
     plot.add_argument(
@@ -241,11 +251,15 @@ def add_commands(commands, with_set: Callable[[argparse.ArgumentParser], None]) 
 
     report = commands.add_parser("report", help="one self-contained HTML page of a sweep's tables and figures")
     report.add_argument("results", help="results directory of a sweep")
-    report.add_argument("-o", "--output", metavar="FILE", help="HTML file (default RESULTS/report.html)")
+    report.add_argument(
+        "-o", "--output", type=output.file_name, metavar="FILE", help="HTML file (default RESULTS/report.html)"
+    )
     report.add_argument("--title", help="page title (default: the sweep's name)")
     report.set_defaults(handler=cmd_report)
 
     export = commands.add_parser("export", help="every run of a results directory as one Parquet or CSV table")
     export.add_argument("results", help="results directory of a sweep")
-    export.add_argument("-o", "--output", required=True, metavar="FILE", help="output file, .parquet or .csv")
+    export.add_argument(
+        "-o", "--output", required=True, type=output.file_name, metavar="FILE", help="output file, .parquet or .csv"
+    )
     export.set_defaults(handler=cmd_export)
