@@ -189,6 +189,7 @@ def test_bad_sweep_files_are_one_line_with_exit_code_2(tmp_path, capsys, body, e
         ({"scenario": 3}, "sweep: scenario: expected a string (got an integer)"),
         ({"scenario": "rx-default", "description": 1.5}, "sweep: description: expected a string (got a float)"),
         ({"scenario": "rx-default", "set": [1]}, "sweep: set: expected a table (got a list)"),
+        ({"scenario": "rx-default", "description": {"a": 1}}, "sweep: description: expected a string (got a table)"),
         ({"scenario": "rx-default", "grid": "ring"}, "sweep: grid: expected a table of lists (got a string)"),
         (
             {"scenario": "rx-default", "grid": {"ring": True}},
