@@ -25,7 +25,6 @@ from steer.plot import (
     latency_cdf,
     latency_fields,
     metric,
-    placement_column,
     role_fills,
     run_label,
     short,
@@ -75,11 +74,11 @@ def figures(df) -> list[tuple[str, Any]]:
     if ok.empty:
         return []
     found = []
-    by = placement_column(ok, None)
+    # The placement runs are told apart by is never numeric, so it is never an axis.
     numeric = [
         c
         for c in varying_params(ok)
-        if c != by and ok[c].map(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)).all()
+        if ok[c].map(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)).all()
     ]
     # Parameters zipped together share one axis: the first of them.
     axes = []
@@ -91,16 +90,16 @@ def figures(df) -> list[tuple[str, Any]]:
         found.append(
             (
                 f"DRAM read and write bandwidth against {short(x)}",
-                metric(ok, y=["dram.read_gbps", "dram.write_gbps"], x=x, by=by),
+                metric(ok, y=["dram.read_gbps", "dram.write_gbps"], x=x),
             )
         )
         if devices:
-            found.append((f"Device receive throughput against {short(x)}", metric(ok, y=devices, x=x, by=by)))
+            found.append((f"Device receive throughput against {short(x)}", metric(ok, y=devices, x=x)))
     if len(ok) <= MAX_BARS:
-        found.append(("DRAM read and write bandwidth per run", dram_bars(ok, by=by)))
+        found.append(("DRAM read and write bandwidth per run", dram_bars(ok)))
         roles = sum(len(role_fills(row)) for _, row in ok.iterrows())
         if 0 < roles <= MAX_BARS:
-            found.append(("Where each core role's demand accesses were satisfied", fill_bars(ok, by=by)))
+            found.append(("Where each core role's demand accesses were satisfied", fill_bars(ok)))
     if latency_fields(ok, None):
         # Latency columns whose every value is empty give no figure.
         with contextlib.suppress(ScenarioError):
