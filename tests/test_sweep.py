@@ -765,6 +765,14 @@ def test_sweep_progress_prints_a_line_per_tenth_without_a_terminal(monkeypatch, 
         "steer sweep rx: 6/20 runs, 2 failed, 6.0 s, eta 14.0 s",  # 6/20 is 0.3: not 0.1 + 0.1 + 0.1
     ]
     assert len(lines) == 10 and lines[-1] == "steer sweep rx: 20/20 runs, 2 failed, 20.0 s, eta 0.0 s"
+    assert progress.bar.label == "steer sweep rx: 20/20 runs, 2 failed"  # what a terminal's bar shows
+    # Whole tenths: of 15 runs, the 3rd is the second tenth reached (2.0 counted in tenths), though
+    # it is less than a tenth after the 2nd (1.33).
+    uneven = sweeps.SweepProgress("sweep rx", 15, quiet=False)
+    for _ in range(15):
+        uneven({"status": "ok"})
+    printed = [int(line.split(": ")[1].split("/")[0]) for line in capsys.readouterr().err.splitlines()]
+    assert printed == [2, 3, 5, 6, 8, 9, 11, 12, 14, 15]
     # A step past several tenths prints once; quiet prints nothing.
     coarse = sweeps.SweepProgress("fit x", 1, quiet=False)
     coarse({"status": "ok"})
