@@ -815,10 +815,12 @@ def test_a_reused_results_directory_loads_the_last_sweep_unless_asked_for_every_
     assert len(Store(tmp_path).records()) == 1
 
 
-def test_one_point_is_one_run_and_steer_plot_needs_no_import(tmp_path, capsys):
+def test_one_point_is_one_run_its_progress_is_named_by_the_file_and_steer_plot_needs_no_import(tmp_path, capsys):
     path = write(tmp_path, "")
-    assert steer_main(["sweep", str(path), "-o", str(tmp_path / "out"), "--quiet"]) == 0
-    assert capsys.readouterr().out.startswith("1 run: 1 finished now, 0 already done, 0 failed")
+    assert steer_main(["sweep", str(path), "-o", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr()
+    assert printed.out.startswith("1 run: 1 finished now, 0 already done, 0 failed")
+    assert printed.err.startswith(f"steer sweep {path.stem}: 1/1 run, 0 failed, "), printed.err
     done = subprocess.run(
         [sys.executable, "-c", "import steer; print(steer.plot.__name__, 'plot' in dir(steer))"],
         capture_output=True,
