@@ -276,7 +276,7 @@ def role_fills(row, counters: str = "fills") -> dict[str, dict[str, float]]:
         weights = counts if counts and set(fractions) <= set(counts) else fractions
         totals = pooled.setdefault(role, {})
         for source in fractions:
-            totals[source] = totals.get(source, 0.0) + float(weights.get(source, 0.0))
+            totals[source] = totals.get(source, 0.0) + float(weights[source])  # weights cover every source (above)
     for role, totals in pooled.items():
         total = sum(totals.values())
         if total > 0:
