@@ -398,6 +398,7 @@ ring = [256, 0, 128]
     assert summary.skipped == 4 and len(summary.ran) == 2 and len(summary.failed) == 2
     summary = steer.run_sweep(path, out, workers=2, retry_failed=False, keep_going=True)
     assert summary.skipped == 6 and summary.ran == [] and len(summary.failed) == 2
+    assert all("ring_entries: must be at least 1" in error for error in summary.failed.values())
     assert no_partial_files(out)
 
 
@@ -632,6 +633,16 @@ def test_one_worker_or_one_task_runs_here_and_more_in_spawned_processes():
     sweeps.run_local(numbered_tasks(2), 2, records.append, where_run)
     assert len(records) == 2 and all(r["result"]["pid"] != os.getpid() for r in records)
     assert {r["result"]["start"] for r in records} == {"spawn"}
+
+
+def test_run_tasks_uses_the_workers_asked_for_else_every_core(tmp_path, monkeypatch):
+    asked = []
+    monkeypatch.setattr(sweeps, "run_local", lambda tasks, workers, on_record, work: asked.append(workers))
+    monkeypatch.setattr(sweeps.os, "cpu_count", lambda: 7)
+    for workers in (1, 3, None):
+        summary = sweeps.run_tasks(numbered_tasks(2), Store(tmp_path / f"{workers}"), {}, "t", workers=workers)
+        assert 0 <= summary.seconds < 60
+    assert asked == [1, 3, 7]
 
 
 def test_local_pool_matches_a_serial_run(tmp_path):
