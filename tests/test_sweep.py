@@ -636,13 +636,19 @@ def test_one_worker_or_one_task_runs_here_and_more_in_spawned_processes():
 
 
 def test_run_tasks_uses_the_workers_asked_for_else_every_core(tmp_path, monkeypatch):
-    asked = []
+    """...and checks the main script's guard only where worker processes would start."""
+    asked, guarded = [], []
     monkeypatch.setattr(sweeps, "run_local", lambda tasks, workers, on_record, work: asked.append(workers))
+    monkeypatch.setattr(sweeps, "check_main_guard", lambda: guarded.append(True))
     monkeypatch.setattr(sweeps.os, "cpu_count", lambda: 7)
-    for workers in (1, 3, None):
-        summary = sweeps.run_tasks(numbered_tasks(2), Store(tmp_path / f"{workers}"), {}, "t", workers=workers)
+    for count, workers, used, guard in ((2, 1, 1, False), (2, 3, 3, True), (2, None, 7, True), (1, 3, 3, False)):
+        asked.clear()
+        guarded.clear()
+        summary = sweeps.run_tasks(
+            numbered_tasks(count), Store(tmp_path / f"{count}-{workers}"), {}, "t", workers=workers
+        )
+        assert (asked, guarded) == ([used], [True] if guard else [])
         assert 0 <= summary.seconds < 60
-    assert asked == [1, 3, 7]
 
 
 def test_local_pool_matches_a_serial_run(tmp_path):
