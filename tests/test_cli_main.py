@@ -747,3 +747,12 @@ def test_a_file_to_write_spelled_as_a_directory_is_refused_before_anything_runs(
     last = capsys.readouterr().err.splitlines()[-1]
     assert last.endswith(f": {argv[-1]}: a directory, not a file name (see steer {argv[0]} -h)"), last
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_empty_file_name_to_write_is_refused(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["export", "r", "-o", " "])
+    assert stopped.value.code == 2
+    assert (
+        capsys.readouterr().err.splitlines()[-1].endswith("argument -o/--output: empty file name (see steer export -h)")
+    )
