@@ -74,7 +74,7 @@ def figures(df) -> list[tuple[str, Any]]:
     if ok.empty:
         return []
     found = []
-    # The placement runs are told apart by is never numeric, so it is never an axis.
+    # Placements, which the figures split runs by, are names, never numbers, so never an axis.
     numeric = [
         c
         for c in varying_params(ok)
