@@ -38,8 +38,14 @@ EOF
 chmod +x "$clone/run-tests"
 cd "$clone"
 export PYTHONPATH="$clone/python"
+status=0
 "$tools/bin/mutmut" run --paths-to-mutate "python/steer/$module.py" --runner "./run-tests $*" --no-progress \
-    >mutmut.log 2>&1 || true
+    >mutmut.log 2>&1 || status=$?
+if ((status & 1)); then # mutmut's fatal error, as when the tests fail unmutated
+    echo "$0: mutmut could not run; its log:" >&2
+    cat mutmut.log >&2
+    exit 1
+fi
 PATH="$tools/bin:$PATH" "$tools/bin/python" - <<'EOF'
 import sqlite3
 import subprocess
