@@ -139,11 +139,12 @@ class Progress:
             sys.stderr.flush()
 
 
-def file_name(value: str) -> str:
-    """An argparse type for a file to write: refuses an empty name and one spelled as a directory
-    (its last part empty, `.` or `..`, as in `out/`), which would otherwise be written as a file."""
+def file_name(value: str, empty: str = "empty file name") -> str:
+    """An argparse type for a file to write: refuses an empty name (saying ``empty``) and one
+    spelled as a directory (its last part empty, `.` or `..`, as in `out/`), which would otherwise
+    be written as a file."""
     if not value.strip():
-        raise argparse.ArgumentTypeError("empty file name")
+        raise argparse.ArgumentTypeError(empty)
     if value.rsplit("/", 1)[-1] in ("", ".", ".."):
         raise argparse.ArgumentTypeError(f"{value}: a directory, not a file name")
     return value
@@ -151,9 +152,7 @@ def file_name(value: str) -> str:
 
 def json_target(value: str) -> str:
     """An argparse type for ``--json [FILE]``: a file name, or ``-`` (the const) for stdout."""
-    if not value.strip():
-        raise argparse.ArgumentTypeError("empty file name (give a file, or no value to print to stdout)")
-    return file_name(value)
+    return file_name(value, "empty file name (give a file, or no value to print to stdout)")
 
 
 def add_json_option(parser: argparse.ArgumentParser, help: str) -> None:
