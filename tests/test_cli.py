@@ -416,3 +416,13 @@ def test_the_ddio_scripts_reject_bad_settings_before_any_point(script, argument,
     assert "Traceback" not in done.stderr
     assert expected in done.stderr.strip().splitlines()[-1]
     assert done.stdout == ""
+
+
+def test_the_profile_guided_build_s_training_script_runs():
+    """scripts/setup.sh trains its profile-guided build on this script; the tests run it since `.ci/run`
+    installs a plain build (the script reaches every built-in scenario, so a scenario renamed or
+    broken fails it)."""
+    path = Path(__file__).parent.parent / "scripts" / "pgo_train.py"
+    done = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
