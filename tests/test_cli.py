@@ -278,8 +278,10 @@ def test_reproduce_prints_published_beside_simulated(steer_cli, tmp_path):
     assert f"calibration: 0 of 0 within target; validation: {verdicts.count('within')} of 3 within" in table.stdout
     png = tmp_path / "reproduce.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
-    none = steer_cli("reproduce", "--only", "nothing-like-this")
-    assert none.returncode == 2 and "no row matches" in none.stderr
+    # A pattern naming an experiment runs only that one before it finds no row (one matching none
+    # at all runs every experiment first).
+    none = steer_cli("reproduce", "--only", "leon/nothing-like-this")
+    assert none.returncode == 2 and none.stderr == "steer: error: --only leon/nothing-like-this: no row matches\n"
 
 
 def test_reproduce_has_the_sdci_rows_of_seeds_000_and_002(steer_cli):
