@@ -121,20 +121,26 @@ def test_every_sdci_run_measures_a_whole_pass_over_every_ring():
         assert min(passes) >= 1, (key, passes)
 
 
-def test_each_experiment_plans_the_runs_it_makes_and_only_picks_experiments_by_its_head():
+def test_each_experiment_plans_its_runs_and_rows_and_only_runs_experiments_with_a_matching_row():
     stored = json.loads(RUNS.read_text())
+    assert list(reproduce.ROW_IDS) == list(reproduce.EXPERIMENTS)
     for name, experiment in reproduce.EXPERIMENTS.items():
         runner = StoredRunner(stored)
-        experiment(runner)
+        assert tuple(row.id for row in experiment(runner)) == reproduce.ROW_IDS[name], name
         assert reproduce.RUNS[name] == len(set(runner.asked)), name
     assert reproduce.planned_runs(None) == len(stored) == 98
     assert reproduce.planned_runs("leon/*time") == 16
     assert reproduce.planned_runs("seed00") == 4 + 28 + 8 + 42
-    # A first part that names no experiment (`4q`) runs them all and keeps the matching rows.
+    assert reproduce.planned_runs("dram") == 4 + 8
+    # A pattern that names no experiment (`4q`) runs those with a matching row, and keeps those rows.
     runner = StoredRunner(stored)
     rows = reproduce.reproduce("4q/dram-read", runner=runner)
     assert [r.id for r in rows] == [f"seed000/4q/dram-read-{x}" for x in ("sdci-off", "sdci-on", "change")]
-    assert len(set(runner.asked)) == 98
+    assert len(set(runner.asked)) == 4
+    # A pattern no row matches runs nothing.
+    runner = StoredRunner(stored)
+    assert (reproduce.reproduce("seed00/nothing", runner=runner), runner.asked) == ([], [])
+    assert reproduce.planned_runs("seed00/nothing") == 0
     runner = StoredRunner(stored)
     rows = reproduce.reproduce("leon/*time", runner=runner)
     assert [r.id for r in rows] == ["leon/prefetch-time", "leon/inject-l3-time", "leon/inject-l2-time"]

@@ -495,6 +495,40 @@ EXPERIMENTS: dict[str, Callable[[Runner], list[Row]]] = {
 }
 # Distinct runs each experiment asks for (progress counts them; a test keeps them true).
 RUNS = {"seed000": 4, "seed001": 28, "seed002": 8, "seed004": 42, "leon": 16}
+# The ids of each experiment's rows, in order, so that `--only` picks the experiments it needs
+# before any run (a test keeps them true).
+ROW_IDS: dict[str, tuple[str, ...]] = {
+    "seed000": tuple(
+        f"seed000/{setup}/{name}"
+        for setup in SEED000_SETUPS
+        for name in (
+            *(f"dram-{metric}-{x}" for metric in ("read", "write", "total") for x in ("sdci-off", "sdci-on", "change")),
+            *(
+                f"fills-{role}-{source}-sdci-{state}"
+                for state in SDCI
+                for role in SEED000_FILLS[setup][state]
+                for source, _ in FILL_SOURCES
+            ),
+        )
+    ),
+    "seed001": tuple(
+        f"seed001/{name}"
+        for name in (
+            *("dsa-ceiling", "methods-1mib", "batch-small", "threads-no-slower", "threads-1mib"),
+            *("threads-1mib-above-1gib", "brute-0-15", "brute-cross-above-intra"),
+            *(f"brute-minus-smart-{dst}" for dst in (8, 11, 12, 15)),
+            *("software-vs-dsa", "cpu-cross-slower"),
+        )
+    ),
+    "seed002": tuple(f"seed002/{setup}/dram-total-change" for setup in SEED002_SETUPS),
+    "seed004": tuple(
+        f"seed004/{name}" for name in ("eflatency-avg", "eflatency-256b", "onload-tcp-avg", "onload-udp-avg")
+    ),
+    "leon": tuple(
+        f"leon/{name}"
+        for name in ("prefetch-reads", "inject-l3-reads", "prefetch-time", "inject-l3-time", "inject-l2-time")
+    ),
+}
 
 
 def reproduce(
@@ -513,9 +547,8 @@ def reproduce(
 
 
 def experiments(only: str | None) -> list[str]:
-    """The experiments whose rows `only` may match: those its first part names, else all."""
-    head = (only or "").split("/")[0]
-    return [name for name in EXPERIMENTS if head and matches(name, head)] or list(EXPERIMENTS)
+    """The experiments with a row `only` matches (every one without `only`; none if no row does)."""
+    return [name for name, ids in ROW_IDS.items() if not only or any(matches(i, only) for i in ids)]
 
 
 def planned_runs(only: str | None) -> int:
