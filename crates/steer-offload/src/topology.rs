@@ -242,6 +242,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe parsing only, and Miri's slowest tests")]
     fn reads_compute_and_memory_only_nodes_from_sysfs() {
         let dir = std::env::temp_dir().join(format!("steer-offload-topo-{}", std::process::id()));
         xeon_max_tree(&dir);
@@ -260,6 +261,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe parsing only, and Miri's slowest tests")]
     fn cpulists_parse_and_malformed_ones_are_refused() {
         assert_eq!(parse_cpulist("0-2,8,10-11"), Some(vec![0, 1, 2, 8, 10, 11]));
         assert_eq!(parse_cpulist(""), Some(vec![]));
