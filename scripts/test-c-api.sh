@@ -4,7 +4,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build -q -p steer-offload --release
-cargo build -q -p steer-capi
+# The simulator's libraries as its tests build them (a plain build compiles the simulator again,
+# without the features the tests' dependencies add); cargo's messages say where they are.
+libs=$(cargo test -q -p steer-capi --no-run --message-format=json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "steer" and not m["profile"]["test"]:
+        print(*(f for f in m["filenames"] if f.endswith((".a", ".so"))))
+')
+read -r static shared <<< "$libs"
+[[ $static == *.a && $shared == *.so ]] || { echo "test-c-api: no libsteer.a and .so in cargo's messages: $libs" >&2; exit 1; }
+# The whole archive, as the README links it: each kind registers itself in its own module's object,
+# which a linker takes from an archive only when something else in that object is used.
+whole=(-Wl,--whole-archive "$static" -Wl,--no-whole-archive)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 inc=crates/steer-offload/include
@@ -14,11 +27,11 @@ c++ -std=c++17 -Wall -Wextra -Werror -I "$inc" crates/steer-offload/examples/c/s
 "$out/scan-c"
 "$out/scan-cpp"
 sim=(-std=c11 -Wall -Wextra -Werror -I crates/steer-capi/include crates/steer-capi/examples/c/placements.c)
-cc "${sim[@]}" target/debug/libsteer.a -lpthread -ldl -lm -o "$out/placements-static"
-cc "${sim[@]}" target/debug/libsteer.so -Wl,-rpath,"$PWD/target/debug" -o "$out/placements-shared"
+cc "${sim[@]}" "${whole[@]}" -lpthread -ldl -lm -o "$out/placements-static"
+cc "${sim[@]}" "$shared" -Wl,-rpath,"$(dirname "$shared")" -o "$out/placements-shared"
 # The header also compiles as C++ (the same example, built as C++).
 c++ -std=c++17 -Wall -Wextra -Werror -I crates/steer-capi/include -x c++ crates/steer-capi/examples/c/placements.c \
-    -x none target/debug/libsteer.a -lpthread -ldl -lm -o "$out/placements-cpp"
+    -x none "${whole[@]}" -lpthread -ldl -lm -o "$out/placements-cpp"
 "$out/placements-static"
 "$out/placements-shared"
 "$out/placements-cpp"
