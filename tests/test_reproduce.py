@@ -165,8 +165,8 @@ class FakeRunner(reproduce.Runner):
 
 # Per Leon configuration, memory reads (GB/s) and time per message (ns) at 4, 16, 64, 256 KiB.
 LEON_READS = {
-    "base": [0.0, 2.0, 4.0, 8.0],
-    "prefetch": [0.0, 2.0, 4.0, 6.0],
+    "base": [0.0, 0.5, 4.0, 8.0],
+    "prefetch": [0.0, 0.5, 4.0, 6.0],
     "inject-l3": [0.0, 1.0, 0.5, 0.4],
     "inject-l2": [0.0, 1.0, 0.5, 0.4],
 }
@@ -193,7 +193,8 @@ def test_leons_rows_take_the_best_saving_over_sizes_and_skip_sizes_that_read_not
     rows = {r.id: r.simulated for r in reproduce.leon_rows(runner)}
     assert rows == pytest.approx(
         {
-            # Prefetching reads as much as the base: 1, 1 and 0.75 where the base reads anything.
+            # Prefetching reads as much as the base: 1, 1 and 0.75 where the base reads anything
+            # (half a GB/s too).
             "leon/prefetch-reads": (1 + 1 + 0.75) / 3,
             "leon/inject-l3-reads": 95.0,  # 0.4 of 8 at 256 KiB
             "leon/prefetch-time": 25.0,  # 150 of 200 and 300 of 400
