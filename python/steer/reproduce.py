@@ -514,10 +514,17 @@ ROW_IDS: dict[str, tuple[str, ...]] = {
     "seed001": tuple(
         f"seed001/{name}"
         for name in (
-            *("dsa-ceiling", "methods-1mib", "batch-small", "threads-no-slower", "threads-1mib"),
-            *("threads-1mib-above-1gib", "brute-0-15", "brute-cross-above-intra"),
+            "dsa-ceiling",
+            "methods-1mib",
+            "batch-small",
+            "threads-no-slower",
+            "threads-1mib",
+            "threads-1mib-above-1gib",
+            "brute-0-15",
+            "brute-cross-above-intra",
             *(f"brute-minus-smart-{dst}" for dst in (8, 11, 12, 15)),
-            *("software-vs-dsa", "cpu-cross-slower"),
+            "software-vs-dsa",
+            "cpu-cross-slower",
         )
     ),
     "seed002": tuple(f"seed002/{setup}/dram-total-change" for setup in SEED002_SETUPS),
