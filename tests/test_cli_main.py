@@ -522,6 +522,14 @@ def test_trace_prints_each_level_and_memory(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["l1d"]["hits"] == 1
 
 
+def test_trace_names_a_file_it_cannot_open_or_read_in_one_line(tmp_path, capsys):
+    missing = tmp_path / "none.din"
+    assert main(["trace", str(missing)]) == 2
+    assert capsys.readouterr().err == f"steer: error: {missing}: cannot open: No such file or directory\n"
+    assert main(["trace", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"steer: error: {tmp_path}: cannot read: Is a directory\n"
+
+
 def test_tph_refuses_input_larger_than_any_dump_and_unreadable_files(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(cli, "TPH_INPUT_LIMIT", 8)
     large = tmp_path / "large"

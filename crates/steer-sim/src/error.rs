@@ -46,6 +46,16 @@ impl fmt::Display for Shown {
     }
 }
 
+/// An I/O error's reason as a message shows it, without the OS's code: "No such file or directory",
+/// not "No such file or directory (os error 2)".
+pub fn io_reason(error: &std::io::Error) -> String {
+    let message = error.to_string();
+    match message.rfind(" (os error ") {
+        Some(at) => message[..at].to_string(),
+        None => message,
+    }
+}
+
 /// Fails with `message` at `path` unless `ok`.
 pub fn ensure(ok: bool, path: &str, message: impl FnOnce() -> String) -> ConfigResult<()> {
     if ok {
@@ -101,5 +111,12 @@ mod tests {
         for (x, shown) in cases {
             assert_eq!(Shown(x).to_string(), shown);
         }
+    }
+
+    #[test]
+    fn an_io_reason_drops_the_os_code_and_keeps_a_message_without_one() {
+        assert_eq!(io_reason(&std::io::Error::from_raw_os_error(2)), "No such file or directory");
+        let custom = std::io::Error::other("disk on fire");
+        assert_eq!(io_reason(&custom), "disk on fire");
     }
 }

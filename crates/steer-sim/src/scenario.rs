@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::devices::{DeviceSpec, DEVICES};
-use crate::error::{ensure, ConfigError, ConfigResult, Error, Shown};
+use crate::error::{ensure, io_reason, ConfigError, ConfigResult, Error, Shown};
 use crate::kinds::{deserialize_at, Kind, SpecBase};
 use crate::params::{join_key, params, Describe, ParamDoc};
 use crate::platform::{self, MaskAgent, PlatformSpec};
@@ -739,7 +739,7 @@ pub fn find(name: &str) -> Result<FoundScenario, Error> {
     let path = std::path::Path::new(name);
     if path.exists() || name.ends_with(".toml") || name.contains('/') {
         let cannot = |reason: &str| Error::Input(format!("{name}: cannot read scenario: {reason}"));
-        let bytes = std::fs::read(path).map_err(|e| cannot(without_os_code(&e.to_string())))?;
+        let bytes = std::fs::read(path).map_err(|e| cannot(&io_reason(&e)))?;
         let text = String::from_utf8(bytes).map_err(|_| cannot("not UTF-8 text"))?;
         let default_name = path.file_stem().map_or_else(|| name.to_string(), |s| s.to_string_lossy().into_owned());
         return Ok(FoundScenario { text, origin: name.to_string(), default_name });
@@ -758,9 +758,4 @@ pub fn find(name: &str) -> Result<FoundScenario, Error> {
             )))
         }
     }
-}
-
-/// "No such file or directory (os error 2)" -> "No such file or directory".
-fn without_os_code(message: &str) -> &str {
-    message.rfind(" (os error ").map_or(message, |at| &message[..at])
 }

@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use steer_sim::error::io_reason;
 use steer_sim::hierarchy::{Hierarchy, LevelStats};
 use steer_sim::platform::{PlatformSpec, TopologySpec};
 use steer_sim::units::{Line, Time};
@@ -190,7 +191,8 @@ impl TraceReader<BufReader<File>> {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, TraceError> {
         let path = path.as_ref();
         let origin = path.display().to_string();
-        let file = File::open(path).map_err(|e| TraceError::new(&origin, None, format!("cannot open: {e}")))?;
+        let file =
+            File::open(path).map_err(|e| TraceError::new(&origin, None, format!("cannot open: {}", io_reason(&e))))?;
         TraceReader::new(BufReader::with_capacity(1 << 16, file), origin)
     }
 }
@@ -346,7 +348,7 @@ fn too_long(origin: &str) -> TraceError {
 
 /// The error of a trace that could not be read.
 fn read_error(origin: &str, error: io::Error) -> TraceError {
-    TraceError::new(origin, None, format!("cannot read: {error}"))
+    TraceError::new(origin, None, format!("cannot read: {}", io_reason(&error)))
 }
 
 /// Where the first record of undefined kind (code 3) is among `records`. All are checked at once
@@ -1573,7 +1575,10 @@ mod tests {
     fn replay_reports_bad_files_cpus_and_platforms_in_one_line() {
         let platform = steer_sim::platform::preset("turin-9655").unwrap();
         let error = replay_path("/nonexistent/x.din", &platform, 0).unwrap_err();
-        assert!(error.to_string().starts_with("/nonexistent/x.din: cannot open: "), "{error}");
+        assert_eq!(error.to_string(), "/nonexistent/x.din: cannot open: No such file or directory");
+        let directory = std::env::temp_dir();
+        let error = replay_path(&directory, &platform, 0).unwrap_err();
+        assert_eq!(error.to_string(), format!("{}: cannot read: Is a directory", directory.display()));
         assert!(!error.to_string().contains('\n'));
 
         let reader = || TraceReader::new(Cursor::new(b"0 0\n".to_vec()), "t.din").unwrap();
