@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from steer import api, calibrate
+from steer import api, calibrate, cli
 from steer.calibrate import Figure, Measurements
 from steer.output import GIB, KIB, MIB
 
@@ -217,12 +217,14 @@ def test_one_doubling_at_one_size_a_doubling_is_its_two_ends():
         (4 * KIB, 10_000, None),
         (64 * GIB, 0.001, None),
         (4 * KIB - 1, None, "--max-bytes 4095: must be 4 KiB to 64 GiB"),
+        (0, None, "--max-bytes 0: must be 4 KiB to 64 GiB"),
         (64 * GIB + 1, None, "--max-bytes 68719476737: must be 4 KiB to 64 GiB"),
         (None, 10_000.5, "--min-ms 10000.5: must be above 0 and at most 10000"),
         (None, -1.0, "--min-ms -1.0: must be above 0 and at most 10000"),
     ],
 )
-def test_a_plans_bounds_are_inclusive_and_a_value_past_one_is_named(max_bytes, min_ms, error):
+def test_a_plans_bounds_are_inclusive_and_a_value_past_one_is_named(monkeypatch, max_bytes, min_ms, error):
+    monkeypatch.setattr(calibrate, "available_memory", lambda: None)
     if error is None:
         plan = calibrate.plan_for("quick", GEOMETRY, (0,), max_bytes, min_ms)
         assert (plan.max_bytes, plan.min_ms) == (max_bytes, min_ms)
@@ -230,6 +232,37 @@ def test_a_plans_bounds_are_inclusive_and_a_value_past_one_is_named(max_bytes, m
     with pytest.raises(api.ScenarioError) as raised:
         calibrate.plan_for("quick", GEOMETRY, (0,), max_bytes, min_ms)
     assert str(raised.value) == error
+
+
+def test_a_working_set_takes_at_most_three_quarters_of_the_memory_available(monkeypatch):
+    monkeypatch.setattr(calibrate, "available_memory", lambda: 8 * GIB)
+    assert calibrate.plan_for("quick", GEOMETRY, (0,), 6 * GIB, None).max_bytes == 6 * GIB
+    with pytest.raises(api.ScenarioError) as raised:
+        calibrate.plan_for("quick", GEOMETRY, (0,), 6 * GIB + 1, None)
+    assert str(raised.value) == "--max-bytes 6442450945: more than three quarters of the 8 GiB of memory available here"
+
+
+def test_validate_refuses_a_working_set_too_large_for_the_memory_before_measuring(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(calibrate, "available_memory", lambda: 8 * GIB)
+    monkeypatch.setattr(calibrate, "calibration_path", lambda: tmp_path / "host.toml")
+    assert cli.main(["validate", "--max-bytes", "7GiB", "--quiet"]) == 2
+    message = f"steer: error: --max-bytes {7 * GIB}: more than three quarters of the 8 GiB of memory available here\n"
+    assert capsys.readouterr().err == message
+    assert not (tmp_path / "host.toml").exists(), "refused before any calibration"
+
+
+def test_available_memory_is_the_kernels_estimate(monkeypatch):
+    available = calibrate.available_memory()
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert available is not None and 0 < available <= total
+    meminfo = {line.split(":")[0]: line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()}
+    assert abs(available - int(meminfo["MemAvailable"]) * KIB) < total // 10
+
+    def unreadable(*args, **kwargs):
+        raise OSError("no /proc here")
+
+    monkeypatch.setattr("builtins.open", unreadable)
+    assert calibrate.available_memory() is None
 
 
 @pytest.mark.parametrize(
@@ -317,6 +350,8 @@ def test_validate_measures_first_when_there_is_no_calibration(tmp_path, monkeypa
         (["calibrate", "--max-bytes", "lots"], "--max-bytes 'lots': expected a size"),
         (["calibrate", "--cpus", "4096"], "--cpus '4096'"),
         (["calibrate", "--min-ms", "-1"], "--min-ms -1.0"),
+        (["calibrate", "--max-bytes", "0"], "--max-bytes 0: must be 4 KiB to 64 GiB"),
+        (["validate", "--max-bytes", "0"], "--max-bytes 0: must be 4 KiB to 64 GiB"),
         (["calibrate", "--out", "/proc/steer.toml", "--max-bytes", "8KiB", "--min-ms", "1"], "/proc/steer.toml"),
         (["validate", "--quick"], "host calibration"),
     ],

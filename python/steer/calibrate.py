@@ -108,6 +108,31 @@ def parse_bytes(text: str, what: str = "--max-bytes") -> int:
     return int(float(number) * {None: 1, "k": KIB, "m": MIB, "g": GIB}[unit and unit.lower()])
 
 
+def check_working_set(size: int) -> None:
+    """The largest working set must be 4 KiB to 64 GiB and, since every kernel touches all of
+    it, at most three quarters of the memory available here."""
+    if not 4 * KIB <= size <= 64 * GIB:
+        raise ScenarioError(f"--max-bytes {size}: must be 4 KiB to 64 GiB")
+    available = available_memory()
+    if available is not None and size > available * 3 // 4:
+        raise ScenarioError(
+            f"--max-bytes {size}: more than three quarters of the {fmt_bytes(available)} of memory available here"
+        )
+
+
+def available_memory() -> int | None:
+    """The kernel's estimate of the memory available without swapping (MemAvailable), in bytes;
+    None where /proc/meminfo does not give it."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * KIB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def parse_cpus(text: str) -> tuple[int, ...]:
     """A CPU list such as ``0-3,8``."""
     cpus: list[int] = []
@@ -154,9 +179,8 @@ def plan_for(
 ) -> Plan:
     settings = MODES[mode]
     llc = int(geometry["l3.size_kib"]) * KIB
-    largest = max_bytes or min(settings["cap"], settings["llc_multiple"] * llc)
-    if not 4 * KIB <= largest <= 64 * GIB:
-        raise ScenarioError(f"--max-bytes {largest}: must be 4 KiB to 64 GiB")
+    largest = max_bytes if max_bytes is not None else min(settings["cap"], settings["llc_multiple"] * llc)
+    check_working_set(largest)
     if min_ms is not None and not 0 < min_ms <= 10_000:
         raise ScenarioError(f"--min-ms {min_ms}: must be above 0 and at most 10000")
     return Plan(largest, min_ms or settings["min_ms"], settings["repeats"], settings["per_octave"], cpus)

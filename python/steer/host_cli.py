@@ -33,9 +33,13 @@ def calibrate_and_write(args: argparse.Namespace, mode: str, out: Path, extra: d
 
 
 def max_bytes(args: argparse.Namespace) -> int | None:
-    from steer.calibrate import parse_bytes
+    from steer.calibrate import check_working_set, parse_bytes
 
-    return parse_bytes(args.max_bytes) if args.max_bytes else None
+    if args.max_bytes is None:
+        return None
+    largest = parse_bytes(args.max_bytes)
+    check_working_set(largest)
+    return largest
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

@@ -174,7 +174,7 @@ def validate(
     platform = platform_values("host")
     cpus = cpus or _core.probe_allowed_cpus()
     l3 = int(platform["l3.size_kib"]) * KIB
-    dram_bytes = max_bytes or min(GIB, max(256 * MIB, 4 * l3))
+    dram_bytes = max_bytes if max_bytes is not None else min(GIB, max(256 * MIB, 4 * l3))
     todo = cases(platform, cpus, int(min_ms * 1e6), dram_bytes)
     rows = []
     steps = len(todo) * (repeats + 1)
