@@ -1,11 +1,11 @@
 //! A NIC with RX queues (device kind `nic`). Packets arrive at each queue's offered rate (or, for a
 //! closed queue, when the host's program asks for the peer's next message), are DMA-written
 //! (header line, payload lines, one completion entry) wherever the placement policy says, each
-//! line as its bytes come off the link, and are dropped when no descriptor is posted. A queue's TX engine DMA-reads packets the host posts for
-//! transmission, one at a time at the link's rate. Both directions cross the device's PCIe link
-//! (`pcie`), which may hold them back or, for received packets, drop them. With PCIe TPH (`tph`),
-//! the driver steers each queue's writes to the first CPU of its IRQ's affinity, and an affinity
-//! change restarts the queue.
+//! line as its bytes come off the link, and are dropped when no descriptor is posted. A queue's TX
+//! engine DMA-reads packets the host posts for transmission, one at a time at the link's rate.
+//! Both directions cross the device's PCIe link (`pcie`), which may hold them back or, for received
+//! packets, drop them. With PCIe TPH (`tph`), the driver steers each queue's writes to the first
+//! CPU of its IRQ's affinity, and an affinity change restarts the queue.
 
 use crate::devices::pcie::{PcieLink, PcieSpec};
 use crate::devices::placement::{self, DmaKind, DmaWrite, PlacementPolicy, PlacementSpec};
@@ -130,6 +130,11 @@ impl NicSpec {
                 })
             })
             .collect()
+    }
+
+    /// How long `bytes` take on the link.
+    fn wire_time(&self, bytes: u32) -> Time {
+        Time::from_ns(bytes as f64 * 8.0 / self.link_gbps)
     }
 }
 
@@ -472,7 +477,7 @@ impl Nic {
         let completion_partial = ring.shape.completion_bytes < 1 << self.line_bits;
         let first = start.line(self.line_bits);
         let lines = writes.len() as u64;
-        let wire = Time::from_ns(bytes as f64 * 8.0 / self.spec.link_gbps);
+        let wire = self.spec.wire_time(bytes);
         let writes = writes.into_iter().map(|(line, partial)| {
             let kind = if line == first { DmaKind::Header } else { DmaKind::Payload };
             (line, kind, partial)
@@ -506,7 +511,7 @@ impl Nic {
         ring.transmitted(&packet, read.max(now + self.dma_latency));
         let sent = ring.sent;
         cx.notify(sent, now);
-        let wire = now + Time::from_ns(packet.bytes as f64 * 8.0 / self.spec.link_gbps);
+        let wire = now + self.spec.wire_time(packet.bytes);
         state.tx_free_at = wire.max(read);
         let (first, last) = (start.line(self.line_bits), start.offset(packet.bytes as u64 - 1).line(self.line_bits));
         let mut slowest = Time::ZERO;
