@@ -1,7 +1,8 @@
 //! Zero-copy, OS-bypass message receive with a reduction (Leon & Maccabe): messages arrive in
-//! pre-posted buffers; after an optional delay the application traverses each message linearly
-//! and reduces its elements, then re-posts the buffer. Optionally it also walks a working set of
-//! its own per message, which injected data may evict (cache pollution).
+//! pre-posted buffers; after an optional delay the application traverses each message linearly,
+//! then (optionally) reduces it in a second pass over the lines the traversal left in its
+//! caches, and re-posts the buffer. Optionally it also walks a working set of its own per
+//! message, which injected data may evict (cache pollution).
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, MESSAGE};
 use crate::devices::ring::{Completion, RingId};
@@ -31,8 +32,12 @@ params! {
         queue: u32 = 0,
         /// Bytes per element reduced.
         element_bytes: u32 = 8,
-        /// Compute cycles per element (the reduction's arithmetic).
+        /// Compute cycles per element of the traversal.
         cycles_per_element: f64 = 1.0,
+        /// Cycles per element of the reduction that follows the traversal, a second pass over
+        /// the message (0: none; the traversal is then the whole of the work). A reduction whose
+        /// adds depend on each other runs at the adder's latency per element.
+        reduction_cycles_per_element: f64 = 0.0,
         /// Instructions per element: its load and its add (assumed), what the core's instruction
         /// window is counted in.
         instructions_per_element: f64 = 2.0,
@@ -64,9 +69,12 @@ impl WorkloadSpec for ReduceSpec {
         ensure(self.prefetch_distance <= 1 << 20, &format!("{path}.prefetch_distance"), || {
             format!("must be at most 1048576 lines (got {})", self.prefetch_distance)
         })?;
-        ensure(self.cycles_per_element >= 0.0, &format!("{path}.cycles_per_element"), || {
-            "must not be negative".into()
-        })?;
+        for (name, cycles) in [
+            ("cycles_per_element", self.cycles_per_element),
+            ("reduction_cycles_per_element", self.reduction_cycles_per_element),
+        ] {
+            ensure(cycles >= 0.0, &format!("{path}.{name}"), || "must not be negative".into())?;
+        }
         ensure(self.delay_ns >= 0.0, &format!("{path}.delay_ns"), || "must not be negative".into())?;
         ensure(
             self.instructions_per_element > 0.0 && self.instructions_per_element <= 1e6,
@@ -125,10 +133,10 @@ pub struct Reduce {
 }
 
 impl Reduce {
-    /// Queues the traversal and reduction of lines `first..=last`: loads run ahead of the
+    /// Queues a pass over lines `first..=last` at `cycles` per element: loads run ahead of the
     /// arithmetic by at most the window, prefetches `prefetch_distance` lines further ahead, and
     /// each line's arithmetic waits for its data.
-    fn traverse(&self, cx: &mut ProgramCx, first: u64, last: u64, prefetch: bool) {
+    fn traverse(&self, cx: &mut ProgramCx, first: u64, last: u64, cycles: f64, prefetch: bool) {
         let per_line = ((1u64 << self.line_bits) / self.spec.element_bytes as u64).max(1) as f64;
         let target = match self.spec.prefetch_target {
             PrefetchTarget::L1 => Level::L1,
@@ -146,7 +154,7 @@ impl Reduce {
                 next_load += 1;
             }
             cx.wait_for(loads.pop_front().expect("the line's load was queued"));
-            cx.compute(per_line * self.spec.cycles_per_element);
+            cx.compute(per_line * cycles);
         }
     }
 }
@@ -172,10 +180,13 @@ impl Program for Reduce {
         cx.load_dependent(completion.entry.line(self.line_bits));
         let first = buffer.line(self.line_bits).0;
         let last = buffer.offset(completion.bytes as u64 - 1).line(self.line_bits).0;
-        self.traverse(cx, first, last, true);
+        self.traverse(cx, first, last, self.spec.cycles_per_element, true);
+        if self.spec.reduction_cycles_per_element > 0.0 {
+            self.traverse(cx, first, last, self.spec.reduction_cycles_per_element, false);
+        }
         if self.working_lines > 0 {
             let first = self.working_set.0;
-            self.traverse(cx, first, first + self.working_lines - 1, false);
+            self.traverse(cx, first, first + self.working_lines - 1, self.spec.cycles_per_element, false);
         }
         cx.drain();
         cx.store(descriptor);
@@ -276,6 +287,53 @@ mod tests {
         assert_eq!(ops, expected);
         assert_eq!(h.with_cx(ns(0.0), ns(0.0), |cx| reach_call(&mut p, 0, cx, ns(90.0))), 1);
         assert_eq!(h.shared.rings[0].stats.consumed_packets, 1);
+    }
+
+    #[test]
+    fn the_reduction_is_a_second_pass_over_the_message_at_its_own_cost_and_without_prefetches() {
+        let (mut h, ring) = ring_harness(4, 4, Recycle::Fifo);
+        let mut p = program(ring, 2, 1, 0.0, 0);
+        p.spec.reduction_cycles_per_element = 6.0;
+        deliver(&mut h, ring, 128, ns(0.0), ns(0.0));
+        let (next, ops, _) = h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(0.0)));
+        assert_eq!(next, Next::Unit);
+        let (a, b) = (Line(0x4000), Line(0x4001));
+        let expected = [
+            Op::LoadDependent(Line(0x3000 >> 6)),
+            Op::Prefetch(b, Level::L1),
+            Op::Load(a),
+            Op::Load(b),
+            Op::WaitFor(crate::cpu::LoadId(0)),
+            Op::Compute(8.0),
+            Op::WaitFor(crate::cpu::LoadId(1)),
+            Op::Compute(8.0),
+            // The reduction: the same two lines again, 8 elements of 6 cycles each.
+            Op::Load(a),
+            Op::Load(b),
+            Op::WaitFor(crate::cpu::LoadId(2)),
+            Op::Compute(48.0),
+            Op::WaitFor(crate::cpu::LoadId(3)),
+            Op::Compute(48.0),
+            Op::Drain,
+            Op::Store(Line(0x1000 >> 6)),
+            Op::Call(0),
+        ];
+        assert_eq!(ops, expected);
+    }
+
+    #[test]
+    fn a_negative_reduction_cost_is_refused_by_name() {
+        let platform = crate::testing::tiny_platform();
+        let shape = SystemShape {
+            platform: &platform,
+            cpus: platform.topology.cpus(),
+            copy_engines: Vec::new(),
+            devices: vec![("nic0", vec![0])],
+        };
+        let spec = ReduceSpec { reduction_cycles_per_element: -1.0, ..ReduceSpec::default() };
+        let error = spec.validate("workloads.0", &shape).unwrap_err().to_string();
+        assert_eq!(error, "workloads.0.reduction_cycles_per_element: must not be negative");
+        assert_eq!(ReduceSpec::default().validate("workloads.0", &shape), Ok(()));
     }
 
     #[test]
