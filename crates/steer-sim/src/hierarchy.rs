@@ -10,11 +10,13 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::cache::prefetch::{Prefetcher, Trigger};
+use crate::cache::rinse::RinseEngine;
 use crate::cache::{Cache, Evicted, FreeWay, Geometry, Lookup};
 use crate::directory::{Directory, Holders};
 use crate::memory::Memory;
 use crate::platform::{CacheSpec, InjectedInsertion, MaskAgent, PartialWrite, PlatformSpec, Relation, TopologySpec};
-use crate::units::{stream_seed, Clock, Line, Rng, Time};
+use crate::steering::{Steered, SteeringQueue};
+use crate::units::{stream_seed, Clock, Line, Time};
 
 /// Where a core's demand access was satisfied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -256,8 +258,10 @@ pub struct HierarchyStats {
     pub dma_lines_to_cache: u64,
     pub dma_reads_from_cache: u64,
     pub dma_reads_from_memory: u64,
-    /// Dirty lines the L3 wrote back while keeping them (see `Rinse`), counted when they left it.
+    /// Dirty lines the L3 wrote back while keeping them (`cache::rinse`), counted when they left it.
     pub l3_rinses: u64,
+    /// Lines steered into an L2 that found the fabric's queue full and went by way of memory.
+    pub steered_through_memory: u64,
     /// Per registered device, by device id.
     #[serde(skip)]
     pub devices: Vec<DeviceTraffic>,
@@ -277,28 +281,6 @@ impl HierarchyStats {
     }
 }
 
-/// An L3 that writes dirty lines back to memory in idle time and keeps them, clean (AMD's
-/// "dynamically controlled cache rinsing", US 12,399,839 B2): modelled as a constant chance per
-/// unit of time, so a line that stays `stay` is rinsed with probability 1 - exp(-stay / mean).
-/// Drawn once per stay, when the line leaves other than by eviction (an evicted dirty line is
-/// written once, rinsed or not); the write is booked then, an idle-time write moved to when
-/// its effect is known.
-struct Rinse {
-    mean_ps: f64,
-    rng: Rng,
-}
-
-impl Rinse {
-    fn new(mean_ns: f64, seed: u64) -> Rinse {
-        Rinse { mean_ps: mean_ns * 1000.0, rng: Rng::new(stream_seed(seed, RINSE_STREAM)) }
-    }
-
-    fn happened(&mut self, stay: Time) -> bool {
-        // `unit` is uniform in (0, 1]: above exp(-x) with probability 1 - exp(-x).
-        self.rng.unit() > (-(stay.0 as f64) / self.mean_ps).exp()
-    }
-}
-
 /// Ids of the hierarchy's random streams (`units::stream_seed`): each cache's replacement draws
 /// its own (the level's id plus the core's or CCX's index), and rinsing one more.
 const L1_STREAMS: u64 = 1 << 32;
@@ -310,7 +292,7 @@ const RINSE_STREAM: u64 = 4 << 32;
 /// scenario uses, and a cache never filled answers every lookup with a miss.
 struct LazyCache {
     geometry: Geometry,
-    /// Whether the cache keeps each line's install time.
+    /// Whether the cache keeps a stamp for each line.
     stamped: bool,
     cache: Option<Box<Cache>>,
 }
@@ -347,21 +329,21 @@ impl LazyCache {
             .get_or_insert_with(|| {
                 let mut cache = Box::new(Cache::new(geometry));
                 if stamped {
-                    cache.keep_install_times();
+                    cache.keep_stamps();
                 }
                 cache
             })
             .insert_filling_from(line, dirty, allowed, free_way)
     }
 
-    fn stamp(&mut self, line: Line, at: Time) {
+    fn stamp(&mut self, line: Line, stamp: u64) {
         if let Some(c) = self.cache.as_mut() {
-            c.stamp(line, at.0);
+            c.stamp(line, stamp);
         }
     }
 
-    fn installed_at(&self, line: Line) -> Option<Time> {
-        self.cache.as_ref().and_then(|c| c.installed_at(line)).map(Time)
+    fn stamp_of(&self, line: Line) -> Option<u64> {
+        self.cache.as_ref().and_then(|c| c.stamp_of(line))
     }
 
     fn remove(&mut self, line: Line) -> Option<bool> {
@@ -442,8 +424,8 @@ pub struct Hierarchy {
     l3_clean_victims: bool,
     /// Where a line injected into an L2 enters its replacement order.
     l2_injected_insertion: InjectedInsertion,
-    /// The L3's rinsing of dirty lines (`l3.rinse_ns`), if it rinses.
-    rinse: Option<Rinse>,
+    /// The L3s' rinsing of dirty lines (`l3.rinse_gbs`), if they rinse.
+    rinse: Option<RinseEngine>,
     latency: [Time; 5],
     pub memory: Memory,
     /// Private-cache holders per line; `None` when the caches are few enough to be asked directly.
@@ -475,6 +457,8 @@ pub struct Hierarchy {
     inclusive_mask: u64,
     /// `io.partial_write`.
     partial_write: PartialWrite,
+    /// Each socket's queue of writes steered into an L2 (`io.steer_gbs`); empty: no limit.
+    steering: Vec<SteeringQueue>,
     pub stats: HierarchyStats,
 }
 
@@ -499,14 +483,17 @@ impl Hierarchy {
         let t = platform.topology.clone();
         let clock = Clock::new(platform.core.freq_ghz);
         let (l1, l2, l3) = (platform.l1d.geometry(), platform.l2.geometry(), platform.l3.geometry());
-        let rinse = (platform.l3.rinse_ns > 0.0).then(|| Rinse::new(platform.l3.rinse_ns, seed));
+        let rinse =
+            platform.l3.rinse_gbs.0.map(|gbs| {
+                RinseEngine::new(gbs, platform.line_bytes(), t.ccx_count(), stream_seed(seed, RINSE_STREAM))
+            });
         let caches = |geometry: &Geometry, count: u32, streams: u64, stamped: bool| -> Vec<LazyCache> {
             (0..count).map(|i| LazyCache::new(geometry, seed, streams + i as u64).stamped(stamped)).collect()
         };
         Hierarchy {
             l1: caches(&l1, t.cores(), L1_STREAMS, false),
             l2: caches(&l2, t.cores(), L2_STREAMS, false),
-            // Only the L3 rinses, so only it keeps install times.
+            // Only the L3 rinses, so only it keeps stamps.
             l3: caches(&l3, t.ccx_count(), L3_STREAMS, rinse.is_some()),
             l2_relation: platform.l2.relation,
             l3_relation: platform.l3.relation,
@@ -543,6 +530,10 @@ impl Hierarchy {
             ddio_mask: platform.io.ddio_mask(platform.l3.ways),
             inclusive_mask: platform.io.inclusive_mask(),
             partial_write: platform.io.partial_write,
+            steering: platform.io.steer_gbs.0.map_or_else(Vec::new, |gbs| {
+                let queue = SteeringQueue::new(gbs, platform.io.steer_queue_lines, platform.line_bytes());
+                vec![queue; t.sockets as usize]
+            }),
             stats: HierarchyStats::zeroed(t.cpus() as usize, 0),
             topology: t,
         }
@@ -1037,7 +1028,9 @@ impl Hierarchy {
             Requester::Cpu(_) => FreeWay::Lowest,
         };
         let victim = l3.insert_filling_from(line, dirty, allowed, free_way);
-        l3.stamp(line, now);
+        if let Some(rinse) = &mut self.rinse {
+            l3.stamp(line, rinse.entered(ccx, dirty, now));
+        }
         if let Some(victim) = victim {
             self.l3_victim(ccx, victim, now);
         }
@@ -1049,10 +1042,10 @@ impl Hierarchy {
     fn l3_remove(&mut self, ccx: u32, line: Line, now: Time) -> bool {
         let l3 = &mut self.l3[ccx as usize];
         // Looked up only where the L3 rinses: the lookup searches the line's set.
-        let installed_at = self.rinse.as_ref().and_then(|_| l3.installed_at(line));
+        let stamp = self.rinse.as_ref().and_then(|_| l3.stamp_of(line));
         let dirty = l3.remove(line).unwrap_or(false);
-        let rinsed = match (&mut self.rinse, installed_at) {
-            (Some(rinse), Some(at)) if dirty => rinse.happened(now.saturating_sub(at)),
+        let rinsed = match (&mut self.rinse, stamp) {
+            (Some(rinse), Some(stamp)) => rinse.left(ccx, stamp, now),
             _ => false,
         };
         if rinsed {
@@ -1064,6 +1057,9 @@ impl Hierarchy {
 
     fn l3_victim(&mut self, ccx: u32, victim: Evicted, now: Time) {
         self.evicted_unused(Level::L3, &victim);
+        if let Some(rinse) = &mut self.rinse {
+            rinse.evicted(ccx, victim.stamp, now);
+        }
         let mut dirty = victim.dirty;
         if self.l3_relation == Relation::Inclusive {
             let cores_in_ccx: Vec<u32> = self
@@ -1138,6 +1134,13 @@ impl Hierarchy {
             }
             Destination::L2 { cpu } => {
                 let core = self.core_of_cpu[cpu as usize];
+                let socket = self.topology.socket_of_ccx(self.ccx_of(core));
+                if let Some(queue) = self.steering.get_mut(socket as usize) {
+                    if let Steered::ToMemory { fetch_at } = queue.steer(now) {
+                        self.steer_through_memory(core, line, holders, now, fetch_at);
+                        return;
+                    }
+                }
                 // An inclusive L3 keeps a copy of what its CCX's L2s hold, an injected line too.
                 let own_l3 = self.inclusive_l3_of(core);
                 for holder in holders.iter().filter(|&h| h != core && Some(h) != own_l3) {
@@ -1208,6 +1211,26 @@ impl Hierarchy {
             }
             Destination::L3Of { .. } => unreachable!("resolved to L3 above"),
         }
+    }
+
+    /// A line steered into `core`'s L2 that found the fabric's queue full: it is written to
+    /// memory, cached copies dropped, and the L2 fetches it from there at `fetch_at`, clean, where
+    /// an injected line would have entered its replacement order.
+    fn steer_through_memory(&mut self, core: u32, line: Line, holders: Holders, now: Time, fetch_at: Time) {
+        for holder in holders.iter() {
+            self.drop_copy(holder, line, now);
+        }
+        self.memory.write(line, now);
+        self.memory.read(line, fetch_at);
+        if self.inclusive_l3_of(core).is_some() {
+            self.l3_install(self.ccx_of(core), line, false, now);
+        }
+        self.fill_l2(core, line, false, now);
+        if self.l2_injected_insertion == InjectedInsertion::Lru {
+            self.l2[core as usize].demote(line);
+        }
+        self.stats.dma_lines_to_memory += 1;
+        self.stats.steered_through_memory += 1;
     }
 
     /// The CCX of logical CPU `cpu`.
@@ -1327,6 +1350,7 @@ mod tests {
 
     use super::*;
     use crate::testing::tiny_platform;
+    use crate::units::Rng;
 
     /// One CCX of two cores; inclusive L1s and L2s, an exclusive L3; tiny caches.
     fn hierarchy() -> Hierarchy {
@@ -1342,13 +1366,13 @@ mod tests {
     fn every_cache_and_the_rinsing_draw_streams_of_their_own_from_the_run_seed() {
         let mut platform = tiny_platform();
         platform.topology.ccx_per_socket = 2;
-        platform.l3.rinse_ns = 1000.0;
+        platform.l3.rinse_gbs = crate::params::OrNone(Some(1.0));
         // Each stream's first draw: one per cache (its replacement's seed), then the rinsing's.
         let first_draws = |seed| {
             let mut h = Hierarchy::seeded(&platform, seed);
             let caches = h.l1.iter().chain(&h.l2).chain(&h.l3);
             let mut draws: Vec<u64> = caches.map(|c| Rng::new(c.geometry.options.seed).next_u64()).collect();
-            draws.push(h.rinse.as_mut().unwrap().rng.next_u64());
+            draws.push(h.rinse.as_mut().unwrap().next_draw());
             draws
         };
         let (one, two) = (first_draws(1), first_draws(2));

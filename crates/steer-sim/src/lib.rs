@@ -1,7 +1,8 @@
 //! steer's simulation core: where I/O data lands in the memory hierarchy, and what that costs.
 //!
 //! The layout follows the data path: `devices` (NICs, the rings they share with programs, DMA
-//! placement, PCIe TPH) -> `hierarchy` (coherent caches built from `cache` arrays) -> `memory`
+//! placement, PCIe TPH) -> `steering` (the I/O die's path for writes steered into an L2) ->
+//! `hierarchy` (coherent caches built from `cache` arrays) -> `memory`
 //! (DRAM channels); bulk copies (a copy engine's descriptors) move as `flows` over memory nodes,
 //! meshes and socket links. Workload programs (`workloads`) run on CPUs (`cpu`, with the core timing
 //! model); `engine` runs every agent in time order; `system` assembles a scenario into agents;
@@ -24,6 +25,7 @@ pub mod platform;
 pub mod results;
 pub mod scenario;
 pub mod stats;
+pub mod steering;
 pub mod system;
 #[cfg(test)]
 mod testing;

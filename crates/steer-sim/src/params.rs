@@ -104,6 +104,49 @@ impl<T: Describe + Serialize> Describe for Option<T> {
     }
 }
 
+/// A number that may be absent: written as the number, or as `"none"` (also when left out), so
+/// that a scenario or `--set` can turn off what a preset sets (`--set 'platform.l3.rinse_gbs="none"'`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct OrNone(pub Option<f64>);
+
+impl Serialize for OrNone {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Some(value) => serializer.serialize_f64(value),
+            None => serializer.serialize_str("none"),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for OrNone {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Number(f64),
+            Text(String),
+        }
+        match Written::deserialize(deserializer) {
+            Ok(Written::Number(value)) => Ok(OrNone(Some(value))),
+            Ok(Written::Text(text)) if text == "none" => Ok(OrNone(None)),
+            Ok(Written::Text(text)) => {
+                Err(serde::de::Error::custom(format!("expected a number or \"none\" (got `{text}`)")))
+            }
+            Err(_) => Err(serde::de::Error::custom("expected a number or \"none\"")),
+        }
+    }
+}
+
+impl Describe for OrNone {
+    /// As a TOML value, the way it is set: the number, or `"none"`.
+    fn describe_into(&self, prefix: &str, meaning: &str, out: &mut Vec<ParamDoc>) {
+        match self.0 {
+            Some(value) => value.describe_into(prefix, meaning, out),
+            None => "none".to_string().describe_into(prefix, meaning, out),
+        }
+    }
+}
+
 impl<T: Describe> Describe for Vec<T> {
     fn describe_into(&self, prefix: &str, meaning: &str, out: &mut Vec<ParamDoc>) {
         if self.is_empty() {
@@ -348,6 +391,27 @@ mod tests {
         let mut out = Vec::new();
         None::<u32>.describe_into("x", "unset", &mut out);
         assert_eq!(out, vec![doc("x", "none", "unset")]);
+    }
+
+    #[test]
+    fn or_none_is_read_from_a_number_or_none_and_written_back_the_same_way() {
+        #[derive(serde::Deserialize, serde::Serialize)]
+        struct Holder {
+            rate: OrNone,
+        }
+        let read = |text: &str| toml::from_str::<Holder>(text).map(|h| h.rate).map_err(|e| e.message().to_string());
+        assert_eq!(read("rate = 1.5"), Ok(OrNone(Some(1.5))));
+        assert_eq!(read("rate = 2"), Ok(OrNone(Some(2.0))));
+        assert_eq!(read("rate = \"none\""), Ok(OrNone(None)));
+        assert_eq!(read("rate = \"fast\""), Err("expected a number or \"none\" (got `fast`)".to_string()));
+        assert_eq!(read("rate = true"), Err("expected a number or \"none\"".to_string()));
+        let write = |rate| toml::to_string(&Holder { rate }).unwrap();
+        assert_eq!(
+            (write(OrNone(Some(1.5))), write(OrNone(None))),
+            ("rate = 1.5\n".into(), "rate = \"none\"\n".into())
+        );
+        assert_eq!(OrNone(Some(1.5)).describe(), vec![doc("", "1.5", "")]);
+        assert_eq!(OrNone(None).describe(), vec![doc("", "\"none\"", "")]);
     }
 
     #[test]

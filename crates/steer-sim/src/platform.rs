@@ -8,7 +8,7 @@ use crate::cache::slice_hash::SliceHash;
 use crate::cache::Geometry;
 use crate::error::{ensure, ConfigError, ConfigResult, Shown};
 use crate::memory::MAX_LINE_SERVICE_NS;
-use crate::params::{choice, params, Describe, Name};
+use crate::params::{choice, params, Describe, Name, OrNone};
 
 choice! {
     /// How a cache level relates to the level above it (closer to the core).
@@ -120,11 +120,10 @@ params! {
         /// For an exclusive L3: whether a clean line an L2 evicts is installed (true) or dropped
         /// (false: only dirty victims are written into the L3).
         clean_victims: bool = true,
-        /// For the L3: the mean time a dirty line stays in it before the L3 writes it back to
-        /// memory in idle time and keeps it clean ("rinsing", AMD US 12,399,839 B2), so each
-        /// stay of a line rinses with probability 1 - exp(-stay / rinse_ns); 0: never (only
-        /// eviction writes back). Drawn when the line leaves the L3 other than by eviction.
-        rinse_ns: f64 = 0.0,
+        /// For the L3: how fast it writes dirty lines back to memory in idle time, keeping them
+        /// clean ("rinsing", AMD US 12,399,839 B2), in GB/s per L3, shared evenly by the lines
+        /// that entered it dirty (`cache::rinse`); none: never (only eviction writes back).
+        rinse_gbs: OrNone = OrNone(None),
     }
 }
 
@@ -238,6 +237,8 @@ pub const MAX_OUTSTANDING_MISSES: u32 = 1024;
 
 /// The largest instruction window a core may have: real reorder buffers hold hundreds.
 pub const MAX_WINDOW_INSTRUCTIONS: u32 = 8192;
+/// The most lines a fabric's steering queue may hold (64 MiB of 64 B lines).
+pub const MAX_STEER_QUEUE_LINES: u32 = 1 << 20;
 
 params! {
     /// Core timing.
@@ -335,7 +336,8 @@ impl MemorySpec {
 }
 
 params! {
-    /// How inbound device writes may allocate in the LLC (Intel DDIO).
+    /// How inbound device writes reach the caches: the LLC ways they may allocate in (Intel DDIO),
+    /// partial-line writes, and the path of writes steered into a core's L2 (AMD SDCI).
     pub struct IoSpec {
         /// LLC ways inbound writes may allocate into (DDIO), the highest ways; 0 = no DDIO.
         ddio_ways: u32 = 0,
@@ -347,6 +349,13 @@ params! {
         inclusive_ways: u32 = 0,
         /// What the I/O stack does with a device's write of part of a line.
         partial_write: PartialWrite = PartialWrite::Merge,
+        /// How fast the fabric delivers device writes steered into a core's L2, per socket (GB/s;
+        /// none: as fast as they come). Past it, steered lines queue (`steer_queue_lines`).
+        steer_gbs: OrNone = OrNone(None),
+        /// Steered lines the fabric holds while they wait for delivery. A line that finds them
+        /// all taken is written to memory, and its target L2 fetches it from there once the
+        /// lines ahead of it are delivered (`steering`).
+        steer_queue_lines: u32 = 1024,
     }
 }
 
@@ -534,8 +543,8 @@ impl PlatformSpec {
         self.l2.validate(&key("l2"))?;
         self.l3.validate(&key("l3"))?;
         for (level, spec) in [("l1d", &self.l1d), ("l2", &self.l2)] {
-            ensure(spec.rinse_ns == 0.0, &key(&format!("{level}.rinse_ns")), || {
-                format!("only the L3 rinses: must be 0 (got {})", Shown(spec.rinse_ns))
+            ensure(spec.rinse_gbs.0.is_none(), &key(&format!("{level}.rinse_gbs")), || {
+                "only the L3 rinses: leave it out".into()
             })?;
         }
         for (level, spec) in [("l2", &self.l2), ("l3", &self.l3)] {
@@ -580,6 +589,12 @@ impl PlatformSpec {
         )?;
         ensure(self.io.ddio_ways <= self.l3.ways, &key("io.ddio_ways"), || {
             format!("the L3 has {} ways (got {})", self.l3.ways, self.io.ddio_ways)
+        })?;
+        ensure((1..=MAX_STEER_QUEUE_LINES).contains(&self.io.steer_queue_lines), &key("io.steer_queue_lines"), || {
+            format!(
+                "must be 1 to {MAX_STEER_QUEUE_LINES}: a fabric buffers lines, not megabytes (got {})",
+                self.io.steer_queue_lines
+            )
         })?;
         ensure(self.io.inclusive_ways <= self.l3.ways, &key("io.inclusive_ways"), || {
             format!("the L3 has {} ways (got {})", self.l3.ways, self.io.inclusive_ways)
@@ -910,21 +925,25 @@ mod tests {
     }
 
     #[test]
-    fn only_the_l3_rinses_and_only_for_a_time_of_zero_or_more() {
+    fn only_the_l3_rinses_and_only_at_a_rate_a_machine_has() {
         let mut spec = preset("skylake-sp-6140").unwrap();
-        spec.l3.rinse_ns = 1e6;
+        spec.l3.rinse_gbs = OrNone(Some(2.0));
         assert!(spec.validate("platform").is_ok());
-        spec.l2.rinse_ns = 1e6;
+        spec.l2.rinse_gbs = OrNone(Some(2.0));
         let err = spec.validate("platform").unwrap_err();
         assert_eq!(
             (err.path.as_str(), err.message.as_str()),
-            ("platform.l2.rinse_ns", "only the L3 rinses: must be 0 (got 1000000)")
+            ("platform.l2.rinse_gbs", "only the L3 rinses: leave it out")
         );
         let mut spec = preset("skylake-sp-6140").unwrap();
-        spec.l1d.rinse_ns = 1.0;
-        assert_eq!(spec.validate("platform").unwrap_err().path, "platform.l1d.rinse_ns");
-        spec.l1d.rinse_ns = 0.0;
-        spec.l3.rinse_ns = -1.0;
-        assert_eq!(spec.validate("platform").unwrap_err().path, "platform.l3.rinse_ns");
+        spec.l1d.rinse_gbs = OrNone(Some(1.0));
+        assert_eq!(spec.validate("platform").unwrap_err().path, "platform.l1d.rinse_gbs");
+        spec.l1d.rinse_gbs = OrNone(None);
+        spec.l3.rinse_gbs = OrNone(Some(0.0));
+        let err = spec.validate("platform").unwrap_err();
+        assert_eq!(
+            (err.path.as_str(), err.message.as_str()),
+            ("platform.l3.rinse_gbs", "must be 0.001 to 1000000 GB/s (got 0)")
+        );
     }
 }

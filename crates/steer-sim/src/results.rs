@@ -24,6 +24,12 @@ stat!(WRITE_QUEUE_READS, "write_queue_reads", "lines", "reads answered from a co
 stat!(DMA_TO_MEMORY, "dma_lines_to_memory", "lines", "device line writes that went to DRAM");
 stat!(L3_RINSES, "rinses", "lines", "dirty lines the L3 wrote back while keeping them, counted as they left it");
 stat!(DMA_TO_CACHE, "dma_lines_to_cache", "lines", "device line writes placed in a cache");
+stat!(
+    STEERED_THROUGH_MEMORY,
+    "steered_through_memory",
+    "lines",
+    "device line writes steered into an L2 that found the fabric's queue full: written to DRAM, fetched back by the L2 (counted in dma_lines_to_memory)"
+);
 stat!(SIMULATED_NS, "simulated_ns", "ns", "simulated time at the end of the run");
 stat!(WARMUP_NS, "warmup_ns", "ns", "simulated time before statistics started");
 stat!(MEASURED_NS, "measured_ns", "ns", "length of the measured window");
@@ -81,6 +87,7 @@ pub fn collect(
         });
         caches.put(&DMA_TO_MEMORY, stats.dma_lines_to_memory);
         caches.put(&DMA_TO_CACHE, stats.dma_lines_to_cache);
+        caches.put(&STEERED_THROUGH_MEMORY, stats.steered_through_memory);
     });
     root.section("sim", |sim| {
         sim.put(&SIMULATED_NS, view.now.as_ns());

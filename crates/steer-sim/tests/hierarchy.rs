@@ -1,6 +1,7 @@
 //! Exact hit/miss and coherence behaviour of the hierarchy on small hand-computed cases.
 
 use steer_sim::hierarchy::{Destination, Hierarchy, Holding, Source};
+use steer_sim::params::OrNone;
 use steer_sim::platform::{CacheSpec, InjectedInsertion, PlatformSpec, Relation, TopologySpec, WayMaskSpec};
 use steer_sim::units::{Line, Time};
 
@@ -456,10 +457,10 @@ fn a_load_of_a_line_still_on_its_way_into_the_l3_waits_for_the_rest_of_its_prefe
     assert_eq!(late.source, Source::Dram, "the data came from where the prefetch took it");
 }
 
-/// `tiny` with an exclusive L3 that rinses dirty lines after `rinse_ns` on average.
-fn rinsing(rinse_ns: f64) -> Hierarchy {
+/// `tiny` with an exclusive L3 that rinses dirty lines at `gbs` GB/s.
+fn rinsing(gbs: f64) -> Hierarchy {
     let platform = tiny(Relation::Exclusive);
-    let platform = PlatformSpec { l3: CacheSpec { rinse_ns, ..platform.l3 }, ..platform };
+    let platform = PlatformSpec { l3: CacheSpec { rinse_gbs: OrNone(Some(gbs)), ..platform.l3 }, ..platform };
     platform.validate("platform").unwrap();
     with_nic(&platform)
 }
@@ -486,8 +487,9 @@ fn dirty_line_0_into_l3(h: &mut Hierarchy, ns: f64) {
 
 #[test]
 fn a_dirty_l3_line_taken_back_after_a_long_stay_was_rinsed_and_comes_back_clean() {
-    // A mean of 1 ns against a stay of 1 ms: rinsed for certain (exp(-1e6) is 0).
-    let mut h = rinsing(1.0);
+    // The only dirty line of its L3 for 1 ms, at 64 GB/s (a line a nanosecond): a million rinses
+    // owed, rinsed for certain (exp(-1e6) is 0).
+    let mut h = rinsing(64.0);
     dirty_line_0_into_l3(&mut h, 0.0);
     assert_eq!(access_at(&mut h, 0, 0, false, 1e6), Source::L3);
     assert_eq!((memory_writes(&h), h.stats.l3_rinses, h.stats.l3.writebacks), (1, 1, 0));
@@ -501,8 +503,8 @@ fn a_dirty_l3_line_taken_back_after_a_long_stay_was_rinsed_and_comes_back_clean(
 
 #[test]
 fn a_dirty_l3_line_taken_back_at_once_was_not_rinsed_and_is_written_back_on_eviction() {
-    // A stay of zero: never rinsed (exp(0) is 1), whatever the mean.
-    let mut h = rinsing(1.0);
+    // A stay of zero: nothing owed, never rinsed (exp(0) is 1), whatever the rate.
+    let mut h = rinsing(64.0);
     dirty_line_0_into_l3(&mut h, 5.0);
     assert_eq!(access_at(&mut h, 0, 0, false, 5.0), Source::L3);
     assert_eq!((memory_writes(&h), h.stats.l3_rinses), (0, 0));
@@ -514,7 +516,7 @@ fn a_dirty_l3_line_taken_back_at_once_was_not_rinsed_and_is_written_back_on_evic
 
 #[test]
 fn a_device_write_over_a_rinsed_l3_line_costs_the_rinse_and_nothing_else() {
-    let mut h = rinsing(1.0);
+    let mut h = rinsing(64.0);
     dirty_line_0_into_l3(&mut h, 0.0);
     // Injected into CPU 1's L2: the L3 copy is dropped; it had been rinsed during its stay.
     h.dma_write(0, Line(0), Destination::L2 { cpu: 1 }, Time::from_ns(1e6));
@@ -525,7 +527,7 @@ fn a_device_write_over_a_rinsed_l3_line_costs_the_rinse_and_nothing_else() {
 
 #[test]
 fn an_evicted_dirty_line_is_written_once_however_long_it_stayed() {
-    let mut h = rinsing(1.0);
+    let mut h = rinsing(64.0);
     dirty_line_0_into_l3(&mut h, 0.0);
     // L3 set 0 (64 sets, 4 ways) takes lines 64 k: streaming them at 1 ms evicts line 0.
     for k in 1..=40 {
@@ -537,7 +539,7 @@ fn an_evicted_dirty_line_is_written_once_however_long_it_stayed() {
 
 #[test]
 fn a_clean_l3_line_is_never_rinsed() {
-    let mut h = rinsing(1.0);
+    let mut h = rinsing(64.0);
     for line in [0, 16, 32, 48, 80] {
         access_at(&mut h, 0, line, false, 0.0);
     }
@@ -546,12 +548,12 @@ fn a_clean_l3_line_is_never_rinsed() {
     assert_eq!((memory_writes(&h), h.stats.l3_rinses), (0, 0));
 }
 
-/// 2,000 lines, each into the L3 dirty at 0 and taken back by CPU 1 at 1 µs, the mean rinse time,
-/// in a hierarchy whose random choices follow `seed`: whether each of the 256 lines left in the L3
-/// was rinsed.
-fn rinsed_after_one_mean(seed: u64) -> Vec<bool> {
+/// 2,000 lines, each into the L3 dirty at 0 and taken back by CPU 1 at 1 µs, in a hierarchy whose
+/// random choices follow `seed`: whether each of the 256 lines left in the L3 was rinsed. Its
+/// engine rinses 256 lines a microsecond (16.384 GB/s), so each line is owed one rinse.
+fn rinsed_after_one_owed(seed: u64) -> Vec<bool> {
     let platform = tiny(Relation::Exclusive);
-    let platform = PlatformSpec { l3: CacheSpec { rinse_ns: 1000.0, ..platform.l3 }, ..platform };
+    let platform = PlatformSpec { l3: CacheSpec { rinse_gbs: OrNone(Some(16.384)), ..platform.l3 }, ..platform };
     let mut h = Hierarchy::seeded(&platform, seed);
     let lines = 2000;
     for line in 0..lines {
@@ -571,10 +573,10 @@ fn rinsed_after_one_mean(seed: u64) -> Vec<bool> {
 }
 
 #[test]
-fn lines_that_stay_one_mean_are_rinsed_with_probability_one_minus_1_over_e() {
+fn lines_owed_one_rinse_each_are_rinsed_with_probability_one_minus_1_over_e() {
     let expected = 256.0 * (1.0 - (-1.0f64).exp());
     for seed in [0, 1, 2] {
-        let rinsed = rinsed_after_one_mean(seed).iter().filter(|&&r| r).count() as f64;
+        let rinsed = rinsed_after_one_owed(seed).iter().filter(|&&r| r).count() as f64;
         assert!(
             (rinsed - expected).abs() < 0.1 * expected,
             "seed {seed}: {rinsed} rinsed, about {expected:.0} expected"
@@ -584,8 +586,8 @@ fn lines_that_stay_one_mean_are_rinsed_with_probability_one_minus_1_over_e() {
 
 #[test]
 fn which_lines_are_rinsed_follows_the_seed() {
-    assert_eq!(rinsed_after_one_mean(7), rinsed_after_one_mean(7));
-    assert_ne!(rinsed_after_one_mean(7), rinsed_after_one_mean(8));
+    assert_eq!(rinsed_after_one_owed(7), rinsed_after_one_owed(7));
+    assert_ne!(rinsed_after_one_owed(7), rinsed_after_one_owed(8));
 }
 
 /// `tiny` with a randomly replaced L2 (4 ways of 16 sets) in a hierarchy whose random choices

@@ -120,7 +120,7 @@ fn the_scenario_seed_reaches_the_hierarchy_random_choices() {
     let (one, two) = (rinses(&["seed=1"]), rinses(&["seed=2"]));
     assert!(one.0 > 0 && two.0 > 0);
     assert_ne!(one, two, "another seed, other lines rinsed");
-    let unrinsed = |seed| rinses(&["platform.l3.rinse_ns=0", seed]);
+    let unrinsed = |seed| rinses(&["platform.l3.rinse_gbs=\"none\"", seed]);
     assert_eq!(unrinsed("seed=1"), unrinsed("seed=2"), "nothing else in the run draws");
 }
 

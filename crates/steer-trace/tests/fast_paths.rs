@@ -281,6 +281,7 @@ impl PlainCache {
             line: Line(line),
             dirty,
             unused_prefetch,
+            stamp: 0,
         });
         self.slots[set * self.ways + way] = Some((line, dirty, false));
         self.policy.on_fill(set, way);

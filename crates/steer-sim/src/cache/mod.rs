@@ -3,6 +3,7 @@
 
 pub mod prefetch;
 pub mod replacement;
+pub mod rinse;
 pub mod slice_hash;
 
 use crate::units::Line;
@@ -18,6 +19,8 @@ pub struct Evicted {
     pub dirty: bool,
     /// Brought in by a prefetch and never used.
     pub unused_prefetch: bool,
+    /// The stamp recorded for it (see `Cache::stamp`); 0 where the cache keeps none.
+    pub stamp: u64,
 }
 
 /// Which invalid way an allocation takes first, where its allowed ways have several.
@@ -78,9 +81,9 @@ pub struct Cache {
     /// Valid, dirty and prefetch bits, one entry per set so a lookup touches one host cache line.
     bits: Vec<SetBits>,
     policy: Replacement,
-    /// When each slot's line was installed, in the caller's time unit: empty unless
-    /// `keep_install_times` asked for it (an L3 that rinses needs it, other caches do not).
-    installed_at: Vec<u64>,
+    /// A value the caller recorded for each slot's line when it was installed: empty unless
+    /// `keep_stamps` asked for it (an L3 that rinses needs it, other caches do not).
+    stamps: Vec<u64>,
     all_ways: u64,
     /// The slot of the last hit or fill, and its set: where `slot_of` looks first (a line found
     /// there needs no set computed). A hint only.
@@ -154,7 +157,7 @@ impl Cache {
             tags: vec![INVALID; geometry.sets * geometry.ways],
             bits: vec![SetBits::default(); geometry.sets],
             policy: (info.build)(geometry.sets, geometry.ways, geometry.options),
-            installed_at: Vec::new(),
+            stamps: Vec::new(),
             all_ways: if geometry.ways >= 64 { u64::MAX } else { (1u64 << geometry.ways) - 1 },
             last_used: 0,
             last_set: 0,
@@ -165,24 +168,24 @@ impl Cache {
         self.all_ways
     }
 
-    /// From now on keeps the time each line is installed at (see `stamp`).
-    pub fn keep_install_times(&mut self) {
-        self.installed_at = vec![0; self.tags.len()];
+    /// From now on keeps a stamp for each line (see `stamp`).
+    pub fn keep_stamps(&mut self) {
+        self.stamps = vec![0; self.tags.len()];
     }
 
-    /// Records `at` as the install time of a present line, if install times are kept.
-    pub fn stamp(&mut self, line: Line, at: u64) {
-        if !self.installed_at.is_empty() {
+    /// Records `stamp` for a present line, if stamps are kept.
+    pub fn stamp(&mut self, line: Line, stamp: u64) {
+        if !self.stamps.is_empty() {
             if let Some((set, way)) = self.slot_of(line) {
-                self.installed_at[set * self.ways + way] = at;
+                self.stamps[set * self.ways + way] = stamp;
             }
         }
     }
 
-    /// The install time recorded for a present line, if install times are kept.
-    pub fn installed_at(&self, line: Line) -> Option<u64> {
+    /// The stamp recorded for a present line, if stamps are kept.
+    pub fn stamp_of(&self, line: Line) -> Option<u64> {
         let (set, way) = self.slot_of(line)?;
-        self.installed_at.get(set * self.ways + way).copied()
+        self.stamps.get(set * self.ways + way).copied()
     }
 
     fn set_of(&self, line: Line) -> usize {
@@ -284,6 +287,7 @@ impl Cache {
                 line: Line(self.tags[set * self.ways + way]),
                 dirty: bits.dirty >> way & 1 == 1,
                 unused_prefetch: bits.prefetched >> way & 1 == 1,
+                stamp: self.stamps.get(set * self.ways + way).copied().unwrap_or(0),
             };
             (way, Some(evicted))
         };
@@ -420,7 +424,7 @@ mod tests {
         // Line 2 is least recent and dirty.
         assert_eq!(
             c.insert(Line(4), false, c.all_ways()),
-            Some(Evicted { line: Line(2), dirty: true, unused_prefetch: false })
+            Some(Evicted { line: Line(2), dirty: true, unused_prefetch: false, stamp: 0 })
         );
         assert!(c.contains(Line(0)) && c.contains(Line(4)) && !c.contains(Line(2)));
         assert_eq!(c.occupancy(), 2);
@@ -553,20 +557,20 @@ mod tests {
     }
 
     #[test]
-    fn install_times_are_kept_only_when_asked_for() {
+    fn stamps_are_kept_only_when_asked_for_and_leave_with_their_line() {
         let mut c = cache(2, 2);
         c.insert(Line(0), false, c.all_ways());
         c.stamp(Line(0), 7);
-        assert_eq!(c.installed_at(Line(0)), None);
-        c.keep_install_times();
+        assert_eq!(c.stamp_of(Line(0)), None);
+        c.keep_stamps();
         c.stamp(Line(0), 7);
         c.insert(Line(2), true, c.all_ways());
         c.stamp(Line(2), 9);
         c.stamp(Line(4), 11); // absent: nothing recorded
-        assert_eq!(
-            (c.installed_at(Line(0)), c.installed_at(Line(2)), c.installed_at(Line(4))),
-            (Some(7), Some(9), None)
-        );
+        assert_eq!((c.stamp_of(Line(0)), c.stamp_of(Line(2)), c.stamp_of(Line(4))), (Some(7), Some(9), None));
+        // Line 0 is least recent: the victim carries its stamp out.
+        let evicted = c.insert(Line(4), false, c.all_ways()).unwrap();
+        assert_eq!((evicted.line, evicted.stamp), (Line(0), 7));
     }
 
     #[test]
