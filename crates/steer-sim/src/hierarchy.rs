@@ -1124,19 +1124,12 @@ impl Hierarchy {
             other => other,
         };
         match destination {
-            Destination::Memory => {
-                // The write overwrites the whole line: cached copies are dropped, dirty or not.
-                for holder in holders.iter() {
-                    self.drop_copy(holder, line, now);
-                }
-                self.memory.write(line, now);
-                self.stats.dma_lines_to_memory += 1;
-            }
+            Destination::Memory => self.write_to_memory(line, holders, now),
             Destination::L2 { cpu } => {
                 let core = self.core_of_cpu[cpu as usize];
-                let socket = self.topology.socket_of_ccx(self.ccx_of(core));
-                if let Some(queue) = self.steering.get_mut(socket as usize) {
-                    if let Steered::ToMemory { fetch_at } = queue.steer(now) {
+                if !self.steering.is_empty() {
+                    let socket = self.topology.socket_of_ccx(self.ccx_of(core));
+                    if let Steered::ToMemory { fetch_at } = self.steering[socket as usize].steer(now) {
                         self.steer_through_memory(core, line, holders, now, fetch_at);
                         return;
                     }
@@ -1161,10 +1154,7 @@ impl Hierarchy {
                     InjectedInsertion::Lru => self.l2[core as usize].mark_dirty(line),
                 };
                 if !present {
-                    self.fill_l2(core, line, true, now);
-                    if self.l2_injected_insertion == InjectedInsertion::Lru {
-                        self.l2[core as usize].demote(line);
-                    }
+                    self.fill_l2_injected(core, line, true, now);
                 }
                 self.dir_add(line, core);
                 self.stats.dma_lines_to_cache += 1;
@@ -1189,9 +1179,7 @@ impl Hierarchy {
             Destination::UpdateIfCached => {
                 // The copy kept is the first holder: a core's private caches before any L3.
                 let Some(keep) = holders.iter().next() else {
-                    self.memory.write(line, now);
-                    self.stats.dma_lines_to_memory += 1;
-                    return;
+                    return self.write_to_memory(line, holders, now);
                 };
                 // A core's copy keeps its CCX's inclusive L3 copy with it.
                 let keep_l3 = if keep < cores { self.inclusive_l3_of(keep) } else { None };
@@ -1217,20 +1205,31 @@ impl Hierarchy {
     /// memory, cached copies dropped, and the L2 fetches it from there at `fetch_at`, clean, where
     /// an injected line would have entered its replacement order.
     fn steer_through_memory(&mut self, core: u32, line: Line, holders: Holders, now: Time, fetch_at: Time) {
-        for holder in holders.iter() {
-            self.drop_copy(holder, line, now);
-        }
-        self.memory.write(line, now);
+        self.write_to_memory(line, holders, now);
         self.memory.read(line, fetch_at);
         if self.inclusive_l3_of(core).is_some() {
             self.l3_install(self.ccx_of(core), line, false, now);
         }
-        self.fill_l2(core, line, false, now);
+        self.fill_l2_injected(core, line, false, now);
+        self.stats.steered_through_memory += 1;
+    }
+
+    /// A device's write of a whole line to memory: cached copies are dropped, dirty or not.
+    fn write_to_memory(&mut self, line: Line, holders: Holders, now: Time) {
+        for holder in holders.iter() {
+            self.drop_copy(holder, line, now);
+        }
+        self.memory.write(line, now);
+        self.stats.dma_lines_to_memory += 1;
+    }
+
+    /// Fills `core`'s L2 with a line a device placed there, where injected lines enter its
+    /// replacement order.
+    fn fill_l2_injected(&mut self, core: u32, line: Line, dirty: bool, now: Time) {
+        self.fill_l2(core, line, dirty, now);
         if self.l2_injected_insertion == InjectedInsertion::Lru {
             self.l2[core as usize].demote(line);
         }
-        self.stats.dma_lines_to_memory += 1;
-        self.stats.steered_through_memory += 1;
     }
 
     /// The CCX of logical CPU `cpu`.
