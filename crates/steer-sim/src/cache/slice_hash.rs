@@ -84,13 +84,36 @@ const SKYLAKE_SP_MASKS: [u64; 14] = [
     0,
 ];
 
+/// The permutation is linear over GF(2) in the address bits the masks cover (18 to 37): the XOR
+/// of one column per set bit. Tabled per byte of those bits (three lookups in place of fourteen
+/// parities, which the baseline x86-64 target computes without a popcount instruction).
+const SKYLAKE_SP_FIRST_BIT: u32 = 18;
+const SKYLAKE_SP_PERMUTATION: [[u16; 256]; 3] = permutation_tables(&SKYLAKE_SP_MASKS);
+
+const fn permutation_tables(masks: &[u64; 14]) -> [[u16; 256]; 3] {
+    let mut tables = [[0u16; 256]; 3];
+    let mut chunk = 0;
+    while chunk < 3 {
+        let mut byte = 0;
+        while byte < 256 {
+            let address = (byte as u64) << (SKYLAKE_SP_FIRST_BIT + 8 * chunk as u32);
+            let mut bit = 0;
+            while bit < masks.len() {
+                tables[chunk][byte] |= (((address & masks[bit]).count_ones() & 1) as u16) << bit;
+                bit += 1;
+            }
+            byte += 1;
+        }
+        chunk += 1;
+    }
+    tables
+}
+
 fn skylake_sp(line: Line) -> u64 {
-    let address = line.0 << 6;
-    let permutation = SKYLAKE_SP_MASKS
-        .iter()
-        .enumerate()
-        .fold(0, |p, (bit, mask)| p | ((address & mask).count_ones() as u64 & 1) << bit);
-    SKYLAKE_SP_BASE[((line.0 ^ permutation) & 0xfff) as usize] as u64
+    let bits = (line.0 << 6) >> SKYLAKE_SP_FIRST_BIT;
+    let [low, middle, high] = &SKYLAKE_SP_PERMUTATION;
+    let permutation = low[(bits & 0xff) as usize] ^ middle[(bits >> 8 & 0xff) as usize] ^ high[(bits >> 16 & 0xff) as usize];
+    SKYLAKE_SP_BASE[((line.0 ^ permutation as u64) & 0xfff) as usize] as u64
 }
 
 /// Reads a base sequence, one decimal slice number per line (`#` starts a comment to the end of
@@ -158,6 +181,26 @@ mod tests {
         assert_eq!(slice(4096 + 3), SKYLAKE_SP_BASE[0x865 ^ 3] as u64);
         // A Python transcription of the hash, on lines far apart.
         assert_eq!([0x54800, 0x7_0000_1234, 0xdead_beef].map(slice), [16, 2, 6]);
+    }
+
+    #[test]
+    fn the_tabled_permutation_is_the_parities_of_the_masks() {
+        let parities = |line: u64| {
+            let address = line << 6;
+            SKYLAKE_SP_MASKS.iter().enumerate().fold(0, |p, (bit, mask)| p | ((address & mask).count_ones() as u64 & 1) << bit)
+        };
+        let mut line = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..100_000 {
+            line = line.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let below_256_gib = line >> 32;
+            let expected = SKYLAKE_SP_BASE[((below_256_gib ^ parities(below_256_gib)) & 0xfff) as usize] as u64;
+            assert_eq!(skylake_sp(Line(below_256_gib)), expected, "line {below_256_gib:#x}");
+        }
+        // Each address bit from 18 to 37 alone gives its column.
+        for bit in SKYLAKE_SP_FIRST_BIT..38 {
+            let line = 1u64 << (bit - 6);
+            assert_eq!(skylake_sp(Line(line)), SKYLAKE_SP_BASE[((line ^ parities(line)) & 0xfff) as usize] as u64, "bit {bit}");
+        }
     }
 
     #[test]
