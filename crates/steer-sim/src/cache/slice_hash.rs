@@ -112,7 +112,8 @@ const fn permutation_tables(masks: &[u64; 14]) -> [[u16; 256]; 3] {
 fn skylake_sp(line: Line) -> u64 {
     let bits = (line.0 << 6) >> SKYLAKE_SP_FIRST_BIT;
     let [low, middle, high] = &SKYLAKE_SP_PERMUTATION;
-    let permutation = low[(bits & 0xff) as usize] ^ middle[(bits >> 8 & 0xff) as usize] ^ high[(bits >> 16 & 0xff) as usize];
+    let permutation =
+        low[(bits & 0xff) as usize] ^ middle[(bits >> 8 & 0xff) as usize] ^ high[(bits >> 16 & 0xff) as usize];
     SKYLAKE_SP_BASE[((line.0 ^ permutation as u64) & 0xfff) as usize] as u64
 }
 
@@ -187,7 +188,10 @@ mod tests {
     fn the_tabled_permutation_is_the_parities_of_the_masks() {
         let parities = |line: u64| {
             let address = line << 6;
-            SKYLAKE_SP_MASKS.iter().enumerate().fold(0, |p, (bit, mask)| p | ((address & mask).count_ones() as u64 & 1) << bit)
+            SKYLAKE_SP_MASKS
+                .iter()
+                .enumerate()
+                .fold(0, |p, (bit, mask)| p | ((address & mask).count_ones() as u64 & 1) << bit)
         };
         let mut line = 0x9e37_79b9_7f4a_7c15u64;
         for _ in 0..100_000 {
@@ -199,7 +203,11 @@ mod tests {
         // Each address bit from 18 to 37 alone gives its column.
         for bit in SKYLAKE_SP_FIRST_BIT..38 {
             let line = 1u64 << (bit - 6);
-            assert_eq!(skylake_sp(Line(line)), SKYLAKE_SP_BASE[((line ^ parities(line)) & 0xfff) as usize] as u64, "bit {bit}");
+            assert_eq!(
+                skylake_sp(Line(line)),
+                SKYLAKE_SP_BASE[((line ^ parities(line)) & 0xfff) as usize] as u64,
+                "bit {bit}"
+            );
         }
     }
 
