@@ -457,7 +457,8 @@ pub struct Hierarchy {
     inclusive_mask: u64,
     /// `io.partial_write`.
     partial_write: PartialWrite,
-    /// Each socket's queue of writes steered into an L2 (`io.steer_gbs`); empty: no limit.
+    /// Each CCX's queue of writes steered into its L2s (`io.steer_bytes_per_cycle`); empty: no
+    /// limit.
     steering: Vec<SteeringQueue>,
     pub stats: HierarchyStats,
 }
@@ -530,9 +531,10 @@ impl Hierarchy {
             ddio_mask: platform.io.ddio_mask(platform.l3.ways),
             inclusive_mask: platform.io.inclusive_mask(),
             partial_write: platform.io.partial_write,
-            steering: platform.io.steer_gbs.0.map_or_else(Vec::new, |gbs| {
+            steering: platform.io.steer_bytes_per_cycle.0.map_or_else(Vec::new, |bytes| {
+                let gbs = bytes * t.cores_per_ccx as f64 * platform.core.freq_ghz;
                 let queue = SteeringQueue::new(gbs, platform.io.steer_queue_lines, platform.line_bytes());
-                vec![queue; t.sockets as usize]
+                vec![queue; t.ccx_count() as usize]
             }),
             stats: HierarchyStats::zeroed(t.cpus() as usize, 0),
             topology: t,
@@ -1128,8 +1130,8 @@ impl Hierarchy {
             Destination::L2 { cpu } => {
                 let core = self.core_of_cpu[cpu as usize];
                 if !self.steering.is_empty() {
-                    let socket = self.topology.socket_of_ccx(self.ccx_of(core));
-                    if let Steered::ToMemory { fetch_at } = self.steering[socket as usize].steer(now) {
+                    let ccx = self.ccx_of(core);
+                    if let Steered::ToMemory { fetch_at } = self.steering[ccx as usize].steer(now) {
                         self.steer_through_memory(core, line, holders, now, fetch_at);
                         return;
                     }

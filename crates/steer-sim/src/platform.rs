@@ -349,12 +349,15 @@ params! {
         inclusive_ways: u32 = 0,
         /// What the I/O stack does with a device's write of part of a line.
         partial_write: PartialWrite = PartialWrite::Merge,
-        /// How fast the fabric delivers device writes steered into a core's L2, per socket (GB/s;
-        /// none: as fast as they come). Past it, steered lines queue (`steer_queue_lines`).
-        steer_gbs: OrNone = OrNone(None),
-        /// Steered lines the fabric holds while they wait for delivery. A line that finds them
-        /// all taken is written to memory, and its target L2 fetches it from there once the
-        /// lines ahead of it are delivered (`steering`).
+        /// How fast a CCX takes device writes steered into its cores' L2s: bytes per cycle of
+        /// the cores' clock (`core.freq_ghz`) and per core of the CCX, since a CCX takes lines
+        /// from the fabric through its L3, which on Zen has one slice per core and runs at the
+        /// cores' clock (none: as fast as they come). Past it, steered lines queue
+        /// (`steer_queue_lines`).
+        steer_bytes_per_cycle: OrNone = OrNone(None),
+        /// Steered lines the fabric holds for each CCX while they wait for delivery. A line that
+        /// finds them all taken is written to memory, and its target L2 fetches it from there
+        /// once the lines ahead of it are delivered (`steering`).
         steer_queue_lines: u32 = 1024,
     }
 }
@@ -590,6 +593,11 @@ impl PlatformSpec {
         ensure(self.io.ddio_ways <= self.l3.ways, &key("io.ddio_ways"), || {
             format!("the L3 has {} ways (got {})", self.l3.ways, self.io.ddio_ways)
         })?;
+        if let Some(bytes) = self.io.steer_bytes_per_cycle.0 {
+            ensure(bytes > 0.0 && bytes <= self.line_bytes() as f64, &key("io.steer_bytes_per_cycle"), || {
+                format!("must be above 0 and at most a line, {} B (got {})", self.line_bytes(), Shown(bytes))
+            })?;
+        }
         ensure((1..=MAX_STEER_QUEUE_LINES).contains(&self.io.steer_queue_lines), &key("io.steer_queue_lines"), || {
             format!(
                 "must be 1 to {MAX_STEER_QUEUE_LINES}: a fabric buffers lines, not megabytes (got {})",
@@ -847,6 +855,13 @@ mod tests {
         let mut p = preset("turin-9655").unwrap();
         p.core.freq_ghz = 0.0;
         assert_eq!(error_path(&p).as_deref(), Some("platform.core.freq_ghz"));
+        // A CCX takes steered lines at some rate, and at most a line per core and cycle.
+        let mut p = preset("turin-9655").unwrap();
+        for (bytes, valid) in [(0.0, false), (64.0, true), (64.5, false)] {
+            p.io.steer_bytes_per_cycle = crate::params::OrNone(Some(bytes));
+            assert_eq!(error_path(&p).is_none(), valid, "{bytes} B");
+        }
+        assert_eq!(error_path(&p).as_deref(), Some("platform.io.steer_bytes_per_cycle"));
         // Steering tags are 16 bits: the last CPU's (APIC id 191 on the 9655) plus the base.
         let mut p = preset("turin-9655").unwrap();
         p.tph.st_base = 65535 - 191;

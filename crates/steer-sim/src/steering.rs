@@ -5,7 +5,8 @@
 //! into the target caches at a bounded rate: a line that finds the queue full is written to
 //! memory instead, and its target cache fetches it from there once the lines queued ahead of it
 //! are delivered. Delivered lines are placed at once: the queue decides which lines reach the
-//! cache by way of memory, not when delivered ones arrive.
+//! cache by way of memory, not when delivered ones arrive. The hierarchy keeps one queue per CCX,
+//! drained at the rate its L3 takes lines (`io.steer_bytes_per_cycle`).
 
 use crate::units::Time;
 

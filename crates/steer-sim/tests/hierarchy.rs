@@ -111,6 +111,41 @@ fn dma_to_memory_invalidates_and_dma_to_l2_injects() {
 }
 
 #[test]
+fn a_ccx_takes_steered_lines_at_its_cores_rate_and_the_excess_goes_by_way_of_memory() {
+    // 0.25 B per cycle and core, 2 cores at 2 GHz: 1 GB/s, one 64 B line every 64 ns; room for 2.
+    let platform = tiny(Relation::Exclusive);
+    let mut h = with_nic(&PlatformSpec {
+        core: steer_sim::platform::CoreSpec { freq_ghz: 2.0, ..platform.core.clone() },
+        io: steer_sim::platform::IoSpec {
+            steer_bytes_per_cycle: OrNone(Some(0.25)),
+            steer_queue_lines: 2,
+            ..platform.io.clone()
+        },
+        ..platform
+    });
+    let memory = |h: &Hierarchy| h.memory.stats().fold((0, 0), |(r, w), c| (r + c.read_bytes, w + c.write_bytes));
+    let steer = |h: &mut Hierarchy, line: u64, cpu: u32, ns: f64| {
+        h.dma_write(0, Line(line), Destination::L2 { cpu }, Time::from_ns(ns));
+        h.check_invariants().unwrap();
+    };
+    steer(&mut h, 0, 0, 0.0);
+    steer(&mut h, 1, 0, 0.0);
+    assert_eq!((memory(&h), h.stats.steered_through_memory), ((0, 0), 0));
+    // CCX 0's queue is full: the third line is written to memory and the L2 reads it back.
+    steer(&mut h, 2, 0, 0.0);
+    assert_eq!((memory(&h), h.stats.steered_through_memory), ((64, 64), 1));
+    assert!(h.in_l2(0, Line(2)));
+    // CCX 1 (CPU 2) has a queue of its own.
+    steer(&mut h, 3, 2, 0.0);
+    assert_eq!(h.stats.steered_through_memory, 1);
+    // 64 ns later one line has been delivered: room for one more, not two.
+    steer(&mut h, 4, 1, 64.0);
+    assert_eq!(h.stats.steered_through_memory, 1);
+    steer(&mut h, 5, 1, 64.0);
+    assert_eq!((memory(&h), h.stats.steered_through_memory), ((128, 128), 2));
+}
+
+#[test]
 fn a_device_write_to_an_l2_line_is_a_use_only_where_injected_lines_enter_as_most_recent() {
     // L2 set 0 holds lines 0, 16, 32 and 48; 64 is a fifth line of the set.
     for (insertion, kept) in [(InjectedInsertion::Mru, true), (InjectedInsertion::Lru, false)] {
