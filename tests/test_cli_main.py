@@ -341,7 +341,7 @@ def test_compare_runs_every_placement_the_scenario_accepts_and_says_which_it_cou
     assert main(["compare", "sdci-l2fwd", *SHORT]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["metric", "inject", "l2", "memory", "tph"]
-    assert lines[1].split()[-4:] == ["5.28", "5.28", "12.49", "12.49"]
+    assert lines[1].split()[-4:] == ["6.72", "6.72", "12.49", "12.49"]
     assert lines[-1] == (
         "not compared: ddio: --set devices.0.placement.policy: platform `turin-9655` has no DDIO ways "
         "(platform.io.ddio_ways = 0)"
