@@ -2,7 +2,9 @@
 
 use steer_sim::hierarchy::{Destination, Hierarchy, Holding, Source};
 use steer_sim::params::OrNone;
-use steer_sim::platform::{CacheSpec, InjectedInsertion, PlatformSpec, Relation, TopologySpec, WayMaskSpec};
+use steer_sim::platform::{
+    CacheSpec, CoreSpec, InjectedInsertion, IoSpec, PlatformSpec, Relation, TopologySpec, WayMaskSpec,
+};
 use steer_sim::units::{Line, Time};
 
 /// One CCX of two cores (CPUs 0, 1) plus a second CCX (CPU 2); tiny caches.
@@ -115,12 +117,8 @@ fn a_ccx_takes_steered_lines_at_its_cores_rate_and_the_excess_goes_by_way_of_mem
     // 0.25 B per cycle and core, 2 cores at 2 GHz: 1 GB/s, one 64 B line every 64 ns; room for 2.
     let platform = tiny(Relation::Exclusive);
     let mut h = with_nic(&PlatformSpec {
-        core: steer_sim::platform::CoreSpec { freq_ghz: 2.0, ..platform.core.clone() },
-        io: steer_sim::platform::IoSpec {
-            steer_bytes_per_cycle: OrNone(Some(0.25)),
-            steer_queue_lines: 2,
-            ..platform.io.clone()
-        },
+        core: CoreSpec { freq_ghz: 2.0, ..platform.core.clone() },
+        io: IoSpec { steer_bytes_per_cycle: OrNone(Some(0.25)), steer_queue_lines: 2, ..platform.io.clone() },
         ..platform
     });
     let memory = |h: &Hierarchy| h.memory.stats().fold((0, 0), |(r, w), c| (r + c.read_bytes, w + c.write_bytes));
