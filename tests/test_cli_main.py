@@ -388,7 +388,7 @@ def test_reproduce_prints_one_row_and_the_scores(tmp_path, capsys, monkeypatch):
     headers = ["id", "role", "source", "metric", "published", "simulated", "difference", "target"]
     assert printed[0].split() == headers
     assert printed[1].startswith("seed004/eflatency-avg  calibration")
-    assert printed[1].split()[-5:] == ["55.0ns", "55.2ns", "+0.20", "ns", "within"]
+    assert printed[1].split()[-5:] == ["55.0ns", "55.1ns", "+0.06", "ns", "within"]
     assert printed[2:] == [
         "calibration: 1 of 1 within target; validation: 0 of 0 within target (percentages ±10 pt, latencies ±20 ns)",
         f"wrote {out}",

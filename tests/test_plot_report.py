@@ -263,9 +263,14 @@ def test_a_workload_latency_summary_draws_a_cdf(tmp_path):
     assert plot.latency_fields(df, None) == ["cores.2.workload.half_rtt_ns"]
     lines = plot.latency_cdf(df).axes[0].get_lines()
     assert len(lines) == 2
-    # Every round trip takes as long: the CDF is one vertical step from 0 to 1.
+    # The summary's percentiles as steps: from 0 at its least value up to 1 at its greatest.
     xs, ys = list(lines[0].get_xdata()), list(lines[0].get_ydata())
-    assert len(set(xs)) == 1 and ys[0] == 0.0 and ys[-1] == 1.0
+    first = df.iloc[0]
+    assert (
+        xs[0] == xs[1] == first["cores.2.workload.half_rtt_ns.min"]
+        and xs[-1] == first["cores.2.workload.half_rtt_ns.max"]
+    )
+    assert xs == sorted(xs) and ys[0] == 0.0 and ys[-1] == 1.0 and ys == sorted(ys)
     # The report's table of runs gives each run's median.
     table = report.runs_table(df)
     assert "<th>cores.2.workload.half_rtt_ns.p50</th>" in table

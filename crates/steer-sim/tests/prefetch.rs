@@ -152,11 +152,11 @@ fn a_software_prefetch_into_the_l1d_holds_a_miss_slot_and_one_into_the_l2_does_n
     assert!(after_l2 < alone + Time::from_ns(5.0), "after an L2 prefetch: {after_l2}, alone {alone}");
 }
 
-/// Two cores of one CCX, the second core's L2 with a `stream` prefetcher of degree 1, distance 4.
+/// Two cores of one CCX, the second core's L2 with a `stream` prefetcher of degree 2, distance 4.
 fn two_cores_with_an_l2_stream() -> PlatformSpec {
     let mut platform = platform(PrefetcherSpec::default());
     platform.topology.cores_per_ccx = 2;
-    platform.l2.prefetcher = PrefetcherSpec { kind: "stream".into(), degree: 1, distance: 4 };
+    platform.l2.prefetcher = PrefetcherSpec { kind: "stream".into(), degree: 2, distance: 4 };
     platform.validate("platform").unwrap();
     platform
 }
@@ -181,13 +181,14 @@ fn read_a_peers_lines(gap: Time) -> Vec<Source> {
 
 #[test]
 fn an_l2_stream_fills_from_the_own_l2_only_what_arrives_before_the_core_asks() {
-    // 0 and 1 start the stream, 2 confirms it and prefetches 6, 3 prefetches 7, ..., 7 prefetches 11.
-    // Asked for a microsecond later, lines 6..12 are in the L2 already: fills from the own L2.
+    // 0 and 1 start the stream and 1 prefetches 2 and 3, 2 prefetches 4 and 5, 3 6 and 7, then one
+    // line an access, 4 ahead. Asked for a microsecond later, lines 2..12 are in the L2 already:
+    // fills from the own L2.
     let slow = read_a_peers_lines(Time::from_us(1.0));
-    assert_eq!(&slow[..6], &[Source::PeerL2; 6]);
-    assert_eq!(&slow[6..], &[Source::L2; 6]);
-    // Asked for 1 ns apart, each prefetch is 4 ns ahead of its use, less than the 25 ns a peer's
-    // L2 takes: the core waits for it, and the fill counts where the prefetch read it from.
+    assert_eq!(&slow[..2], &[Source::PeerL2; 2]);
+    assert_eq!(&slow[2..], &[Source::L2; 10]);
+    // Asked for 1 ns apart, each prefetch is at most 4 ns ahead of its use, less than the 25 ns a
+    // peer's L2 takes: the core waits for it, and the fill counts where the prefetch read it from.
     assert_eq!(read_a_peers_lines(Time::from_ns(1.0)), vec![Source::PeerL2; 12]);
 }
 
@@ -220,18 +221,18 @@ fn an_l1_prefetch_of_a_line_the_l2_is_still_fetching_waits_for_it_and_reports_it
 
 #[test]
 fn the_l2_prefetcher_trains_on_the_l1_prefetchers_requests() {
-    // Software prefetches into the L1D of lines 0, 1, 2 miss the L2 as demand misses would:
-    // the L2's stream (degree 1, distance 4) starts on 0 and 1 and fetches 6 on 2.
+    // Software prefetches into the L1D of lines 0 and 1 miss the L2 as demand misses would: the
+    // L2's stream (degree 2, distance 4) starts on them and fetches 2 and 3.
     let mut h = Hierarchy::new(&two_cores_with_an_l2_stream());
     let mut now = Time::ZERO;
-    for line in 0..3 {
+    for line in 0..2 {
         now += Time::from_us(1.0);
         h.prefetch(1, Line(line), Level::L1, now);
     }
-    assert_eq!(h.stats.l2.prefetch.issued, 1);
-    assert_eq!(h.stats.l2.misses, 3);
+    assert_eq!(h.stats.l2.prefetch.issued, 2);
+    assert_eq!(h.stats.l2.misses, 2);
     now += Time::from_us(1.0);
-    assert_eq!(h.core_access(1, Line(6), false, now).source, Source::L2);
+    assert_eq!(h.core_access(1, Line(3), false, now).source, Source::L2);
     assert_eq!(h.stats.l2.prefetch.useful, 1);
 }
 

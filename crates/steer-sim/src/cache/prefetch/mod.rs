@@ -3,6 +3,10 @@
 //! `PREFETCHERS`, plus its `mod` line here; a cache spec picks one with `prefetcher = { kind = "NAME", degree = D,
 //! distance = K }`.
 
+use std::ops::Range;
+
+use rustc_hash::FxHashMap;
+
 use crate::error::{ensure, ConfigResult};
 use crate::params::{params, Name, Registry};
 use crate::units::Line;
@@ -32,9 +36,10 @@ params! {
     pub struct PrefetcherSpec {
         /// Which prefetcher: the name of a registered one.
         kind: Name<Prefetchers> = Name::new("none"),
-        /// Lines prefetched per trigger.
+        /// Lines prefetched per trigger (at most).
         degree: u32 = 1,
-        /// How far ahead the first prefetched line is, in lines (next_line) or strides (stride).
+        /// How far ahead the first prefetched line is, in lines (next_line) or strides (stride); how
+        /// far beyond the furthest access a stream's head may run, in lines (stream).
         distance: u32 = 1,
     }
 }
@@ -49,6 +54,40 @@ pub struct PrefetcherInfo {
 /// Every prefetcher, by the name `prefetcher.kind` gives; each adds its `KIND` here.
 #[linkme::distributed_slice]
 pub static PREFETCHERS: [PrefetcherInfo];
+
+/// Lines per region a table-driven prefetcher tracks: 4 KiB of 64 B lines. It prefetches only
+/// within the region: the next 4 KiB of addresses is usually another page, which hardware
+/// prefetchers do not cross.
+const REGION_LINES: u64 = 64;
+/// Regions tracked at once.
+const REGIONS: usize = 64;
+
+/// A prefetcher's state per region, for a few regions at once; the table restarts when full (a
+/// small hardware table forgets too).
+struct RegionTable<T> {
+    entries: FxHashMap<u64, T>,
+}
+
+impl<T> RegionTable<T> {
+    fn new() -> RegionTable<T> {
+        RegionTable { entries: FxHashMap::default() }
+    }
+
+    /// The state of `line`'s region, started by `start` if the region is new.
+    fn entry(&mut self, line: Line, start: impl FnOnce() -> T) -> &mut T {
+        let region = line.0 / REGION_LINES;
+        if self.entries.len() >= REGIONS && !self.entries.contains_key(&region) {
+            self.entries.clear();
+        }
+        self.entries.entry(region).or_insert_with(start)
+    }
+}
+
+/// The lines of `line`'s region, as signed line numbers (prefetch targets are computed signed).
+fn region_of(line: Line) -> Range<i64> {
+    let first = (line.0 / REGION_LINES * REGION_LINES) as i64;
+    first..first + REGION_LINES as i64
+}
 
 mod next_line;
 mod none;
@@ -105,6 +144,9 @@ mod tests {
         let spec = PrefetcherSpec { kind: Name::new("stride"), degree: 1, distance: 2 };
         // Lines 0, 3, 6, 9: stride 3 seen at 3 (first), confirmed at 6 -> 6 + 3*2 = 12; at 9 -> 15.
         assert_eq!(run(spec.build().unwrap().as_mut(), &[0, 3, 6, 9]), vec![12, 15]);
+        // Two lines a trigger: the stride's next two steps from the distance on.
+        let two = PrefetcherSpec { kind: Name::new("stride"), degree: 2, distance: 2 };
+        assert_eq!(run(two.build().unwrap().as_mut(), &[0, 3, 6]), vec![12, 15]);
         // Nothing beyond the 64-line region the stride runs in.
         assert!(run(spec.build().unwrap().as_mut(), &[54, 57, 60, 63]).is_empty());
         assert!(spec.build().is_some());
@@ -112,15 +154,39 @@ mod tests {
         assert!(PrefetcherSpec { kind: Name::new("magic"), ..Default::default() }.validate("p").is_err());
     }
 
+    fn stream(degree: u32, distance: u32) -> Box<dyn Prefetcher> {
+        PrefetcherSpec { kind: Name::new("stream"), degree, distance }.build().unwrap()
+    }
+
     #[test]
-    fn stream_follows_consecutive_lines_up_or_down_and_nothing_else() {
-        let spec = PrefetcherSpec { kind: Name::new("stream"), degree: 2, distance: 4 };
-        // Up: confirmed at 12 -> 16, 17; at 13 -> 17, 18.
-        assert_eq!(run(spec.build().unwrap().as_mut(), &[10, 11, 12, 13]), vec![16, 17, 17, 18]);
-        // Down: confirmed at 48 -> 44, 43; not below the 4 KiB region (lines 64..128) it runs in.
-        assert_eq!(run(spec.build().unwrap().as_mut(), &[50, 49, 48]), vec![44, 43]);
-        assert!(run(spec.build().unwrap().as_mut(), &[66, 65, 64]).is_empty());
-        // A stride of 3 is not a stream.
-        assert!(run(spec.build().unwrap().as_mut(), &[0, 3, 6, 9]).is_empty());
+    fn stream_ramps_up_by_degree_lines_an_access_to_distance_ahead_then_keeps_pace() {
+        // 10, 11 start it (head 12); each access then fetches up to 2 lines while the head is at
+        // most 4 beyond it: 11 -> 12, 13; 12 -> 14, 15; 13 -> 16, 17; 14 -> 18 (19 would be 5 ahead).
+        assert_eq!(run(stream(2, 4).as_mut(), &[10, 11, 12, 13, 14]), vec![12, 13, 14, 15, 16, 17, 18]);
+        // Down, the same way.
+        assert_eq!(run(stream(2, 4).as_mut(), &[50, 49, 48, 47, 46]), vec![48, 47, 46, 45, 44, 43, 42]);
+    }
+
+    #[test]
+    fn stream_stays_within_the_4_kib_region() {
+        assert_eq!(run(stream(2, 4).as_mut(), &[66, 65, 64]), vec![64]);
+        assert_eq!(run(stream(2, 4).as_mut(), &[60, 61, 62, 63]), vec![62, 63]);
+    }
+
+    #[test]
+    fn stream_moves_on_with_accesses_ahead_and_ignores_those_behind() {
+        // 0, 1 start it; 5 (a request the L1's prefetcher sent ahead) moves it on to 6; 2 and 3,
+        // behind its furthest line, change nothing; 6 and 7 move it on.
+        assert_eq!(run(stream(1, 8).as_mut(), &[0, 1, 5, 2, 6, 3, 7]), vec![2, 6, 7, 8]);
+    }
+
+    #[test]
+    fn stream_needs_two_consecutive_lines_to_start() {
+        assert!(run(stream(2, 4).as_mut(), &[0, 3, 6, 9]).is_empty());
+        assert!(run(stream(2, 4).as_mut(), &[7, 7, 9]).is_empty());
+        // The table forgets: 65 regions touched once each restart it, and 0's start is lost.
+        let mut many: Vec<u64> = (0..65).map(|r| r * 64).collect();
+        many.push(1);
+        assert!(run(stream(2, 4).as_mut(), &many).is_empty());
     }
 }
