@@ -20,7 +20,6 @@ pub static KIND: PrefetcherInfo = PrefetcherInfo {
     },
 };
 
-#[derive(Clone, Copy)]
 struct Region {
     /// The furthest line accessed along the stream (the last one before it has a direction).
     furthest: i64,
