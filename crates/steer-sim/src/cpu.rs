@@ -12,7 +12,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use crate::devices::ring::{Completion, Poll, RingId, RxRing};
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
 use crate::hierarchy::{Hierarchy, Level, Source};
-use crate::platform::PlatformSpec;
+use crate::platform::{CoreSpec, PlatformSpec};
 use crate::stats::{stat, Report, Stat};
 use crate::units::{Clock, Line, Time};
 
@@ -46,54 +46,94 @@ pub enum Op {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoadId(pub u32);
 
-/// The core timing model: accesses issue at a fixed cost per line; misses overlap up to the
-/// core's outstanding-miss limit; a dependent use waits for its data; compute adds cycles.
+/// The core timing model: loads issue at a fixed cost per line and stores on a port of their own;
+/// misses overlap up to the core's outstanding-miss limit; a dependent use waits for its data;
+/// compute adds cycles. A store waits in the store buffer until it commits (its line is in the L1D
+/// and every older store has committed); the core stalls on a store only when the buffer is full.
 #[derive(Debug, Clone)]
 pub struct CoreTimer {
     pub cpu: u32,
     clock: Clock,
     issue: Time,
+    store_issue: Time,
+    fill: Time,
+    /// When the L1D's fill path takes its next miss.
+    fill_path_free: Time,
     /// Completion time of each outstanding-miss slot, earliest first out.
     slots: BinaryHeap<Reverse<Time>>,
+    /// When the store port takes its next store.
+    store_port_free: Time,
+    /// Commit times of the stores in the store buffer, oldest first (non-decreasing: stores commit
+    /// in program order).
+    store_buffer: VecDeque<Time>,
+    store_buffer_lines: usize,
     /// The core's own time: when its next instruction can issue.
     pub now: Time,
 }
 
 impl CoreTimer {
-    pub fn new(cpu: u32, clock: Clock, issue_cycles_per_line: f64, outstanding_misses: u32) -> CoreTimer {
+    pub fn new(cpu: u32, clock: Clock, core: &CoreSpec) -> CoreTimer {
         CoreTimer {
             cpu,
             clock,
-            issue: clock.cycles(issue_cycles_per_line),
-            slots: (0..outstanding_misses).map(|_| Reverse(Time::ZERO)).collect(),
+            issue: clock.cycles(core.issue_cycles_per_line),
+            store_issue: clock.cycles(core.store_issue_cycles_per_line),
+            fill: clock.cycles(core.fill_cycles_per_line),
+            fill_path_free: Time::ZERO,
+            slots: (0..core.outstanding_misses).map(|_| Reverse(Time::ZERO)).collect(),
+            store_port_free: Time::ZERO,
+            store_buffer: VecDeque::new(),
+            store_buffer_lines: core.store_buffer_lines as usize,
             now: Time::ZERO,
         }
     }
 
     /// A timer for `cpu` with the platform's core parameters.
     pub fn on_cpu(cpu: u32, platform: &PlatformSpec) -> CoreTimer {
-        let clock = Clock::new(platform.core.freq_ghz);
-        CoreTimer::new(cpu, clock, platform.core.issue_cycles_per_line, platform.core.outstanding_misses)
+        CoreTimer::new(cpu, Clock::new(platform.core.freq_ghz), &platform.core)
     }
 
-    /// Issues one line access without waiting for it; returns when its data is available.
-    pub fn issue(&mut self, hierarchy: &mut Hierarchy, line: Line, write: bool) -> Time {
+    /// Issues one line load without waiting for it; returns when its data is available.
+    pub fn issue(&mut self, hierarchy: &mut Hierarchy, line: Line) -> Time {
         self.now += self.issue;
-        let access = hierarchy.core_access(self.cpu, line, write, self.now);
+        let access = hierarchy.core_access(self.cpu, line, false, self.now);
         if access.source == Source::L1 {
             return self.now + access.latency;
         }
-        self.occupy_slot(access.latency)
+        let (start, done) = self.take_slot(self.now, access.latency);
+        self.now = start;
+        done
     }
 
-    /// A miss needs a free miss slot: stall until the earliest one frees, hold it `latency`.
-    fn occupy_slot(&mut self, latency: Time) -> Time {
+    /// Issues one line store on the store port; returns when it commits. The core goes on at once
+    /// unless the store buffer is full, when it waits for the oldest store to commit.
+    pub fn store(&mut self, hierarchy: &mut Hierarchy, line: Line) -> Time {
+        while self.store_buffer.front().is_some_and(|&commit| commit <= self.now) {
+            self.store_buffer.pop_front();
+        }
+        if self.store_buffer.len() == self.store_buffer_lines {
+            let oldest = self.store_buffer.pop_front().expect("a full store buffer");
+            self.now = self.now.max(oldest);
+        }
+        let at = self.now.max(self.store_port_free) + self.store_issue;
+        self.store_port_free = at;
+        let access = hierarchy.core_access(self.cpu, line, true, at);
+        let ready = if access.source == Source::L1 { at } else { self.take_slot(at, access.latency).1 };
+        let commit = ready.max(self.store_buffer.back().copied().unwrap_or(Time::ZERO));
+        self.store_buffer.push_back(commit);
+        commit
+    }
+
+    /// A miss asked for at `at` needs the L1D's fill path and a free miss slot: it starts when the
+    /// path takes it and the earliest slot frees, and holds the slot `latency`; returns (start, done).
+    fn take_slot(&mut self, at: Time, latency: Time) -> (Time, Time) {
+        let at = at.max(self.fill_path_free);
+        self.fill_path_free = at + self.fill;
         let Reverse(free_at) = self.slots.pop().expect("at least one slot");
-        let start = free_at.max(self.now);
-        self.now = start;
+        let start = free_at.max(at);
         let done = start + latency;
         self.slots.push(Reverse(done));
-        done
+        (start, done)
     }
 
     /// A software prefetch into `level`: costs an issue slot and, when it fills the L1D, one of
@@ -103,21 +143,23 @@ impl CoreTimer {
         self.now += self.issue;
         if let Some(latency) = hierarchy.prefetch(self.cpu, line, level, self.now) {
             if level == Level::L1 {
-                self.occupy_slot(latency);
+                self.now = self.take_slot(self.now, latency).0;
             }
         }
     }
 
     /// A load whose value the next instruction needs: issue and wait.
     pub fn load_dependent(&mut self, hierarchy: &mut Hierarchy, line: Line) {
-        let done = self.issue(hierarchy, line, false);
+        let done = self.issue(hierarchy, line);
         self.now = self.now.max(done);
     }
 
-    /// Waits for every outstanding access.
+    /// Waits for every outstanding access, stores included.
     pub fn drain(&mut self) {
         let last = self.slots.iter().map(|Reverse(t)| *t).max().unwrap_or(Time::ZERO);
-        self.now = self.now.max(last);
+        let last_store = self.store_buffer.back().copied().unwrap_or(Time::ZERO);
+        self.now = self.now.max(last).max(last_store);
+        self.store_buffer.clear();
     }
 
     pub fn compute(&mut self, cycles: f64) {
@@ -433,11 +475,11 @@ impl Cpu {
             let hierarchy = &mut cx.shared.hierarchy;
             match op {
                 Op::Load(line) => {
-                    let done = self.timer.issue(hierarchy, line, false);
+                    let done = self.timer.issue(hierarchy, line);
                     self.ops.loads_done.push(done);
                 }
                 Op::Store(line) => {
-                    self.timer.issue(hierarchy, line, true);
+                    self.timer.store(hierarchy, line);
                 }
                 Op::LoadDependent(line) => self.timer.load_dependent(hierarchy, line),
                 Op::Prefetch(line, level) => self.timer.prefetch(hierarchy, line, level),
@@ -699,6 +741,83 @@ mod tests {
         // Four loads issue at 1..4 ns and complete 100 ns later; the fifth waits for the first
         // slot (101 ns) and completes at 201 ns.
         assert_eq!(*calls.borrow(), [("p", 0, ns(201.0))]);
+    }
+
+    /// A timer on the tiny platform (1 GHz, a cycle a line for loads and stores, four miss slots,
+    /// DRAM 100 ns, L1D hit 4 ns) with a store buffer of `store_buffer_lines`, and its hierarchy.
+    fn timer_with_store_buffer(store_buffer_lines: u32) -> (CoreTimer, Hierarchy) {
+        let mut platform = tiny_platform();
+        platform.core.store_buffer_lines = store_buffer_lines;
+        (CoreTimer::on_cpu(0, &platform), Hierarchy::new(&platform))
+    }
+
+    #[test]
+    fn a_copy_issues_its_loads_and_stores_on_ports_of_their_own() {
+        let unit = vec![Op::LoadDependent(A), Op::LoadDependent(Line(0x2000)), Op::Call(0)];
+        let copy = vec![
+            Op::Load(A),
+            Op::Store(Line(0x2000)),
+            Op::Load(A),
+            Op::Store(Line(0x2000)),
+            Op::Call(1),
+            Op::Drain,
+            Op::Call(2),
+        ];
+        let (mut cpu, mut h, calls) = cpu_of(vec![("p", vec![(unit, Next::Unit), (copy, Next::Unit)])]);
+        h.step(&mut cpu, Time::ZERO, Time::MAX);
+        // Both lines miss to DRAM (data at 101 and 202 ns). The loads then issue at 203 and 204;
+        // each store takes the store port a cycle after the load before it (204, 205) and commits
+        // at once (an L1D hit): the core reaches the call at 204, a drain waits for the last store.
+        assert_eq!(*calls.borrow(), [("p", 0, ns(202.0)), ("p", 1, ns(204.0)), ("p", 2, ns(205.0))]);
+    }
+
+    #[test]
+    fn a_store_commits_after_every_older_store_and_the_core_waits_only_when_the_buffer_is_full() {
+        let (mut timer, mut h) = timer_with_store_buffer(2);
+        let hit = Line(0x2000);
+        timer.load_dependent(&mut h, hit);
+        assert_eq!(timer.now, ns(101.0));
+        // A store miss takes the port at 102 and a miss slot: it commits when its line comes, 202.
+        assert_eq!(timer.store(&mut h, Line(0x3000)), ns(202.0));
+        // A store hit after it takes the port at 103 but commits only after it.
+        assert_eq!(timer.store(&mut h, hit), ns(202.0));
+        assert_eq!(timer.now, ns(101.0));
+        // The buffer is full: the third store waits for the oldest to commit, then takes the port.
+        assert_eq!(timer.store(&mut h, hit), ns(203.0));
+        assert_eq!(timer.now, ns(202.0));
+        timer.drain();
+        assert_eq!(timer.now, ns(203.0));
+    }
+
+    #[test]
+    fn a_store_miss_waits_for_a_miss_slot_without_holding_the_core() {
+        let (mut timer, mut h) = timer_with_store_buffer(64);
+        // Four loads of DRAM lines hold the four miss slots until 101..104 ns.
+        for i in 0..4 {
+            timer.issue(&mut h, Line(0x1000 + 64 * i));
+        }
+        assert_eq!(timer.now, ns(4.0));
+        // A fifth line stored: its miss starts when the first slot frees, 101, and ends at 201.
+        assert_eq!(timer.store(&mut h, Line(0x9000)), ns(201.0));
+        assert_eq!(timer.now, ns(4.0));
+    }
+
+    #[test]
+    fn the_l1d_fill_path_takes_one_miss_per_its_cycles_per_line() {
+        let mut platform = tiny_platform();
+        platform.core.fill_cycles_per_line = 10.0;
+        let (mut timer, mut h) = (CoreTimer::on_cpu(0, &platform), Hierarchy::new(&platform));
+        // Three DRAM loads issue at 1, 2 and 3 ns; the fill path takes them at 1, 11 and 21 ns, and
+        // the core waits for it as for a miss slot.
+        let done: Vec<Time> = (0..3).map(|i| timer.issue(&mut h, Line(0x1000 + 64 * i))).collect();
+        assert_eq!(done, [ns(101.0), ns(111.0), ns(121.0)]);
+        assert_eq!(timer.now, ns(21.0));
+        // A store miss takes the path too: its port slot is at 22 ns, the path's at 31.
+        assert_eq!(timer.store(&mut h, Line(0x9000)), ns(131.0));
+        // Later, with the path free since 41 ns, a miss waits for nothing: the line, evicted from the
+        // 2-way L1D set all four lines share, comes from the L2 in its 14 ns.
+        timer.idle_until(ns(200.0));
+        assert_eq!(timer.issue(&mut h, Line(0x1000)), ns(215.0));
     }
 
     #[test]

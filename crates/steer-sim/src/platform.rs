@@ -237,6 +237,8 @@ pub const MAX_OUTSTANDING_MISSES: u32 = 1024;
 
 /// The largest instruction window a core may have: real reorder buffers hold hundreds.
 pub const MAX_WINDOW_INSTRUCTIONS: u32 = 8192;
+/// The most lines a store buffer may hold: real ones hold tens to a hundred-odd stores.
+pub const MAX_STORE_BUFFER_LINES: u32 = 4096;
 /// The most lines a fabric's steering queue may hold (64 MiB of 64 B lines).
 pub const MAX_STEER_QUEUE_LINES: u32 = 1 << 20;
 
@@ -247,8 +249,17 @@ params! {
         freq_ghz: f64 = 3.0,
         /// Outstanding L1D misses a core can have in flight (memory-level parallelism).
         outstanding_misses: u32 = 16,
-        /// Cycles to issue one cache-line access that hits (pipelined loads and stores).
+        /// Cycles to issue one cache-line load that hits (the load ports' throughput).
         issue_cycles_per_line: f64 = 1.0,
+        /// Cycles the store port takes per cache line stored: stores issue on their own port, beside
+        /// the loads, and wait in the store buffer until they commit to the L1D in program order.
+        store_issue_cycles_per_line: f64 = 1.0,
+        /// Cycles the L1D's fill path takes per line it brings in from the L2 or beyond (the L2-to-L1D
+        /// bandwidth): a core's L1D misses are taken at most one a this many cycles.
+        fill_cycles_per_line: f64 = 1.0,
+        /// Lines of stores the store buffer holds between issue and commit: a core stalls on a store
+        /// only when it is full (the oldest store still waits for its line, or for the port).
+        store_buffer_lines: u32 = 64,
         /// Instructions in flight past the oldest unfinished one (reorder buffer; completion table):
         /// how far a core runs ahead of a load whose data it waits for.
         window_instructions: u32 = 256,
@@ -587,6 +598,16 @@ impl PlatformSpec {
                 format!(
                     "must be 1 to {MAX_WINDOW_INSTRUCTIONS}: a reorder buffer holds hundreds (got {})",
                     self.core.window_instructions
+                )
+            },
+        )?;
+        ensure(
+            (1..=MAX_STORE_BUFFER_LINES).contains(&self.core.store_buffer_lines),
+            &key("core.store_buffer_lines"),
+            || {
+                format!(
+                    "must be 1 to {MAX_STORE_BUFFER_LINES}: a store buffer holds tens of stores (got {})",
+                    self.core.store_buffer_lines
                 )
             },
         )?;

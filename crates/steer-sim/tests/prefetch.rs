@@ -4,7 +4,7 @@
 use steer_sim::cache::prefetch::PrefetcherSpec;
 use steer_sim::cpu::CoreTimer;
 use steer_sim::hierarchy::{Hierarchy, Level, Source};
-use steer_sim::platform::{CacheSpec, PlatformSpec, Relation, TopologySpec};
+use steer_sim::platform::{CacheSpec, CoreSpec, PlatformSpec, Relation, TopologySpec};
 use steer_sim::units::{Clock, Line, Time};
 
 fn platform(l1_prefetcher: PrefetcherSpec) -> PlatformSpec {
@@ -95,20 +95,25 @@ fn unused_prefetches_are_counted_useless_when_evicted() {
     assert!(stats.useless >= 256 - 32, "{stats:?}");
 }
 
+/// A core issuing a line a cycle with `outstanding_misses` miss slots.
+fn core(outstanding_misses: u32) -> CoreSpec {
+    CoreSpec { issue_cycles_per_line: 1.0, outstanding_misses, ..CoreSpec::default() }
+}
+
 #[test]
 fn dependent_loads_serialise_and_independent_ones_overlap() {
     let spec = platform(PrefetcherSpec::default());
     let clock = Clock::new(spec.core.freq_ghz);
     let run = |dependent: bool| {
         let mut h = Hierarchy::new(&spec);
-        let mut timer = CoreTimer::new(0, clock, 1.0, 16);
+        let mut timer = CoreTimer::new(0, clock, &core(16));
         for i in 0..8 {
             // Lines 256 apart land on different sets and channels' rows: all DRAM misses.
             let line = Line(1000 + 256 * i);
             if dependent {
                 timer.load_dependent(&mut h, line);
             } else {
-                timer.issue(&mut h, line, false);
+                timer.issue(&mut h, line);
             }
         }
         timer.drain();
@@ -121,7 +126,7 @@ fn dependent_loads_serialise_and_independent_ones_overlap() {
 
     // A software prefetch does not stall the core; the later load finds the line in L1.
     let mut h = Hierarchy::new(&spec);
-    let mut timer = CoreTimer::new(0, clock, 1.0, 16);
+    let mut timer = CoreTimer::new(0, clock, &core(16));
     timer.prefetch(&mut h, Line(77), Level::L1);
     assert!(timer.now < Time::from_ns(10.0));
     timer.idle_until(Time::from_us(1.0));
@@ -136,11 +141,11 @@ fn a_software_prefetch_into_the_l1d_holds_a_miss_slot_and_one_into_the_l2_does_n
     // One miss slot: a load of another DRAM line after a prefetch of line 77.
     let load_after_prefetch = |level: Option<Level>| {
         let mut h = Hierarchy::new(&spec);
-        let mut timer = CoreTimer::new(0, clock, 1.0, 1);
+        let mut timer = CoreTimer::new(0, clock, &core(1));
         if let Some(level) = level {
             timer.prefetch(&mut h, Line(77), level);
         }
-        timer.issue(&mut h, Line(5000), false)
+        timer.issue(&mut h, Line(5000))
     };
     let alone = load_after_prefetch(None);
     assert!(alone > Time::from_ns(50.0), "a DRAM load took {alone}");

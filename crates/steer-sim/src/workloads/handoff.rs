@@ -94,6 +94,8 @@ impl Program for Side {
         }
         cx.load_dependent(self.flag);
         cx.store(self.flag);
+        // The other core sees the new value once the store has left the store buffer.
+        cx.drain();
         cx.call(HANDED);
         Next::Unit
     }
@@ -156,7 +158,7 @@ mod tests {
         assert_eq!(h.waits(), [Signal(3)]);
         let (next, ops, _) = h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut a, cx, ns(0.0)));
         assert_eq!(next, Next::Unit);
-        assert_eq!(ops, [Op::LoadDependent(Line(0x40)), Op::Store(Line(0x40)), Op::Call(HANDED)]);
+        assert_eq!(ops, [Op::LoadDependent(Line(0x40)), Op::Store(Line(0x40)), Op::Drain, Op::Call(HANDED)]);
         let units = h.with_cx(ns(7.0), ns(7.0), |cx| reach_call(&mut a, HANDED, cx, ns(7.0)));
         assert_eq!(units, 1);
         assert_eq!(h.notified(), [(Signal(3), ns(7.0))], "the answerer is woken when the value is written");
