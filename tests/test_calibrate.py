@@ -32,8 +32,8 @@ def exact(value: float) -> Figure:
 def made_up(**changes) -> Measurements:
     """A 2 GHz machine: chase 2.5 ns in L1, 8 in L2, 20.5 in L3 (4 MiB), 100.5 in DRAM at 64 MiB
     (the L3 is 8 MiB, not the 32 sysfs says) and 110.5 at 512 MiB (page walks), 11.05 ns a load
-    with many chases; one core reads its L1 at 64 GB/s and DRAM at 10 (12 loading a word a line),
-    all cores DRAM at 40."""
+    with many chases; one core reads its L1 at 64 GB/s (writes it at 128), its L2 at 30 and DRAM at
+    10 (12 loading a word a line), all cores DRAM at 40."""
     fields = {
         "host": "box",
         "date": "2026-11-25 10:00 UTC",
@@ -51,7 +51,8 @@ def made_up(**changes) -> Measurements:
         },
         "parallel_ns": exact(11.05),
         "bandwidth_gbs": {
-            a: {16 * KIB: exact(64.0), MIB: exact(30.0), 512 * MIB: exact(10.0)} for a in calibrate.ACCESSES
+            a: {16 * KIB: exact(128.0 if a == "write" else 64.0), MIB: exact(30.0), 512 * MIB: exact(10.0)}
+            for a in calibrate.ACCESSES
         },
         "all_cores_gbs": {a: exact(40.0) for a in calibrate.ACCESSES},
         "dram_bytes": 512 * MIB,
@@ -70,6 +71,10 @@ def test_the_fit_takes_each_value_from_its_own_measurement():
         "core.freq_ghz": 2.0,
         # 64 B at 64 GB/s is 1 ns, 2 cycles.
         "core.issue_cycles_per_line": 2.0,
+        # The store port: 64 B written at 128 GB/s, 1 cycle.
+        "core.store_issue_cycles_per_line": 1.0,
+        # The L1D's fill path: 64 B read from the L2 (1 MiB) at 30 GB/s, 4.267 cycles.
+        "core.fill_cycles_per_line": 4.267,
         # The model's chase is an issue then the latency: 2.5 ns x 2 GHz - 2 cycles.
         "l1d.latency_cycles": 3.0,
         "l2.latency_cycles": 14.0,
@@ -139,16 +144,24 @@ def read_at(gbs: float) -> Measurements:
     return made_up(line_read_gbs=exact(gbs))
 
 
-def test_the_streamer_runs_as_far_ahead_as_the_measured_sequential_read_needs():
+@pytest.mark.parametrize(
+    ("vendor", "kind", "manual"), [("GenuineIntel", "stride", "Intel"), ("AuthenticAMD", "stream", "AMD")]
+)
+def test_the_streamer_runs_as_far_ahead_as_the_measured_sequential_read_needs(vendor, kind, manual):
     values = host_fit(made_up())
-    simulated = {d: calibrate.sequential_read_gbs(values, d, 512 * MIB) for d in calibrate.STREAMER_DISTANCES}
+    streamer = calibrate.STREAMERS[vendor]
+    simulated = {d: calibrate.sequential_read_gbs(values, streamer, d, 512 * MIB) for d in streamer.distances}
     # Running further ahead reads faster, up to a point.
     assert simulated[1] < simulated[4] < simulated[8] < simulated[12]
 
     def distance(gbs: float) -> int:
-        fitted = {v.key: v for v in calibrate.fit_streamer(read_at(gbs), values)}
-        assert (fitted["l2.prefetcher.kind"].value, fitted["l2.prefetcher.degree"].value) == ("stride", 2)
+        fitted = {v.key: v for v in calibrate.fit_streamer(read_at(gbs), values, vendor)}
+        assert (fitted["l2.prefetcher.kind"].value, fitted["l2.prefetcher.degree"].value) == (kind, 2)
         assert fitted["l2.prefetcher.distance"].source.startswith("calibrated on box at 2026-11-25")
+        # Each vendor's prefetcher is described from that vendor's own document, never another's.
+        other = "AMD" if manual == "Intel" else "Intel"
+        assert all(other not in v.source for v in fitted.values()), fitted
+        assert manual in fitted["l2.prefetcher.kind"].source
         return fitted["l2.prefetcher.distance"].value
 
     # The candidate whose simulated read is nearest the measured one.
@@ -157,9 +170,38 @@ def test_the_streamer_runs_as_far_ahead_as_the_measured_sequential_read_needs():
     assert distance(1000.0) == max(simulated, key=simulated.get)
 
 
+def test_a_vendor_without_a_described_streamer_gets_none_fitted():
+    assert calibrate.fit_streamer(made_up(), host_fit(made_up()), "HygonGenuine") == []
+    assert calibrate.fit_streamer(made_up(), host_fit(made_up()), None) == []
+
+
+def test_the_vendor_is_read_from_cpuinfo(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n")
+    assert calibrate.cpu_vendor(cpuinfo) == "AuthenticAMD"
+    cpuinfo.write_text("processor\t: 0\n")
+    assert calibrate.cpu_vendor(cpuinfo) is None
+    assert calibrate.cpu_vendor(tmp_path / "missing") is None
+
+
+def test_a_noisy_figure_and_a_fit_at_the_end_of_its_range_are_warned_of():
+    intel = calibrate.STREAMERS["GenuineIntel"]
+    assert calibrate.warnings(made_up(), [], intel) == []
+    noisy = made_up(clock_ghz=Figure.of([0.92, 1.5, 1.915]))
+    [line] = calibrate.warnings(noisy, [], intel)
+    assert line.startswith("clock: repeats spread 0.92-1.915 (more than 1.5x)")
+    # Exactly 1.5x is not yet noise.
+    assert calibrate.warnings(made_up(clock_ghz=Figure.of([1.0, 1.5])), [], intel) == []
+    for distance, warned in ((20, True), (1, True), (16, False)):
+        values = [calibrate.Value("l2.prefetcher.distance", distance, "calibrated")]
+        found = calibrate.warnings(made_up(), values, intel)
+        assert bool(found) == warned, (distance, found)
+    assert calibrate.warnings(made_up(), [calibrate.Value("l2.prefetcher.distance", 20, "")], None) == []
+
+
 def test_the_host_preset_reads_the_calibration(tmp_path, monkeypatch):
     values = host_fit(made_up())
-    values += calibrate.fit_streamer(made_up(), values)
+    values += calibrate.fit_streamer(made_up(), values, "GenuineIntel")
     path = tmp_path / "host.toml"
     path.write_text(calibrate.calibration_toml(made_up(), values))
     monkeypatch.setenv("STEER_HOST_CALIBRATION", str(path))

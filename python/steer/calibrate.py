@@ -302,6 +302,7 @@ def fit(m: Measurements, geometry: dict[str, object]) -> list[Value]:
         )
     )
     l1, l2, l3 = (int(geometry[f"{level}.size_kib"]) * KIB for level in ("l1d", "l2", "l3"))
+    values += port_values(m, ghz, measured, l1_ws, l2)
     level_ns = {}
     # Half of each private level; the L3 just past the L2 (wherever it ends, it holds that).
     for level, size in {"l1d": l1 // 2, "l2": l2 // 2, "l3": 2 * l2}.items():
@@ -350,21 +351,85 @@ def fit(m: Measurements, geometry: dict[str, object]) -> list[Value]:
     return values
 
 
-# The L2 streamer as Intel describes it (Intel 64 and IA-32 Architectures Optimization Reference
-# Manual, "Data Prefetching"): it follows ascending or descending lines within a 4 KiB page,
-# issues up to two prefetches per L2 lookup, and runs up to 20 lines ahead of the loads. The
-# `stride` prefetcher does that per 4 KiB region; how far ahead it runs is fitted.
-STREAMER_DEGREE = 2
-STREAMER_DISTANCES = (1, 2, 4, 6, 8, 12, 16, 20)
+def port_values(m: Measurements, ghz: float, measured: str, l1_ws: int, l2: int) -> list[Value]:
+    """The store port from one core's writes inside the L1D, and the L1D's fill path from its reads
+    inside the L2 (every line an L1D miss, so the L2-to-L1D bandwidth bounds them)."""
+    write = m.bandwidth_gbs["write"][l1_ws]
+    values = [
+        Value(
+            "core.store_issue_cycles_per_line",
+            round(LINE / write.median * ghz, 3),
+            f"{measured}: one core writing {fmt_bytes(l1_ws)} at {write.median:.1f} GB/s ({write.spread()})",
+        )
+    ]
+    inside_l2 = [ws for ws in m.bandwidth_gbs["read"] if l1_ws < ws <= l2 // 2]
+    if inside_l2:
+        ws = max(inside_l2)
+        read = m.bandwidth_gbs["read"][ws]
+        how = (
+            f"{measured}: one core reading {fmt_bytes(ws)} (inside the L2) at {read.median:.1f} GB/s ({read.spread()})"
+        )
+        values.append(Value("core.fill_cycles_per_line", round(LINE / read.median * ghz, 3), how))
+    return values
 
 
-def sequential_read_gbs(values: list[Value], distance: int, working_set: int) -> float:
+@dataclass(frozen=True)
+class Streamer:
+    """A vendor's L2 stream prefetcher as the model has it: a kind, its degree, the distances to
+    fit among, and the document each comes from."""
+
+    kind: str
+    degree: int
+    distances: tuple[int, ...]
+    kind_source: str
+    degree_source: str
+    limit: str
+
+
+INTEL_MANUAL = "Intel 64 and IA-32 Architectures Optimization Reference Manual, Data Prefetching"
+AMD_GUIDE = "AMD Software Optimization Guide for the Zen 4 and Zen 5 microarchitectures, Prefetchers"
+# Intel's L2 streamer follows ascending or descending lines within a 4 KiB page, issues up to two
+# prefetches per L2 lookup, and runs up to 20 lines ahead: the `stride` prefetcher per 4 KiB region.
+# AMD names an L2 stream prefetcher (and an up/down one) that fetches sequential lines ahead of
+# the accesses but publishes neither its degree nor its distance: the `stream` kind of the Zen 5
+# presets, with their degree (fitted there on seed 000's fill rows), and a distance fitted here.
+STREAMERS = {
+    "GenuineIntel": Streamer(
+        "stride",
+        2,
+        (1, 2, 4, 6, 8, 12, 16, 20),
+        f"assumed: the L2 streamer follows lines within a 4 KiB page ({INTEL_MANUAL})",
+        f"assumed: up to two prefetches per L2 lookup ({INTEL_MANUAL})",
+        f"at most 20, {INTEL_MANUAL}",
+    ),
+    "AuthenticAMD": Streamer(
+        "stream",
+        2,
+        (1, 2, 4, 8, 12, 16, 24, 32),
+        f"assumed: the L2 stream prefetcher fetches sequential lines ahead, up or down ({AMD_GUIDE})",
+        "assumed: the Zen 5 presets' degree (AMD publishes none; fitted there on seed 000's fill rows)",
+        "AMD publishes no limit; the Zen 5 presets run 32 ahead",
+    ),
+}
+
+
+def cpu_vendor(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """The CPU vendor /proc/cpuinfo names (`GenuineIntel`, `AuthenticAMD`), if it names one."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return None
+    found = re.search(r"^vendor_id\s*:\s*(\S+)", text, re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def sequential_read_gbs(values: list[Value], streamer: Streamer, distance: int, working_set: int) -> float:
     """One core's sequential read from DRAM as the host preset with ``values`` simulates it, with
     the streamer running ``distance`` lines ahead."""
     overrides = [f"platform.{v.key}={api.toml_literal(v.value)}" for v in values]
     overrides += [
-        'platform.l2.prefetcher.kind="stride"',
-        f"platform.l2.prefetcher.degree={STREAMER_DEGREE}",
+        f'platform.l2.prefetcher.kind="{streamer.kind}"',
+        f"platform.l2.prefetcher.degree={streamer.degree}",
         f"platform.l2.prefetcher.distance={distance}",
     ]
     text = (
@@ -378,26 +443,57 @@ def sequential_read_gbs(values: list[Value], distance: int, working_set: int) ->
     return LINE / ns
 
 
-def fit_streamer(m: Measurements, values: list[Value]) -> list[Value]:
-    """The L2 streamer: how far ahead it runs, fitted so that the model's one-core sequential
-    read from DRAM (a load per line) matches the measured one (with the other values already
-    fitted). Simulates one read per candidate distance."""
+def fit_streamer(m: Measurements, values: list[Value], vendor: str | None) -> list[Value]:
+    """The vendor's L2 streamer: how far ahead it runs, fitted so that the model's one-core
+    sequential read from DRAM (a load per line) matches the measured one (with the other values
+    already fitted). Simulates one read per candidate distance. Nothing for a vendor whose
+    prefetchers the model has no description of: the preset's stay, and say so."""
+    streamer = STREAMERS.get(vendor or "")
+    if streamer is None:
+        return []
     dram_ws = m.dram_bytes
     measured = m.line_read_gbs
-    simulated = {d: sequential_read_gbs(values, d, dram_ws) for d in STREAMER_DISTANCES}
-    distance = min(STREAMER_DISTANCES, key=lambda d: (abs(simulated[d] - measured.median), d))
-    manual = "Intel 64 and IA-32 Architectures Optimization Reference Manual, Data Prefetching"
+    simulated = {d: sequential_read_gbs(values, streamer, d, dram_ws) for d in streamer.distances}
+    distance = min(streamer.distances, key=lambda d: (abs(simulated[d] - measured.median), d))
     return [
-        Value("l2.prefetcher.kind", "stride", f"assumed: the L2 streamer follows lines within a 4 KiB page ({manual})"),
-        Value("l2.prefetcher.degree", STREAMER_DEGREE, f"assumed: up to two prefetches per L2 lookup ({manual})"),
+        Value("l2.prefetcher.kind", streamer.kind, streamer.kind_source),
+        Value("l2.prefetcher.degree", streamer.degree, streamer.degree_source),
         Value(
             "l2.prefetcher.distance",
             distance,
             f"calibrated on {m.host} at {m.date}: one core loading each line of {fmt_bytes(dram_ws)} in order at "
             f"{measured.median:.1f} GB/s ({measured.spread()}); the model reads at {simulated[distance]:.1f} GB/s "
-            f"with the streamer {distance} lines ahead (at most 20, {manual})",
+            f"with the streamer {distance} lines ahead ({streamer.limit})",
         ),
     ]
+
+
+# A figure whose repeats spread wider than this (highest over lowest) is noise, not a measurement.
+NOISY_SPREAD = 1.5
+
+
+def warnings(m: Measurements, values: list[Value], streamer: Streamer | None) -> list[str]:
+    """What a reader of the calibration should not take on trust: a figure whose repeats spread
+    wider than NOISY_SPREAD (a shared or throttling machine), and a fit that stopped at the end of
+    its range (the model cannot reach the measurement there)."""
+    figures = {"clock": m.clock_ghz, "cores reading DRAM": m.all_cores_gbs["read"], "line read": m.line_read_gbs}
+    figures |= {f"pointer chase over {fmt_bytes(ws)}": f for ws, f in m.latency_ns.items()}
+    figures |= {"independent chases": m.parallel_ns, "core-to-core read": m.peer_read_ns}
+    for access, per_ws in m.bandwidth_gbs.items():
+        figures |= {f"{access} over {fmt_bytes(ws)}": f for ws, f in per_ws.items()}
+    found = [
+        f"{name}: repeats spread {f.low:.4g}-{f.high:.4g} (more than {NOISY_SPREAD}x): the machine was busy or "
+        "changing clock; measure again on a quiet machine"
+        for name, f in figures.items()
+        if f is not None and f.low > 0 and f.high / f.low > NOISY_SPREAD
+    ]
+    distance = next((v for v in values if v.key == "l2.prefetcher.distance"), None)
+    if distance and streamer and distance.value in (streamer.distances[0], streamer.distances[-1]):
+        found.append(
+            f"l2.prefetcher.distance: the fit stopped at the end of its range ({distance.value} lines); "
+            "the model's streamer cannot reach the measured read there"
+        )
+    return found
 
 
 def l3_knee(m: Measurements, l3_ns: float, dram_ns: float, ways: int = 16, line: int = 64) -> int | None:

@@ -27,8 +27,15 @@ def calibrate_and_write(args: argparse.Namespace, mode: str, out: Path, extra: d
     finally:
         progress.close()
     values = calibrate.fit(measured, geometry)
-    values += calibrate.fit_streamer(measured, values)
+    vendor = calibrate.cpu_vendor()
+    values += calibrate.fit_streamer(measured, values, vendor)
+    streamer = calibrate.STREAMERS.get(vendor or "")
     output.write_atomically({out: calibrate.calibration_toml(measured, values), **extra})
+    found = calibrate.warnings(measured, values, streamer)
+    if streamer is None:
+        found.append(f"no L2 streamer is described for CPU vendor {vendor or 'unknown'}: the host preset's stays")
+    for line in found:
+        print(f"steer: warning: {line}", file=sys.stderr)
     return measured, values
 
 
