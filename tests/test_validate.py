@@ -46,6 +46,9 @@ class Probes:
     def probe_handoff_ns(self, *args):
         return self.answer("handoff", *args)
 
+    def probe_producer_consumer_ns(self, *args):
+        return self.answer("producer_consumer", *args)
+
     def probe_allowed_cpus(self):
         return self.cpus
 
@@ -68,6 +71,9 @@ def test_each_level_below_the_dram_working_set_gets_a_ring_copy_and_random_reads
         ("ring copy, 1 MiB ring (L2)", "ring_copy.l2", "ns/buffer", 3, "exec_ns_per_buffer"),
         ("ring copy, 16 MiB ring (L3)", "ring_copy.l3", "ns/buffer", 3, "exec_ns_per_buffer"),
         ("ring copy, 256 MiB ring (DRAM)", "ring_copy.dram", "ns/buffer", 3, "exec_ns_per_buffer"),
+        ("memcpy 4 KiB from DRAM", "memcpy.4k", "ns/copy", 3, "exec_ns_per_buffer"),
+        ("memcpy 64 KiB from DRAM", "memcpy.64k", "ns/copy", 3, "exec_ns_per_buffer"),
+        ("memcpy 1 MiB from DRAM", "memcpy.1024k", "ns/copy", 3, "exec_ns_per_buffer"),
         ("random reads over 1 MiB (L2)", "random.l2", "ns/load", 3, "exec_ns_per_load"),
         ("random reads over 16 MiB (L3)", "random.l3", "ns/load", 3, "exec_ns_per_load"),
         ("random reads over 256 MiB (DRAM)", "random.dram", "ns/load", 3, "exec_ns_per_load"),
@@ -86,17 +92,35 @@ def test_each_level_below_the_dram_working_set_gets_a_ring_copy_and_random_reads
             "exec_ns_per_load",
         ),
         ("handoff of a line between CPUs 3 and 5", "handoff", "ns/round trip", 3, "ns_per_round_trip"),
+        (
+            "producer on CPU 3 writing 2 KiB, consumer on CPU 5 reading it",
+            "producer_consumer.2k",
+            "ns/buffer",
+            3,
+            "ns_per_round_trip",
+        ),
+        (
+            "producer on CPU 3 writing 64 KiB, consumer on CPU 5 reading it",
+            "producer_consumer.64k",
+            "ns/buffer",
+            3,
+            "ns_per_round_trip",
+        ),
     ]
     # A pass of misses over N lines at 100 ns / 10 outstanding: 100 us plus 1.5 x 10 ns a line, up
     # to 50 ms; a scan and a handoff warm up in 100 us.
     assert [c.warmup_us for c in found] == pytest.approx(
-        [105.76, 345.76, 4032.16, 50_000.0, 345.76, 4032.16, 50_000.0, 100.0, 100.0, 100.0]
+        [105.76, 345.76, 4032.16, 50_000.0, *[50_000.0] * 3, 345.76, 4032.16, 50_000.0, *[100.0] * 5]
     )
     assert [c.simulated for c in found] == [
         {"kind": "probe", "pattern": "ring_copy", "working_set_bytes": 24 * KIB, "buffer_bytes": 2048},
         {"kind": "probe", "pattern": "ring_copy", "working_set_bytes": MIB, "buffer_bytes": 2048},
         {"kind": "probe", "pattern": "ring_copy", "working_set_bytes": 16 * MIB, "buffer_bytes": 2048},
         {"kind": "probe", "pattern": "ring_copy", "working_set_bytes": 256 * MIB, "buffer_bytes": 2048},
+        *(
+            {"kind": "probe", "pattern": "ring_copy", "working_set_bytes": 256 * MIB, "buffer_bytes": size}
+            for size in (4 * KIB, 64 * KIB, MIB)
+        ),
         {"kind": "probe", "pattern": "random", "working_set_bytes": MIB},
         {"kind": "probe", "pattern": "random", "working_set_bytes": 16 * MIB},
         {"kind": "probe", "pattern": "random", "working_set_bytes": 256 * MIB},
@@ -111,31 +135,61 @@ def test_each_level_below_the_dram_working_set_gets_a_ring_copy_and_random_reads
             for distance in (0, 16)
         ),
         {"kind": "handoff", "cpu": 3, "peer_cpu": 5},
+        {"kind": "handoff", "cpu": 3, "peer_cpu": 5, "buffer_bytes": 2 * KIB},
+        {"kind": "handoff", "cpu": 3, "peer_cpu": 5, "buffer_bytes": 64 * KIB},
     ]
-    # Each loop is timed on the first CPU (the handoff on both), for at least the time asked.
-    assert [c.native(7) for c in found] == [float(n) for n in range(1, 11)]
+    # Each loop is timed on the first CPU (the pairs on both), for at least the time asked.
+    assert [c.native(7) for c in found] == [float(n) for n in range(1, 16)]
     assert probes.calls == [
         ("ring_copy", 3, 12, 2048, 1000),
         ("ring_copy", 3, 512, 2048, 1000),
         ("ring_copy", 3, 8192, 2048, 1000),
         ("ring_copy", 3, 131072, 2048, 1000),
+        ("ring_copy", 3, 65536, 4 * KIB, 1000),
+        ("ring_copy", 3, 4096, 64 * KIB, 1000),
+        ("ring_copy", 3, 256, MIB, 1000),
         ("random", 3, MIB, 1000),
         ("random", 3, 16 * MIB, 1000),
         ("random", 3, 256 * MIB, 1000),
         ("strided", 3, 256 * MIB, 256, 0, 1000),
         ("strided", 3, 256 * MIB, 256, 16, 1000),
         ("handoff", 3, 5, 1000),
+        ("producer_consumer", 3, 5, 2 * KIB, 1000),
+        ("producer_consumer", 3, 5, 64 * KIB, 1000),
     ]
+    # Each case names the model values it checks, and the row and its JSON carry them.
+    assert found[0].checks == ("core.issue_cycles_per_line", "core.store_issue_cycles_per_line")
+    assert "core.fill_cycles_per_line" in found[1].checks
+    assert found[-1].checks[0] == "fabric.peer_l2_latency_ns"
+    assert all(case.checks for case in found)
 
 
 def test_a_small_dram_working_set_drops_the_levels_it_does_not_exceed_and_one_cpu_drops_the_handoff(probes):
     metrics = [c.metric for c in validate.cases(PLATFORM, [0], 1000, 64 * KIB)]
-    assert metrics == ["ring_copy.l1", "ring_copy.dram", "random.dram", "strided.prefetch0", "strided.prefetch16"]
+    # A 64 KiB ring holds two copies of 4 KiB, not of 64 KiB.
+    assert metrics == [
+        "ring_copy.l1",
+        "ring_copy.dram",
+        "memcpy.4k",
+        "random.dram",
+        "strided.prefetch0",
+        "strided.prefetch16",
+    ]
     # Below half the L1 only DRAM is left, and its random reads stay.
     metrics = [c.metric for c in validate.cases(PLATFORM, [0, 1], 1000, 24 * KIB)]
-    assert metrics == ["ring_copy.dram", "random.dram", "strided.prefetch0", "strided.prefetch16", "handoff"]
+    assert metrics == [
+        "ring_copy.dram",
+        "memcpy.4k",
+        "random.dram",
+        "strided.prefetch0",
+        "strided.prefetch16",
+        "handoff",
+        "producer_consumer.2k",
+        "producer_consumer.64k",
+    ]
     # The handoff takes the first two CPUs of any more.
-    assert validate.cases(PLATFORM, [7, 2, 5], 1000, 24 * KIB)[-1].simulated == {
+    handoff = next(c for c in validate.cases(PLATFORM, [7, 2, 5], 1000, 24 * KIB) if c.metric == "handoff")
+    assert handoff.simulated == {
         "kind": "handoff",
         "cpu": 7,
         "peer_cpu": 2,
@@ -150,7 +204,7 @@ def test_the_warm_up_outlasts_one_pass_of_misses_within_50_ms():
 
 
 def test_a_case_is_simulated_on_the_host_preset_and_read_from_its_cpu(monkeypatch):
-    case = validate.cases(PLATFORM, [3, 5], 1000, 256 * MIB)[-1]
+    case = next(c for c in validate.cases(PLATFORM, [3, 5], 1000, 256 * MIB) if c.metric == "handoff")
     assert validate.scenario_text(case) == (
         '[platform]\npreset = "host"\n'
         "[sim]\nwarmup_us = 100.0\nmeasure_us = 1000.0\n"
@@ -195,27 +249,31 @@ def test_each_row_is_the_median_of_its_repeats_against_the_simulated_figure(monk
     seen = []
     rows = validate.validate(3, 2.5, progress=seen.append, max_bytes=64 * KIB)
     assert asked == ["host"]
-    # No CPUs given: the ones this process may run on (4 and 6), and so a handoff.
+    # No CPUs given: the ones this process may run on (4 and 6), and so the pairs.
     assert [r.metric for r in rows] == [
         "ring_copy.l1",
         "ring_copy.dram",
+        "memcpy.4k",
         "random.dram",
         "strided.prefetch0",
         "strided.prefetch16",
         "handoff",
+        "producer_consumer.2k",
+        "producer_consumer.64k",
     ]
     assert probes.calls[0] == ("ring_copy", 4, 12, 2048, 2_500_000)
-    assert probes.calls[-1] == ("handoff", 4, 6, 2_500_000)
-    assert [len(r.measured.samples) for r in rows] == [3] * 6
+    assert probes.calls[-1] == ("producer_consumer", 4, 6, 64 * KIB, 2_500_000)
+    assert [len(r.measured.samples) for r in rows] == [3] * 9
     assert rows[1].measured == Figure(5.0, 4.0, 6.0, [4.0, 5.0, 6.0])
-    assert [r.simulated for r in rows] == [1200.0, 1400.0, 1100.0, 1700.0, 1800.0, 700.0]
+    assert [r.simulated for r in rows] == [1200.0, 1400.0, 900.0, 1100.0, 1700.0, 1800.0, 700.0, 2000.0, 2100.0]
     assert (rows[0].workload, rows[0].unit) == ("ring copy, 24 KiB ring (L1)", "ns/buffer")
+    assert rows[-1].checks == ("fabric.peer_l2_latency_ns", *validate.ISSUE, "core.outstanding_misses")
     # Four steps a case: three repeats, then its simulation.
-    assert seen == pytest.approx([k / 24 for k in range(1, 25)])
+    assert seen == pytest.approx([k / 36 for k in range(1, 37)])
 
     rows = validate.validate(1, 1.0, cpus=[9], max_bytes=64 * KIB)
     assert "handoff" not in [r.metric for r in rows]
-    assert {call[1] for call in probes.calls[18:]} == {9}
+    assert {call[1] for call in probes.calls[27:]} == {9}
 
 
 def row(measured: list[float], simulated: float, metric: str = "m") -> validate.Row:
@@ -252,6 +310,7 @@ def test_the_table_and_the_json_give_each_row_with_its_spread_and_verdict():
                 "within_target": True,
                 "spread": [9.0, 12.0],
                 "samples": [10.0, 9.0, 12.0],
+                "checks": [],
             },
             {
                 "workload": "loop b",
@@ -263,6 +322,7 @@ def test_the_table_and_the_json_give_each_row_with_its_spread_and_verdict():
                 "within_target": False,
                 "spread": [1000.0, 4000.0],
                 "samples": [2000.0, 1000.0, 4000.0],
+                "checks": [],
             },
         ],
     }

@@ -1,8 +1,10 @@
 """``steer validate``: run on this machine a few loops the simulator also models, not the ones
 ``steer calibrate`` fitted on, and the same loops in the simulator on the calibrated ``host``
 preset: a receive-like copy from a ring of buffers as the ring outgrows each cache level, random
-reads over a working set, a strided scan with and without software prefetch, and two cores
-passing a line. Each measured figure is the median of repeated timings, with their spread."""
+reads over a working set, a strided scan with and without software prefetch, memcpy of 4 KiB to
+1 MiB from DRAM, two cores passing a line, and a producer core writing buffers a consumer core
+reads (the pattern of every receive path). Each measured figure is the median of repeated timings,
+with their spread, and each case names the model values it checks."""
 
 from __future__ import annotations
 
@@ -19,6 +21,10 @@ from steer.output import GIB, KIB, MIB, fmt_bytes
 TARGET = 0.15
 BUFFER_BYTES = 2048
 STRIDE_BYTES = 256
+# A CPU copy of each size from DRAM (what a DSA copy is compared with).
+MEMCPY_BYTES = (4 * KIB, 64 * KIB, MIB)
+# A packet's buffer and a merged (GRO) receive's.
+HANDED_BYTES = (2 * KIB, 64 * KIB)
 PREFETCH_STRIDES = 16
 MODES = {"quick": {"min_ms": 10.0, "repeats": 3}, "default": {"min_ms": 30.0, "repeats": 5}}
 
@@ -37,6 +43,8 @@ class Case:
     key: str
     # Simulated time before measuring: enough for one pass over the working set.
     warmup_us: float
+    # The model values the figure depends on most.
+    checks: tuple[str, ...] = ()
 
 
 @dataclass
@@ -46,6 +54,7 @@ class Row:
     unit: str
     measured: Figure
     simulated: float
+    checks: tuple[str, ...] = ()
 
     @property
     def error(self) -> float:
@@ -66,6 +75,7 @@ class Row:
             "within_target": self.within,
             "spread": [self.measured.low, self.measured.high],
             "samples": self.measured.samples,
+            "checks": list(self.checks),
         }
 
 
@@ -75,6 +85,23 @@ def pass_us(platform: dict[str, object], working_set: int) -> float:
     lines = working_set / 64
     per_line_ns = float(platform["memory.idle_latency_ns"]) / int(platform["core.outstanding_misses"])
     return min(50_000.0, 100.0 + 1.5 * lines * per_line_ns / 1000)
+
+
+ISSUE = ("core.issue_cycles_per_line", "core.store_issue_cycles_per_line")
+MISSES = ("core.outstanding_misses",)
+DRAM = ("memory.idle_latency_ns", "core.outstanding_misses", "l2.prefetcher")
+LEVEL_CHECKS = {
+    "L1": ISSUE,
+    "L2": (*ISSUE, "core.fill_cycles_per_line", "l2.latency_cycles"),
+    "L3": ("core.fill_cycles_per_line", "l3.latency_cycles", "l3.size_kib", *MISSES),
+    "DRAM": DRAM,
+}
+RANDOM_CHECKS = {
+    "L2": ("l2.latency_cycles", *MISSES),
+    "L3": ("l3.latency_cycles", "l3.size_kib", *MISSES),
+    "DRAM": ("memory.idle_latency_ns", *MISSES),
+}
+PEER = ("fabric.peer_l2_latency_ns",)
 
 
 def cases(platform: dict[str, object], cpus: list[int], min_ns: int, dram_bytes: int) -> list[Case]:
@@ -96,6 +123,23 @@ def cases(platform: dict[str, object], cpus: list[int], min_ns: int, dram_bytes:
                 cpu,
                 "exec_ns_per_buffer",
                 pass_us(platform, ring),
+                LEVEL_CHECKS[level],
+            )
+        )
+    # Each copy from a ring of at least two buffers, so that no copy finds its source cached.
+    for size in (size for size in MEMCPY_BYTES if 2 * size <= dram_bytes):
+        buffers = dram_bytes // size
+        found.append(
+            Case(
+                f"memcpy {fmt_bytes(size)} from DRAM",
+                f"memcpy.{size // KIB}k",
+                "ns/copy",
+                lambda _, b=buffers, s=size: _core.probe_ring_copy_ns(cpu, b, s, min_ns),
+                {"kind": "probe", "pattern": "ring_copy", "working_set_bytes": dram_bytes, "buffer_bytes": size},
+                cpu,
+                "exec_ns_per_buffer",
+                pass_us(platform, dram_bytes),
+                (*DRAM, "core.store_issue_cycles_per_line"),
             )
         )
     for level, size in levels[len(levels) > 1 :]:
@@ -109,6 +153,7 @@ def cases(platform: dict[str, object], cpus: list[int], min_ns: int, dram_bytes:
                 cpu,
                 "exec_ns_per_load",
                 pass_us(platform, size),
+                RANDOM_CHECKS[level],
             )
         )
     for distance in (0, PREFETCH_STRIDES):
@@ -129,6 +174,7 @@ def cases(platform: dict[str, object], cpus: list[int], min_ns: int, dram_bytes:
                 cpu,
                 "exec_ns_per_load",
                 100.0,
+                RANDOM_CHECKS["DRAM"],
             )
         )
     if len(cpus) >= 2:
@@ -143,8 +189,23 @@ def cases(platform: dict[str, object], cpus: list[int], min_ns: int, dram_bytes:
                 a,
                 "ns_per_round_trip",
                 100.0,
+                PEER,
             )
         )
+        for size in HANDED_BYTES:
+            found.append(
+                Case(
+                    f"producer on CPU {a} writing {fmt_bytes(size)}, consumer on CPU {b} reading it",
+                    f"producer_consumer.{size // KIB}k",
+                    "ns/buffer",
+                    lambda _, s=size: _core.probe_producer_consumer_ns(a, b, s, min_ns),
+                    {"kind": "handoff", "cpu": a, "peer_cpu": b, "buffer_bytes": size},
+                    a,
+                    "ns_per_round_trip",
+                    100.0,
+                    (*PEER, *ISSUE, *MISSES),
+                )
+            )
     return found
 
 
@@ -184,7 +245,7 @@ def validate(
             samples.append(case.native(k))
             if progress:
                 progress((i * (repeats + 1) + k + 1) / steps)
-        rows.append(Row(case.workload, case.metric, case.unit, Figure.of(samples), simulate(case)))
+        rows.append(Row(case.workload, case.metric, case.unit, Figure.of(samples), simulate(case), case.checks))
         if progress:
             progress((i + 1) * (repeats + 1) / steps)
     return rows

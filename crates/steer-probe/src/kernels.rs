@@ -543,6 +543,67 @@ pub fn handoff_ns(cpu_a: u32, cpu_b: u32, min_ns: u64) -> io::Result<f64> {
     with_partner(cpu_a, cpu_b, "answering", &line.0, answer, measure)
 }
 
+/// One 64-byte line of a producer/consumer buffer, aligned to a line.
+#[repr(align(64))]
+struct BufferLine([AtomicU64; 8]);
+
+/// The most bytes one producer/consumer buffer may have.
+pub const MAX_HANDOFF_BUFFER: u64 = 1 << 20;
+
+/// A receive path's pattern between two cores: a thread on `producer_cpu` writes every word of a
+/// buffer of `buffer_bytes`, then hands it over by writing a flag; a thread on `consumer_cpu`,
+/// spinning on the flag, sums every word of the buffer and hands it back by writing the flag. ns
+/// per buffer: the producer's writes, the consumer's reads of lines the producer holds modified,
+/// and the two flag transfers.
+pub fn producer_consumer_ns(producer_cpu: u32, consumer_cpu: u32, buffer_bytes: u64, min_ns: u64) -> io::Result<f64> {
+    check_min_ns(min_ns)?;
+    if producer_cpu == consumer_cpu {
+        return Err(invalid("consumer_cpu", format!("must differ from producer_cpu ({producer_cpu})")));
+    }
+    if !(64..=MAX_HANDOFF_BUFFER).contains(&buffer_bytes) || buffer_bytes % 64 != 0 {
+        return Err(invalid("buffer_bytes", format!("must be a multiple of 64 from 64 to 1 MiB (got {buffer_bytes})")));
+    }
+    let lines: Vec<BufferLine> = (0..buffer_bytes / 64).map(|_| BufferLine(Default::default())).collect();
+    let words: Vec<&AtomicU64> = lines.iter().flat_map(|line| &line.0).collect();
+    let flag = Shared(AtomicU64::new(0));
+    let consume = || {
+        let mut expect = 1;
+        let mut sum = 0u64;
+        loop {
+            match flag.0.load(Ordering::Acquire) {
+                STOP => {
+                    std::hint::black_box(sum);
+                    return Ok(());
+                }
+                value if value == expect => {
+                    sum = words.iter().fold(sum, |sum, word| sum.wrapping_add(word.load(Ordering::Relaxed)));
+                    flag.0.store(value + 1, Ordering::Release);
+                    expect += 2;
+                }
+                _ => std::hint::spin_loop(),
+            }
+        }
+    };
+    let measure = || {
+        let mut value = 0u64;
+        let mut buffers = |count: u64| {
+            for _ in 0..count {
+                for word in &words {
+                    word.store(value, Ordering::Relaxed);
+                }
+                flag.0.store(value + 1, Ordering::Release);
+                while flag.0.load(Ordering::Acquire) != value + 2 {
+                    std::hint::spin_loop();
+                }
+                value += 2;
+            }
+        };
+        buffers(100);
+        Ok(per_element(min_ns, buffers))
+    };
+    with_partner(producer_cpu, consumer_cpu, "consuming", &flag.0, consume, measure)
+}
+
 /// Lines the writer dirties each round of `peer_read_ns`: few enough to stay in its L1.
 pub const PEER_LINES: usize = 64;
 
@@ -785,6 +846,8 @@ mod tests {
         // Times are not compared here (tests share the CPUs); calibrate reports them.
         let peer = peer_read_ns(cpus[0], cpus[1], MS).unwrap();
         assert!(peer.is_finite() && peer > 0.0, "{peer}");
+        let handed = producer_consumer_ns(cpus[0], cpus[1], 2048, MS).unwrap();
+        assert!(handed.is_finite() && handed > 0.0, "{handed}");
         #[cfg(target_os = "linux")]
         {
             let error = handoff_ns(cpus[0], 1 << 20, MS).unwrap_err();
@@ -812,6 +875,13 @@ mod tests {
         assert!(said(handoff_ns(1, 1, MS)).starts_with("cpu_b: must differ"));
         assert!(said(peer_read_ns(1, 1, MS)).starts_with("writer_cpu: must differ from reader_cpu (1)"));
         assert!(said(peer_read_ns(0, 1, 61_000_000_000)).starts_with("min_ns"));
+        assert!(
+            said(producer_consumer_ns(1, 1, 2048, MS)).starts_with("consumer_cpu: must differ from producer_cpu (1)")
+        );
+        for bytes in [0, 100, 2 << 20] {
+            let said = said(producer_consumer_ns(0, 1, bytes, MS));
+            assert!(said.starts_with("buffer_bytes: must be a multiple of 64 from 64 to 1 MiB"), "{said}");
+        }
         assert_eq!("fill".parse::<Access>().unwrap_err().to_string(), "access: `fill` is not read, write or copy");
     }
 }

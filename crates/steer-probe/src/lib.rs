@@ -9,8 +9,8 @@ mod pin;
 
 pub use buffer::{huge_pages, Buffer};
 pub use kernels::{
-    bandwidth_gbs, chase_ns, clock_ghz, handoff_ns, peer_read_ns, random_reads_ns, ring_copy_ns, sizes,
-    strided_scan_ns, Access, XorShift64, PEER_LINES, RANDOM_SEED,
+    bandwidth_gbs, chase_ns, clock_ghz, handoff_ns, peer_read_ns, producer_consumer_ns, random_reads_ns, ring_copy_ns,
+    sizes, strided_scan_ns, Access, XorShift64, MAX_HANDOFF_BUFFER, PEER_LINES, RANDOM_SEED,
 };
 pub use pin::{allowed_cpus, pin_current_thread};
 

@@ -71,6 +71,18 @@ fn probe_handoff_ns(py: Python<'_>, cpu_a: u32, cpu_b: u32, min_ns: u64) -> PyRe
     measure(py, || steer_probe::handoff_ns(cpu_a, cpu_b, min_ns))
 }
 
+/// ns per buffer of `buffer_bytes` written by `producer_cpu`, handed to and summed by `consumer_cpu`.
+#[pyfunction]
+fn probe_producer_consumer_ns(
+    py: Python<'_>,
+    producer_cpu: u32,
+    consumer_cpu: u32,
+    buffer_bytes: u64,
+    min_ns: u64,
+) -> PyResult<f64> {
+    measure(py, || steer_probe::producer_consumer_ns(producer_cpu, consumer_cpu, buffer_bytes, min_ns))
+}
+
 /// ns per read of a line `writer_cpu` just wrote, by `reader_cpu` (the core-to-core transfer).
 #[pyfunction]
 fn probe_peer_read_ns(py: Python<'_>, reader_cpu: u32, writer_cpu: u32, min_ns: u64) -> PyResult<f64> {
@@ -104,6 +116,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(probe_strided_scan_ns, m)?)?;
     m.add_function(wrap_pyfunction!(probe_handoff_ns, m)?)?;
     m.add_function(wrap_pyfunction!(probe_peer_read_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(probe_producer_consumer_ns, m)?)?;
     m.add_function(wrap_pyfunction!(probe_allowed_cpus, m)?)?;
     m.add_function(wrap_pyfunction!(probe_huge_pages, m)?)?;
     m.add_function(wrap_pyfunction!(host_calibration_path, m)?)?;

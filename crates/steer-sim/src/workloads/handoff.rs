@@ -1,7 +1,9 @@
-//! A producer/consumer pair on two cores passing one cache line back and forth (the handoff probe
-//! of `steer validate`): each side waits until the line holds the value that makes it its turn,
-//! reads it, writes the next value and so hands the line to the other core. A round trip is two
-//! transfers of a written line between the cores' caches.
+//! A producer/consumer pair on two cores passing one cache line back and forth (the handoff and
+//! producer/consumer probes of `steer validate`): each side waits until the line holds the value
+//! that makes it its turn, reads it, writes the next value and so hands the line to the other
+//! core. A round trip is two transfers of a written line between the cores' caches. With a buffer,
+//! the starting side (the producer) writes every line of it before handing over, and the answering
+//! side (the consumer) reads every line of it before answering: the pattern of a receive path.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -22,8 +24,14 @@ params! {
         cpu: u32 = 0,
         /// Logical CPU that answers.
         peer_cpu: u32 = 1,
+        /// Bytes of the buffer the starting CPU writes and the answering one reads each round trip
+        /// (0: the line of the flag alone).
+        buffer_bytes: u64 = 0,
     }
 }
+
+/// The largest buffer a pair may pass.
+const MAX_BUFFER: u64 = 1 << 30;
 
 /// The kind's registration.
 #[linkme::distributed_slice(crate::workloads::WORKLOADS)]
@@ -40,6 +48,9 @@ impl WorkloadSpec for HandoffSpec {
         system.check_cpu(&format!("{path}.peer"), self.peer_cpu)?;
         ensure(self.peer_cpu != self.cpu, &format!("{path}.peer_cpu"), || {
             format!("must differ from cpu ({}): the line passes between two CPUs", self.cpu)
+        })?;
+        ensure(self.buffer_bytes <= MAX_BUFFER, &format!("{path}.buffer_bytes"), || {
+            format!("must be at most 1 GiB (got {})", self.buffer_bytes)
         })
     }
 
@@ -49,10 +60,21 @@ impl WorkloadSpec for HandoffSpec {
 
     fn build(&self, b: &mut Builder) {
         let line_bits = b.platform.line_bits();
-        let flag = b.alloc(b.platform.node_of_cpu(self.cpu), 1 << line_bits).line(line_bits);
+        let node = b.platform.node_of_cpu(self.cpu);
+        let flag = b.alloc(node, 1 << line_bits).line(line_bits);
+        let buffer_lines = self.buffer_bytes.div_ceil(1 << line_bits);
+        let buffer = if buffer_lines > 0 { b.alloc(node, self.buffer_bytes).line(line_bits) } else { flag };
         let value = Rc::new(Cell::new(0));
         let (starter, answerer) = (b.signal(), b.signal());
-        let side = |parity, me, peer| Side { flag, value: value.clone(), parity, me, peer, round_trips: 0 };
+        let side = |parity, me, peer| Side {
+            flag,
+            buffer: (buffer, buffer_lines),
+            value: value.clone(),
+            parity,
+            me,
+            peer,
+            round_trips: 0,
+        };
         b.run_on(self.cpu, Box::new(side(0, starter, answerer)));
         b.run_on(self.peer_cpu, Box::new(side(1, answerer, starter)));
     }
@@ -61,6 +83,8 @@ impl WorkloadSpec for HandoffSpec {
 /// One side of the pair.
 pub struct Side {
     flag: Line,
+    /// The buffer's first line and its lines.
+    buffer: (Line, u64),
     /// The value the line holds.
     value: Rc<Cell<u64>>,
     /// It is this side's turn while the value has this parity.
@@ -93,6 +117,19 @@ impl Program for Side {
             return Next::Wait;
         }
         cx.load_dependent(self.flag);
+        let (first, lines) = self.buffer;
+        for k in 0..lines {
+            let line = Line(first.0 + k);
+            if self.parity == 0 {
+                cx.store(line);
+            } else {
+                cx.load(line);
+            }
+        }
+        // The consumer answers once it has read the buffer.
+        if self.parity == 1 && lines > 0 {
+            cx.drain();
+        }
         cx.store(self.flag);
         // The other core sees the new value once the store has left the store buffer.
         cx.drain();
@@ -131,8 +168,61 @@ mod tests {
 
     fn pair() -> (Side, Side) {
         let value = Rc::new(Cell::new(0));
-        let side = |parity, me, peer| Side { flag: Line(0x40), value: value.clone(), parity, me, peer, round_trips: 0 };
+        let side = |parity, me, peer| Side {
+            flag: Line(0x40),
+            buffer: (Line(0x80), 0),
+            value: value.clone(),
+            parity,
+            me,
+            peer,
+            round_trips: 0,
+        };
         (side(0, Signal(2), Signal(3)), side(1, Signal(3), Signal(2)))
+    }
+
+    #[test]
+    fn with_a_buffer_the_producer_writes_it_and_the_consumer_reads_it_before_handing_over() {
+        let (mut h, _) = ring_harness(1, 1, Recycle::Fifo);
+        let (mut a, mut b) = pair();
+        a.buffer = (Line(0x80), 2);
+        b.buffer = (Line(0x80), 2);
+        let (_, ops, _) = h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut a, cx, ns(0.0)));
+        let flag = Line(0x40);
+        let (first, second) = (Line(0x80), Line(0x81));
+        assert_eq!(
+            ops,
+            [
+                Op::LoadDependent(flag),
+                Op::Store(first),
+                Op::Store(second),
+                Op::Store(flag),
+                Op::Drain,
+                Op::Call(HANDED)
+            ]
+        );
+        h.with_cx(ns(7.0), ns(7.0), |cx| reach_call(&mut a, HANDED, cx, ns(7.0)));
+        let (_, ops, _) = h.with_cx(ns(7.0), ns(7.0), |cx| ask(&mut b, cx, ns(7.0)));
+        assert_eq!(
+            ops,
+            [
+                Op::LoadDependent(flag),
+                Op::Load(first),
+                Op::Load(second),
+                Op::Drain,
+                Op::Store(flag),
+                Op::Drain,
+                Op::Call(HANDED)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_buffer_takes_lines_after_the_flags() {
+        let platform = crate::testing::tiny_platform();
+        let mut b = Builder::new(&platform, 1);
+        HandoffSpec { buffer_bytes: 100, ..HandoffSpec::default() }.build(&mut b);
+        // The flag's page, then the buffer's: the next allocation starts on the third page.
+        assert_eq!(b.alloc(0, 64).0, (1 << 30) + 2 * 4096);
     }
 
     #[test]
