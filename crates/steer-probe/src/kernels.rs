@@ -560,7 +560,7 @@ pub fn producer_consumer_ns(producer_cpu: u32, consumer_cpu: u32, buffer_bytes: 
     if producer_cpu == consumer_cpu {
         return Err(invalid("consumer_cpu", format!("must differ from producer_cpu ({producer_cpu})")));
     }
-    if !(64..=MAX_HANDOFF_BUFFER).contains(&buffer_bytes) || buffer_bytes % 64 != 0 {
+    if !(64..=MAX_HANDOFF_BUFFER).contains(&buffer_bytes) || !buffer_bytes.is_multiple_of(64) {
         return Err(invalid("buffer_bytes", format!("must be a multiple of 64 from 64 to 1 MiB (got {buffer_bytes})")));
     }
     let lines: Vec<BufferLine> = (0..buffer_bytes / 64).map(|_| BufferLine(Default::default())).collect();
