@@ -32,3 +32,29 @@ impl PlacementPolicy for Tph {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::devices::placement::DmaKind;
+    use crate::platform::{TopologySpec, TphHostSpec};
+
+    fn write(hint: Option<Hint>) -> DmaWrite {
+        DmaWrite { kind: DmaKind::Payload, consumer_cpu: 0, llc_ccx: 0, consumer_ccx: 0, hint }
+    }
+
+    #[test]
+    fn each_hint_has_its_own_destination() {
+        let topology = TopologySpec { sockets: 1, ccx_per_socket: 1, cores_per_ccx: 4, threads_per_core: 1 };
+        let spec = TphHostSpec::default();
+        let tph = Tph { st_map: StMap::new(&spec, &topology) };
+        // CPU 3's 8-bit tag is the base plus its APIC-style id.
+        let st = (spec.st_base + topology.apic_id(3)) as u16;
+        assert_eq!(tph.destination(&write(Some(Hint::Tag { st, extended: false }))), Destination::L2 { cpu: 3 });
+        assert_eq!(tph.destination(&write(Some(Hint::NoSt))), Destination::UpdateIfCached);
+        assert_eq!(tph.destination(&write(None)), Destination::Memory);
+        // A tag no CPU has: memory.
+        let unknown = Hint::Tag { st: st + 100, extended: false };
+        assert_eq!(tph.destination(&write(Some(unknown))), Destination::Memory);
+    }
+}
