@@ -137,6 +137,17 @@ mod tests {
     fn next_line_fetches_the_following_lines() {
         let spec = PrefetcherSpec { kind: Name::new("next_line"), degree: 2, distance: 1 };
         assert_eq!(run(spec.build().unwrap().as_mut(), &[10]), vec![11, 12]);
+        // The distance is where the first prefetched line is; the degree how many follow from it.
+        let far = PrefetcherSpec { kind: Name::new("next_line"), degree: 3, distance: 4 };
+        assert_eq!(run(far.build().unwrap().as_mut(), &[10]), vec![14, 15, 16]);
+        // A hit that is not the first use of a prefetched line fetches nothing.
+        let mut out = Vec::new();
+        let hit = Trigger { line: Line(10), hit: true, prefetch_hit: false };
+        far.build().unwrap().on_access(hit, &mut out);
+        assert!(out.is_empty());
+        let first_use = Trigger { prefetch_hit: true, ..hit };
+        far.build().unwrap().on_access(first_use, &mut out);
+        assert_eq!(out, [Line(14), Line(15), Line(16)]);
     }
 
     #[test]
