@@ -197,6 +197,9 @@ def test_a_noisy_figure_and_a_fit_at_the_end_of_its_range_are_warned_of():
         found = calibrate.warnings(made_up(), values, intel)
         assert bool(found) == warned, (distance, found)
     assert calibrate.warnings(made_up(), [calibrate.Value("l2.prefetcher.distance", 20, "")], None) == []
+    # An L3 the chase sees smaller than sysfs says: the calibration takes it, and says why.
+    [line] = calibrate.warnings(made_up(), [calibrate.Value("l3.size_kib", 8192, "measured")], intel)
+    assert line.startswith("l3.size_kib: the chase sees an L3 of 8 MiB, not the size sysfs gives: a guest")
 
 
 def test_the_host_preset_reads_the_calibration(tmp_path, monkeypatch):

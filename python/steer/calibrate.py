@@ -487,6 +487,12 @@ def warnings(m: Measurements, values: list[Value], streamer: Streamer | None) ->
         for name, f in figures.items()
         if f is not None and f.low > 0 and f.high / f.low > NOISY_SPREAD
     ]
+    l3 = next((v for v in values if v.key == "l3.size_kib"), None)
+    if l3:
+        found.append(
+            f"l3.size_kib: the chase sees an L3 of {fmt_bytes(int(l3.value) * KIB)}, not the size sysfs gives: a guest "
+            "sees its share of the host's L3 (or another tenant uses the rest); the calibration takes the one measured"
+        )
     distance = next((v for v in values if v.key == "l2.prefetcher.distance"), None)
     if distance and streamer and distance.value in (streamer.distances[0], streamer.distances[-1]):
         found.append(
