@@ -404,6 +404,14 @@ def test_reproduce_prints_one_row_and_the_scores(tmp_path, capsys, monkeypatch):
     assert capsys.readouterr().out.splitlines() == printed[:3]
 
 
+def test_reproduce_takes_every_only_pattern_given_and_names_them_all_when_none_matches(capsys):
+    assert main(["reproduce", "--only", "seed004/eflatency-avg", "--only", "leon/prefetch-time", "--quiet"]) == 0
+    printed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert "seed004/eflatency-avg" in printed and "leon/prefetch-time" in printed
+    assert main(["reproduce", "--only", "leon/x", "--only", "seed004/y", "--quiet"]) == 2
+    assert capsys.readouterr().err == "steer: error: --only leon/x --only seed004/y: no row matches\n"
+
+
 def test_reproduce_draws_the_rows_and_seed_001s_curves_when_its_rows_are_there(tmp_path, capsys):
     assert main(["reproduce", "--only", "seed004/eflatency-avg", "--quiet", "--plot", str(tmp_path / "a")]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == f"wrote {tmp_path / 'a' / 'reproduce.png'}"

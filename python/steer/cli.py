@@ -371,7 +371,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     try:
         rows = reproduce.reproduce(args.only, runner=runner)
         if not rows:
-            raise ScenarioError(f"--only {args.only}: no row matches")
+            raise ScenarioError(f"{reproduce.only_text(args.only)}: no row matches")
         files = {}
         if args.json and args.json != "-":
             files[Path(args.json)] = json.dumps([r.to_dict() for r in rows], indent=2) + "\n"
@@ -582,7 +582,12 @@ def parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=cmd_run)
 
     repro = commands.add_parser("reproduce", help="run the seeds' published experiments: published vs simulated")
-    repro.add_argument("--only", metavar="PATTERN", help="rows whose id matches (glob or substring, e.g. leon)")
+    repro.add_argument(
+        "--only",
+        action="append",
+        metavar="PATTERN",
+        help="rows whose id matches (glob or substring, e.g. leon); repeatable: rows any of them matches",
+    )
     output.add_json_option(
         repro,
         "rows {id, role, source, metric, unit, published, simulated, relation, within} as JSON (to FILE or stdout)",

@@ -538,27 +538,46 @@ ROW_IDS: dict[str, tuple[str, ...]] = {
 }
 
 
+Only = str | Iterable[str] | None
+
+
 def reproduce(
-    only: str | None = None,
+    only: Only = None,
     progress: Callable[[str], None] | None = None,
     common: Iterable[str] = (),
     runner: Runner | None = None,
 ) -> list[Row]:
     """Runs the experiments and returns their rows; `only` (a glob or substring of row ids, e.g.
-    `leon` or `leon/*time`) keeps the matching rows and runs only the experiments they need;
-    `common` overrides apply to every run (`platform.memory.idle_latency_ns=120`); a `runner`
-    given runs them instead (and keeps them)."""
+    `leon` or `leon/*time`, or several: a row any of them matches) keeps the matching rows and
+    runs only the experiments they need; `common` overrides apply to every run
+    (`platform.memory.idle_latency_ns=120`); a `runner` given runs them instead (and keeps them)."""
     runner = runner or Runner(progress, common)
-    rows = [row for name in experiments(only) for row in EXPERIMENTS[name](runner)]
-    return [row for row in rows if not only or matches(row.id, only)]
+    patterns = only_patterns(only)
+    rows = [row for name in experiments(patterns) for row in EXPERIMENTS[name](runner)]
+    return [row for row in rows if selected(row.id, patterns)]
 
 
-def experiments(only: str | None) -> list[str]:
+def only_patterns(only: Only) -> list[str]:
+    """`only` as a list of patterns: none selects every row."""
+    return [only] if isinstance(only, str) else list(only or ())
+
+
+def only_text(only: Only) -> str:
+    """The patterns as the command line gives them, for messages."""
+    return " ".join(f"--only {pattern}" for pattern in only_patterns(only))
+
+
+def selected(row_id: str, patterns: list[str]) -> bool:
+    return not patterns or any(matches(row_id, p) for p in patterns)
+
+
+def experiments(only: Only) -> list[str]:
     """The experiments with a row `only` matches (every one without `only`; none if no row does)."""
-    return [name for name, ids in ROW_IDS.items() if not only or any(matches(i, only) for i in ids)]
+    patterns = only_patterns(only)
+    return [name for name, ids in ROW_IDS.items() if any(selected(i, patterns) for i in ids)]
 
 
-def planned_runs(only: str | None) -> int:
+def planned_runs(only: Only) -> int:
     """How many runs `reproduce(only)` makes."""
     return sum(RUNS[name] for name in experiments(only))
 
