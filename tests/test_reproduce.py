@@ -31,9 +31,11 @@ def row(unit: str, published: float, simulated: float, relation: str = "", id: s
         ("GiB/s", 18.0, 15.0, True),
         ("GiB/s", 18.0, 14.9, False),
         ("GiB/s", -40.0, -44.0, True),
-        # Other units carry no target.
+        # A ratio published as equal: 0.1 either way (the 10 points of a percentage as a ratio).
+        ("x", 1.0, 1.09, True),
+        ("x", 1.0, 0.89, False),
+        # DRAM bandwidths carry no target.
         ("GB/s", 11.5, 8.75, None),
-        ("x", 1.0, 5.0, None),
     ],
 )
 def test_a_rows_target_depends_on_its_unit(unit, published, simulated, within):
@@ -78,8 +80,15 @@ def test_scores_count_judged_rows_per_role_and_the_summary_says_so():
     ]
     assert reproduce.scores(rows) == {"calibration": (1, 2), "validation": (2, 3)}
     assert reproduce.summary(rows) == (
-        "calibration: 1 of 2 within target; validation: 2 of 3 within target (percentages ±10 pt, latencies ±20 ns)"
+        "calibration: 1 of 2 within target; validation: 2 of 3 within target\n"
+        "targets: % ±10 pt; GB/s none (shown, not judged); ns ±20 ns; x the published relation (>, <, ...),\n"
+        "  or ±0.1 where published as equal"
     )
+    # Only the units of the rows given, wrapped to the width given.
+    assert reproduce.summary(rows[3:4], 30).splitlines()[1:] == ["targets: ns ±20 ns"]
+    assert reproduce.summary([row("GiB/s", 1.0, 1.0)], 40).splitlines()[1:] == [
+        "targets: GiB/s ±10%, at least ±3 GiB/s"
+    ]
     assert reproduce.scores([]) == {"calibration": (0, 0), "validation": (0, 0)}
 
 
@@ -91,10 +100,10 @@ def test_the_table_shows_each_rows_difference_in_its_own_terms_and_the_json_its_
         row("GB/s", 11.54, 8.75, id="seed000/1q/dram-read-sdci-off"),
     ]
     assert reproduce.table_rows(rows) == [
-        ["seed000/1q/dram-read-change", "calibration", "source", "metric", "-85.0%", "-100.0%", "-15.0 pt", "miss"],
-        ["seed004/onload-udp-avg", "validation", "source", "metric", "76.0ns", "55.2ns", "-20.80 ns", "miss"],
-        ["seed001/batch-small", "validation", "source", "metric", "> 1.00x", "1.08x", "+0.08", "within"],
-        ["seed000/1q/dram-read-sdci-off", "calibration", "source", "metric", "11.5GB/s", "8.8GB/s", "-2.79 GB/s", ""],
+        ["seed000/1q/dram-read-change", "-85.0%", "-100.0%", "-15.0 pt", "miss", "metric"],
+        ["seed004/onload-udp-avg", "76.0ns", "55.2ns", "-20.80 ns", "miss", "metric"],
+        ["seed001/batch-small", "> 1.00x", "1.08x", "+0.08", "within", "metric"],
+        ["seed000/1q/dram-read-sdci-off", "11.5GB/s", "8.8GB/s", "-2.79 GB/s", "-", "metric"],
     ]
     assert rows[0].to_dict() == {
         "id": "seed000/1q/dram-read-change",
@@ -294,6 +303,40 @@ def test_seed_001s_figures_draw_every_size_that_fits_and_every_hbm_node():
     figures = reproduce.seed001_figures(runner)
     assert set(figures) == {"seed001-transfer-size.png", "seed001-ddr-to-hbm.png"}
     assert all(f[:8] == b"\x89PNG\r\n\x1a\n" for f in figures.values())
+
+
+def test_the_table_heads_each_source_and_role_and_wraps_the_metric_to_the_width():
+    rows = [
+        Row("seed000/1q/a", "seed 000", "UMC read BW change with SDCI, 1q", "%", -85.0, -86.0),
+        Row("seed000/1q/bb", "seed 000", "DC fills", "%", 2.0, 2.7),
+        Row("seed000/4q/a", "seed 000", "UMC read BW change with SDCI, 4q", "%", -66.0, -63.2),
+        Row("leon/prefetch-reads", "seed 003", "memory reads, prefetch / base (published: equal)", "x", 1.0, 1.0),
+    ]
+    # 13 + 9 + 9 + 10 + 6 columns and their gaps leave 24 of 81 for the metric; a group's own
+    # columns are as wide as its own cells.
+    assert reproduce.table(rows[:3], 81).splitlines() == [
+        "seed 000, calibration rows:",
+        "id             published  simulated  difference  target  metric",
+        "seed000/1q/a      -85.0%     -86.0%     -1.0 pt  within  UMC read BW change with",
+        "                                                         SDCI, 1q",
+        "seed000/1q/bb       2.0%       2.7%     +0.7 pt  within  DC fills",
+        "",
+        "seed 000, validation rows:",
+        "id            published  simulated  difference  target  metric",
+        "seed000/4q/a     -66.0%     -63.2%     +2.8 pt  within  UMC read BW change with",
+        "                                                        SDCI, 4q",
+    ]
+    assert reproduce.table(rows[2:3], 90).splitlines()[2] == (
+        "seed000/4q/a     -66.0%     -63.2%     +2.8 pt  within  UMC read BW change with SDCI, 4q"
+    )
+    # With less room the metric goes under its row, indented, wrapped to the width.
+    assert reproduce.table(rows[3:], 50).splitlines() == [
+        "seed 003, validation rows:",
+        "id                   published  simulated  difference  target",
+        "leon/prefetch-reads      1.00x      1.00x       +0.00  within",
+        "    memory reads, prefetch / base (published:",
+        "    equal)",
+    ]
 
 
 @pytest.mark.parametrize(("panels", "grid"), [(1, (1, 1)), (2, (1, 2)), (6, (1, 6)), (7, (2, 6)), (13, (3, 6))])

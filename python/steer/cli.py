@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tomllib
 from pathlib import Path
@@ -386,9 +387,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.json == "-":
         print(json.dumps([r.to_dict() for r in rows], indent=2))
         return 0
-    headers = ["id", "role", "source", "metric", "published", "simulated", "difference", "target"]
-    print(output.table(headers, reproduce.table_rows(rows)))
-    print(reproduce.summary(rows))
+    width = shutil.get_terminal_size((100, 24)).columns
+    print(reproduce.table(rows, width) + "\n")
+    print(reproduce.summary(rows, width))
     for path in files:
         print(f"wrote {path}")
     return 0

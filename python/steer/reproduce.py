@@ -8,6 +8,7 @@ produced, so a row the model misses stays visible as a miss.
 from __future__ import annotations
 
 import fnmatch
+import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
@@ -35,11 +36,12 @@ class Row:
 
     @property
     def tolerance(self) -> float | None:
-        """How far the simulated value may be from the published one: the seeds' targets are
-        10 points for percentages and 20 ns for latencies; copy throughputs (seed 001, read off
-        its figures) 10% or 3 GiB/s, whichever is larger; other rows have none."""
+        """How far the simulated value may be from the published one (TARGETS says it in words):
+        the seeds' targets are 10 points for percentages and 20 ns for latencies; copy throughputs
+        (seed 001, read off its figures) 10% or 3 GiB/s, whichever is larger; a ratio published as
+        equal 0.1, the percentages' 10 points as a ratio; other rows have none."""
         if self.unit == "GiB/s":
-            return max(0.1 * abs(self.published), 3.0)
+            return max(GIBPS_SHARE * abs(self.published), GIBPS_FLOOR)
         return TOLERANCE.get(self.unit)
 
     @property
@@ -59,7 +61,16 @@ class Row:
         return {**asdict(self), "role": self.role, "within": self.within_target}
 
 
-TOLERANCE = {"%": 10.0, "ns": 20.0}
+TOLERANCE = {"%": 10.0, "ns": 20.0, "x": 0.1}
+GIBPS_SHARE, GIBPS_FLOOR = 0.1, 3.0
+# Each unit's target in words, as the summary states it.
+TARGETS = {
+    "%": f"±{TOLERANCE['%']:g} pt",
+    "GB/s": "none (shown, not judged)",
+    "GiB/s": f"±{GIBPS_SHARE:.0%}, at least ±{GIBPS_FLOOR:g} GiB/s",
+    "ns": f"±{TOLERANCE['ns']:g} ns",
+    "x": f"the published relation (>, <, ...), or ±{TOLERANCE['x']:g} where published as equal",
+}
 RELATIONS: dict[str, Callable[[float, float], bool]] = {
     ">": lambda a, b: a > b,
     ">=": lambda a, b: a >= b,
@@ -600,23 +611,54 @@ def format_difference(row: Row) -> str:
 
 
 def verdict(row: Row) -> str:
-    return {None: "", True: "within", False: "miss"}[row.within_target]
+    return {None: "-", True: "within", False: "miss"}[row.within_target]
+
+
+HEADERS = ("id", "published", "simulated", "difference", "target", "metric")
+# The narrowest the metric column is wrapped to; with less room left it goes on lines of its own.
+METRIC_WIDTH = 24
 
 
 def table_rows(rows: Iterable[Row]) -> list[list[str]]:
+    """Each row's cells under HEADERS."""
     return [
         [
             r.id,
-            r.role,
-            r.source,
-            r.metric,
             f"{r.relation} {format_value(r.published, r.unit)}".strip(),
             format_value(r.simulated, r.unit),
             format_difference(r),
             verdict(r),
+            r.metric,
         ]
         for r in rows
     ]
+
+
+def table(rows: list[Row], width: int) -> str:
+    """The rows as text within `width` columns where the ids allow: a heading per source and role,
+    then each row's id, values, difference and verdict, and its metric wrapped to the room left
+    (under the row, indented, where that is less than METRIC_WIDTH). `--json` has every field."""
+    import textwrap
+
+    blocks = []
+    for (source, role), group in itertools.groupby(rows, key=lambda r: (r.source, r.role)):
+        cells = [list(HEADERS), *table_rows(group)]
+        widths = [max(len(cell[i]) for cell in cells) for i in range(len(HEADERS) - 1)]
+        room = width - sum(widths) - 2 * len(widths)
+        lines = [f"{source}, {role} rows:"]
+        for cell in cells:
+            # The id and the verdict read left to right; the numbers line up on their right.
+            values = "  ".join(c.ljust(w) if i in (0, 4) else c.rjust(w) for i, (c, w) in enumerate(zip(cell, widths)))
+            if room >= METRIC_WIDTH:
+                first, *more = textwrap.wrap(cell[-1], room) or [""]
+                lines.append(f"{values}  {first}".rstrip())
+                lines += [" " * (width - room) + line for line in more]
+            else:
+                lines.append(values.rstrip())
+                if cell is not cells[0]:
+                    lines += ["    " + line for line in textwrap.wrap(cell[-1], width - 4)]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
 
 
 def scores(rows: list[Row]) -> dict[str, tuple[int, int]]:
@@ -628,10 +670,15 @@ def scores(rows: list[Row]) -> dict[str, tuple[int, int]]:
     }
 
 
-def summary(rows: list[Row]) -> str:
-    """How many rows with a target are within it, calibration and validation apart."""
+def summary(rows: list[Row], width: int = 100) -> str:
+    """How many rows with a target are within it, calibration and validation apart, and the target
+    of every unit the rows have, wrapped to `width`."""
+    import textwrap
+
     parts = [f"{role}: {within} of {judged} within target" for role, (within, judged) in scores(rows).items()]
-    return "; ".join(parts) + " (percentages ±10 pt, latencies ±20 ns)"
+    units = {r.unit for r in rows}
+    said = "; ".join(f"{unit} {text}" for unit, text in TARGETS.items() if unit in units)
+    return "; ".join(parts) + "\n" + textwrap.fill(f"targets: {said}", width, subsequent_indent="  ")
 
 
 def png(fig) -> bytes:
