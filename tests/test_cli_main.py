@@ -417,11 +417,15 @@ def test_reproduce_takes_every_only_pattern_given_and_names_them_all_when_none_m
 
 def test_reproduce_draws_the_rows_and_seed_001s_curves_when_its_rows_are_there(tmp_path, capsys):
     assert main(["reproduce", "--only", "seed004/eflatency-avg", "--quiet", "--plot", str(tmp_path / "a")]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == f"wrote {tmp_path / 'a' / 'reproduce.png'}"
-    assert [p.name for p in (tmp_path / "a").iterdir()] == ["reproduce.png"]
+    names = ["reproduce-parity.png", "reproduce.png", "reproduce.json"]
+    assert capsys.readouterr().out.splitlines()[-3:] == [f"wrote {tmp_path / 'a' / name}" for name in names]
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == sorted(names)
+    # The rows drawn, as --json writes them, for `steer report`.
+    rows = json.loads((tmp_path / "a" / "reproduce.json").read_text())
+    assert [r["id"] for r in rows] == ["seed004/eflatency-avg"] and rows[0]["within"] is True
     assert main(["reproduce", "--only", "seed001/dsa-ceiling", "--quiet", "--plot", str(tmp_path / "b")]) == 0
-    names = ["reproduce.png", "seed001-ddr-to-hbm.png", "seed001-transfer-size.png"]
-    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == names
+    names = ["reproduce-parity.png", "reproduce.png", "seed001-ddr-to-hbm.png", "seed001-transfer-size.png"]
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == sorted([*names, "reproduce.json"])
     assert all((tmp_path / "b" / name).read_bytes().startswith(b"\x89PNG") for name in names)
 
 

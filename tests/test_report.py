@@ -4,6 +4,7 @@ figures are not rendered (test_plot_report renders them), so the page does not d
 matplotlib's version. `STEER_BLESS=1` rewrites the golden page; review its diff."""
 
 import base64
+import json
 import math
 import os
 import time
@@ -80,6 +81,53 @@ def test_the_page_of_a_sweep_is_its_golden_file(tmp_path, unrendered):
         golden.write_text(page)
     assert page == golden.read_text()
     assert report.build(sweep_directory(tmp_path / "again"), title="Mine").count("Mine") == 2
+
+
+def reproduce_rows() -> list:
+    """Rows of `steer reproduce`: a calibration row within its target, a validation row missing
+    it, one without a target."""
+    from steer.reproduce import Row
+
+    return [
+        Row("seed000/1q/dram-read-change", "seed 000", "UMC read BW change with SDCI, 1q", "%", -85.0, -86.0),
+        Row("seed001/brute-0-15", "seed 001", "brute force, node 0 to 15 <cross>", "GiB/s", 96.0, 54.5),
+        Row("seed000/4q/dram-read-sdci-off", "seed 000", "UMC est read BW, SDCI off, 4q", "GB/s", 13.87, 11.9),
+    ]
+
+
+def write_rows(directory: Path, rows: list) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "reproduce.json").write_text(json.dumps([r.to_dict() for r in rows]))
+
+
+def test_the_page_of_reproduce_rows_alone_is_its_golden_file(tmp_path, unrendered, monkeypatch):
+    monkeypatch.setattr(report, "__version__", "9.9.9")
+    write_rows(tmp_path / "repro", reproduce_rows())
+    page = report.build(tmp_path / "repro")
+    golden = GOLDEN / "reproduce.html"
+    if os.environ.get("STEER_BLESS"):
+        golden.write_text(page)
+    assert page == golden.read_text()
+    # Every row is there, the misses apart; the parity figure has a panel per unit (and one unused).
+    assert "<title>steer reproduce: repro</title>" in page
+    assert page.count("seed001/brute-0-15") == 2 and page.count("seed000/1q/dram-read-change") == 1
+    assert f'src="data:image/png;base64,{base64.b64encode(b"png 110 3").decode()}"' in page
+    write_rows(tmp_path / "none-missed", reproduce_rows()[:1])
+    assert "<p>No row misses its target.</p>" in report.build(tmp_path / "none-missed")
+
+
+def test_a_sweeps_page_ends_with_the_reproduce_rows_beside_it_and_bad_rows_are_one_line(tmp_path, unrendered):
+    root = sweep_directory(tmp_path / "results")
+    alone = report.build(root)
+    write_rows(root, reproduce_rows())
+    page = report.build(root)
+    section = report.reproduce_section(root)
+    assert section and page == alone.replace("</body></html>", section + "\n</body></html>")
+    (root / "reproduce.json").write_text("[{}]")
+    with pytest.raises(report.ScenarioError) as raised:
+        report.build(root)
+    assert str(raised.value) == f"{root / 'reproduce.json'}: not the rows of steer reproduce: 'id'"
+    assert report.reproduce_section(tmp_path) == ""
 
 
 def test_a_report_is_written_beside_the_results_unless_a_path_is_given(tmp_path, unrendered):

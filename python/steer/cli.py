@@ -373,11 +373,16 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         rows = reproduce.reproduce(args.only, runner=runner)
         if not rows:
             raise ScenarioError(f"{reproduce.only_text(args.only)}: no row matches")
-        files = {}
+        files: dict[Path, str | bytes] = {}
+        rows_json = json.dumps([r.to_dict() for r in rows], indent=2) + "\n"
         if args.json and args.json != "-":
-            files[Path(args.json)] = json.dumps([r.to_dict() for r in rows], indent=2) + "\n"
+            files[Path(args.json)] = rows_json
         if args.plot:
-            files[Path(args.plot) / "reproduce.png"] = reproduce.plot(rows)
+            plots = Path(args.plot)
+            files[plots / "reproduce-parity.png"] = reproduce.parity(rows)
+            files[plots / "reproduce.png"] = reproduce.plot(rows)
+            # The rows drawn, which `steer report DIR` reads.
+            files[plots / reproduce.ROWS_FILE] = rows_json
             if any(row.id.startswith("seed001/") for row in rows):
                 for name, image in reproduce.seed001_figures(runner).items():
                     files[Path(args.plot) / name] = image
@@ -602,7 +607,9 @@ def parser() -> argparse.ArgumentParser:
     repro.add_argument(
         "--plot",
         metavar="DIR",
-        help="draw published vs simulated for every row into DIR/reproduce.png (and seed 001's curves beside it)",
+        help="draw simulated against published per unit into DIR/reproduce-parity.png, each row with its target "
+        "into DIR/reproduce.png (and seed 001's curves beside them); the rows drawn into DIR/reproduce.json, "
+        "which `steer report DIR` shows",
     )
     repro.add_argument("--quiet", action="store_true", help="no progress bar")
     repro.set_defaults(handler=cmd_reproduce)

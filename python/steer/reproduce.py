@@ -7,12 +7,17 @@ produced, so a row the model misses stays visible as a miss.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import itertools
+import json
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
-from steer import api
+from steer import api, output
+from steer._core import ScenarioError
 from steer.output import GIB, MIB, fmt_bytes
 
 
@@ -81,6 +86,8 @@ RELATIONS: dict[str, Callable[[float, float], bool]] = {
 # and seed 004's eflatency mean. Every other row validates.
 CALIBRATION_ROWS = ("seed000/1q/*", "seed004/eflatency-avg")
 ROLES = ("calibration", "validation")
+# Beside `steer reproduce --plot DIR`'s figures: the rows they were drawn from.
+ROWS_FILE = "reproduce.json"
 
 
 class Runner:
@@ -597,6 +604,20 @@ def matches(text: str, pattern: str) -> bool:
     return fnmatch.fnmatch(text, pattern) or pattern in text
 
 
+def load_rows(path: Path) -> list[Row]:
+    """Rows as `--json` (or `--plot DIR`) wrote them."""
+    fields = [f.name for f in dataclasses.fields(Row)]
+    try:
+        items = json.loads(path.read_text(encoding="utf-8"))
+        rows = [Row(**{name: item[name] for name in fields}) for item in items]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ScenarioError(f"{path}: not the rows of steer reproduce: {error}") from None
+    for row in rows:
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (row.published, row.simulated)):
+            raise ScenarioError(f"{path}: {row.id}: published and simulated must be numbers")
+    return rows
+
+
 def format_value(value: float, unit: str) -> str:
     return f"{value:.2f}x" if unit == "x" else f"{value:.1f}{unit}"
 
@@ -676,9 +697,13 @@ def summary(rows: list[Row], width: int = 100) -> str:
     import textwrap
 
     parts = [f"{role}: {within} of {judged} within target" for role, (within, judged) in scores(rows).items()]
+    return "; ".join(parts) + "\n" + textwrap.fill(targets(rows), width, subsequent_indent="  ")
+
+
+def targets(rows: list[Row]) -> str:
+    """`targets: ` and the target of every unit the rows have, in TARGETS' order."""
     units = {r.unit for r in rows}
-    said = "; ".join(f"{unit} {text}" for unit, text in TARGETS.items() if unit in units)
-    return "; ".join(parts) + "\n" + textwrap.fill(f"targets: {said}", width, subsequent_indent="  ")
+    return "targets: " + "; ".join(f"{unit} {text}" for unit, text in TARGETS.items() if unit in units)
 
 
 def png(fig) -> bytes:
@@ -711,8 +736,41 @@ def panel_grid(panels: int) -> tuple[int, int]:
     return -(-panels // PANELS_PER_LINE), min(panels, PANELS_PER_LINE)
 
 
+# Colours of a row's verdict and markers of its role, in every figure.
+VERDICT_COLOURS = {True: "#55a868", False: "#c44e52", None: "#8c8c8c"}
+ROLE_MARKERS = {"calibration": "s", "validation": "o"}
+BAND_COLOUR = "#dfe9df"
+# Between the labels of misses, in fractions of a parity panel's height.
+LABEL_STEP = 0.06
+# Each unit's panel of the parity figure, in this order; throughputs and ratios on log axes.
+UNIT_NAMES = {"%": "percentages", "GB/s": "DRAM bandwidth", "GiB/s": "copy throughput", "ns": "latency", "x": "ratios"}
+LOG_UNITS = ("GB/s", "GiB/s", "x")
+
+
+def target_interval(row: Row) -> tuple[float, float] | None:
+    """The simulated values within the row's target (infinite on a relation's open side); None
+    without a target. A strict relation's bound is drawn as if included."""
+    if row.relation:
+        return (row.published, math.inf) if row.relation.startswith(">") else (-math.inf, row.published)
+    tolerance = row.tolerance
+    return None if tolerance is None else (row.published - tolerance, row.published + tolerance)
+
+
+def score_text(rows: list[Row], every_role: bool = True) -> str:
+    """The scores in a few words: `calibration 22 of 22, validation 35 of 46 within target`; not
+    `every_role`, only those of roles with a judged row (`12 rows, no target` if none has)."""
+    parts = [f"{role} {within} of {judged}" for role, (within, judged) in scores(rows).items() if judged or every_role]
+    return ", ".join(parts) + " within target" if parts else f"{output.count(len(rows), 'row')}, no target"
+
+
 def plot(rows: list[Row]) -> bytes:
     """Published vs simulated for every row, one panel per row, six panels a line, as PNG bytes."""
+    return png(rows_figure(rows))
+
+
+def rows_figure(rows: list[Row]):
+    """One panel per row: the published and simulated bars, the row's target shaded about the
+    published value (a relation: its side of it), the verdict in the title and the bar's colour."""
     import textwrap
 
     plt = pyplot()
@@ -721,12 +779,133 @@ def plot(rows: list[Row]) -> bytes:
     for ax in axes.flat[len(rows) :]:
         ax.set_visible(False)
     for ax, row in zip(axes.flat, rows):
-        ax.bar(["published", "simulated"], [row.published, row.simulated], color=["#888888", "#1f77b4"])
-        ax.set_title("\n".join(textwrap.wrap(row.id, 28)), fontsize=8)
+        colour = VERDICT_COLOURS[row.within_target]
+        ax.bar(["published", "simulated"], [row.published, row.simulated], color=["#bbbbbb", colour])
+        interval = target_interval(row)
+        if interval:
+            # The panel shows the whole target, a relation's open side to the panel's edge.
+            low, high = interval
+            bottom, top = ax.get_ylim()
+            bottom = min(bottom, low) if math.isfinite(low) else bottom
+            top = max(top, high) if math.isfinite(high) else top
+            ax.set_ylim(bottom, top)
+            ax.axhspan(max(low, bottom), min(high, top), color=BAND_COLOUR, zorder=0)
+            # Its finite edges over the bars, which would hide the band.
+            edges = [end for end in interval if math.isfinite(end)]
+            ax.hlines(edges, -0.5, 1.5, colors=VERDICT_COLOURS[True], linestyles="dashed", linewidth=1, zorder=3)
+        ax.set_title("\n".join([*textwrap.wrap(row.id, 28), verdict_words(row)]), fontsize=8, color=colour)
         ax.set_ylabel(row.unit)
         ax.tick_params(labelsize=7)
-    fig.tight_layout()
-    return png(fig)
+    fig.suptitle(score_text(rows) + " (shaded, between dashed lines: the target)", fontsize=10)
+    # Half an inch at the top for the title.
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()))
+    return fig
+
+
+def verdict_words(row: Row) -> str:
+    return {None: "no target", True: "within target", False: "MISS"}[row.within_target]
+
+
+def parity(rows: list[Row]) -> bytes:
+    """The parity figure (below) as PNG bytes."""
+    return png(parity_figure(rows))
+
+
+def parity_figure(rows: list[Row]):
+    """Simulated against published, a panel per unit on shared axes: the diagonal, each row's
+    target as a band at its published value, calibration and validation rows in their own
+    markers, coloured by verdict, each miss labelled with its id; both scores in the title."""
+    plt = pyplot()
+    units = [unit for unit in UNIT_NAMES if any(r.unit == unit for r in rows)]
+    columns = min(len(units), 3)
+    lines = -(-len(units) // columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(5.2 * columns, 5.2 * lines), squeeze=False)
+    for ax in axes.flat[len(units) :]:
+        ax.set_visible(False)
+    for ax, unit in zip(axes.flat, units):
+        parity_panel(ax, unit, [r for r in rows if r.unit == unit])
+    handles = [
+        plt.Line2D([], [], marker=ROLE_MARKERS[role], color="#555555", linestyle="none", label=f"{role} row")
+        for role in ROLES
+    ]
+    handles += [
+        plt.Line2D([], [], marker="o", color=VERDICT_COLOURS[verdict], linestyle="none", label=words)
+        for verdict, words in ((True, "within target"), (False, "miss (labelled)"), (None, "no target"))
+    ]
+    handles.append(plt.Line2D([], [], color=BAND_COLOUR, linewidth=6, label="target"))
+    fig.legend(handles=handles, loc="lower center", ncols=len(handles), fontsize=8, frameon=False)
+    fig.suptitle(f"steer reproduce: {score_text(rows)}", fontsize=11)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return fig
+
+
+def parity_limits(rows: list[Row], log: bool) -> tuple[float, float]:
+    """Both axes' limits: every value and every finite end of a target, with a margin."""
+    values = [v for r in rows for v in (r.published, r.simulated)]
+    values += [end for r in rows for end in target_interval(r) or () if math.isfinite(end)]
+    if log:
+        positive = [v for v in values if v > 0]
+        return min(positive) / 1.5, max(positive) * 1.5
+    low, high = min(values), max(values)
+    margin = 0.05 * (high - low) or 1.0
+    return low - margin, high + margin
+
+
+def parity_panel(ax, unit: str, rows: list[Row]) -> None:
+    log = unit in LOG_UNITS and all(v > 0 for r in rows for v in (r.published, r.simulated))
+    low, high = parity_limits(rows, log)
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.plot([low, high], [low, high], color="grey", linewidth=1, label="simulated = published")
+    bands = [(r, target_interval(r)) for r in rows]
+    ax.vlines(
+        [r.published for r, band in bands if band],
+        [max(band[0], low) for _, band in bands if band],
+        [min(band[1], high) for _, band in bands if band],
+        color=BAND_COLOUR,
+        linewidth=7,
+        label="target",
+    )
+    for role in ROLES:
+        mine = [r for r in rows if r.role == role]
+        if mine:
+            ax.scatter(
+                [r.published for r in mine],
+                [r.simulated for r in mine],
+                marker=ROLE_MARKERS[role],
+                c=[VERDICT_COLOURS[r.within_target] for r in mine],
+                edgecolors="black",
+                linewidths=0.4,
+                zorder=3,
+                label=role,
+            )
+    # Misses are labelled in the empty triangles of a parity plot, each with a line to its point:
+    # those at or above the diagonal in a column down from the top left, those below it in a column
+    # down the right from under the middle (the bottom is where points far below the diagonal are).
+    misses = [r for r in rows if r.within_target is False]
+    above = sorted((r for r in misses if r.simulated >= r.published), key=lambda r: -r.simulated)
+    below = sorted((r for r in misses if r.simulated < r.published), key=lambda r: r.simulated)
+    for side, (x, y, align) in ((above, (0.03, 0.95, "left")), (below, (0.97, 0.45, "right"))):
+        for i, row in enumerate(side):
+            ax.annotate(
+                row.id,
+                (row.published, row.simulated),
+                xytext=(x, y - i * LABEL_STEP),
+                textcoords="axes fraction",
+                ha=align,
+                va="center",
+                fontsize=7,
+                color=VERDICT_COLOURS[False],
+                arrowprops={"arrowstyle": "-", "color": VERDICT_COLOURS[False], "linewidth": 0.5},
+            )
+    ax.set_xlim(low, high)
+    ax.set_ylim(low, high)
+    ax.set_aspect("equal", adjustable="box")
+    ax.set_xlabel(f"published ({unit})")
+    ax.set_ylabel(f"simulated ({unit})")
+    ax.set_title(f"{UNIT_NAMES[unit]}: {score_text(rows, every_role=False)}\ntarget: {TARGETS[unit]}", fontsize=9)
+    ax.grid(alpha=0.3)
 
 
 # Seed 001's transfer sizes (figure 3.2: 1 KiB to 1 GiB) and its DDR-to-HBM destinations.

@@ -249,8 +249,13 @@ def add_commands(commands, with_set: Callable[[argparse.ArgumentParser], None]) 
     )
     plot.set_defaults(handler=cmd_plot)
 
-    report = commands.add_parser("report", help="one self-contained HTML page of a sweep's tables and figures")
-    report.add_argument("results", help="results directory of a sweep")
+    report = commands.add_parser(
+        "report",
+        help="one self-contained HTML page of a sweep's tables and figures (and of steer reproduce's rows in it)",
+    )
+    report.add_argument(
+        "results", help="results directory of a sweep, or the DIR of `steer reproduce --plot DIR` (its rows)"
+    )
     report.add_argument(
         "-o", "--output", type=output.file_name, metavar="FILE", help="HTML file (default RESULTS/report.html)"
     )
