@@ -466,15 +466,15 @@ def test_the_parity_figure_has_a_panel_per_unit_with_each_rows_point_target_and_
     assert legend == ["calibration row", "validation row", "within target", "miss (labelled)", "no target", "target"]
 
 
-def test_misses_on_one_side_are_labelled_in_a_column_in_order_of_their_simulated_value():
+def test_misses_on_one_side_are_labelled_in_a_column_top_to_bottom_as_their_points_are():
     rows = [row("ns", 10.0, 40.0, id="seed004/a"), row("ns", 20.0, 70.0, id="seed004/b")]
     rows += [row("ns", 90.0, 20.0, id="seed004/c"), row("ns", 80.0, 10.0, id="seed004/d")]
     [ax] = [ax for ax in reproduce.parity_figure(rows).axes if ax.get_visible()]
     assert [(t.get_text(), t.xyann) for t in ax.texts] == [
         ("seed004/b", (0.03, 0.95)),
         ("seed004/a", (0.03, pytest.approx(0.89))),
-        ("seed004/d", (0.97, 0.45)),
-        ("seed004/c", (0.97, pytest.approx(0.39))),
+        ("seed004/c", (0.97, 0.45)),
+        ("seed004/d", (0.97, pytest.approx(0.39))),
     ]
     # A single unit: one panel; linear axes for latencies.
     assert ax.get_xscale() == "linear" and ax.get_xlabel() == "published (ns)" and ax.get_ylabel() == "simulated (ns)"

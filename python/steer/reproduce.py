@@ -839,6 +839,29 @@ def parity_figure(rows: list[Row]):
     return fig
 
 
+def label_misses(ax, misses: list[tuple[str, float, float]]) -> None:
+    """Names each miss `(label, x, y)` of a parity panel in its empty triangles, with a line to its
+    point: those at or above the diagonal in a column down from the top left, those below it in a
+    column down the right from under the middle (the bottom is where points far below the diagonal
+    are)."""
+    # Top to bottom in both columns, as their points are, so that the lines do not cross.
+    above = sorted((m for m in misses if m[2] >= m[1]), key=lambda m: -m[2])
+    below = sorted((m for m in misses if m[2] < m[1]), key=lambda m: -m[2])
+    for side, (x, y, align) in ((above, (0.03, 0.95, "left")), (below, (0.97, 0.45, "right"))):
+        for i, (label, at_x, at_y) in enumerate(side):
+            ax.annotate(
+                label,
+                (at_x, at_y),
+                xytext=(x, y - i * LABEL_STEP),
+                textcoords="axes fraction",
+                ha=align,
+                va="center",
+                fontsize=7,
+                color=VERDICT_COLOURS[False],
+                arrowprops={"arrowstyle": "-", "color": VERDICT_COLOURS[False], "linewidth": 0.5},
+            )
+
+
 def parity_limits(rows: list[Row], log: bool) -> tuple[float, float]:
     """Both axes' limits: every value and every finite end of a target, with a margin."""
     values = [v for r in rows for v in (r.published, r.simulated)]
@@ -880,25 +903,7 @@ def parity_panel(ax, unit: str, rows: list[Row]) -> None:
                 zorder=3,
                 label=role,
             )
-    # Misses are labelled in the empty triangles of a parity plot, each with a line to its point:
-    # those at or above the diagonal in a column down from the top left, those below it in a column
-    # down the right from under the middle (the bottom is where points far below the diagonal are).
-    misses = [r for r in rows if r.within_target is False]
-    above = sorted((r for r in misses if r.simulated >= r.published), key=lambda r: -r.simulated)
-    below = sorted((r for r in misses if r.simulated < r.published), key=lambda r: r.simulated)
-    for side, (x, y, align) in ((above, (0.03, 0.95, "left")), (below, (0.97, 0.45, "right"))):
-        for i, row in enumerate(side):
-            ax.annotate(
-                row.id,
-                (row.published, row.simulated),
-                xytext=(x, y - i * LABEL_STEP),
-                textcoords="axes fraction",
-                ha=align,
-                va="center",
-                fontsize=7,
-                color=VERDICT_COLOURS[False],
-                arrowprops={"arrowstyle": "-", "color": VERDICT_COLOURS[False], "linewidth": 0.5},
-            )
+    label_misses(ax, [(r.id, r.published, r.simulated) for r in rows if r.within_target is False])
     ax.set_xlim(low, high)
     ax.set_ylim(low, high)
     ax.set_aspect("equal", adjustable="box")
