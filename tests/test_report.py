@@ -130,6 +130,41 @@ def test_a_sweeps_page_ends_with_the_reproduce_rows_beside_it_and_bad_rows_are_o
     assert report.reproduce_section(tmp_path) == ""
 
 
+def write_validation(directory: Path) -> None:
+    from steer import validate
+    from steer.calibrate import Figure
+
+    rows = [
+        validate.Row("ring copy <L1>", "ring_copy.l1", "ns/buffer", Figure(10.0, 9.0, 12.0, [10.0, 9.0, 12.0]), 11.0),
+        validate.Row("handoff", "handoff", "ns/round trip", Figure(100.0, 100.0, 100.0, [100.0]), 50.0),
+    ]
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "validate.json").write_text(validate.as_json(rows, Path("host.toml"), "box"))
+
+
+def test_validates_rows_get_their_own_section_and_page_title(tmp_path, unrendered):
+    write_validation(tmp_path / "checks")
+    page = report.build(tmp_path / "checks")
+    assert "<title>steer validate: checks</title>" in page
+    assert "<h2>This machine against the model (<code>steer validate</code> on box)</h2>" in page
+    assert "<figcaption>Simulated against measured: 1 of 2 within 15% of the measured median</figcaption>" in page
+    assert f'src="data:image/png;base64,{base64.b64encode(b"png 110 2").decode()}"' in page
+    assert "<td>ring copy &lt;L1&gt;</td><td>ns/buffer</td><td>10</td><td>9-12</td><td>11</td><td>+10%</td>" in page
+    assert "<td>handoff</td><td>ns/round trip</td><td>100</td><td>100-100</td><td>50</td><td>-50%</td>" in page
+    # Beside reproduce's rows, after them; in a sweep's directory, after the sweep.
+    write_rows(tmp_path / "checks", reproduce_rows())
+    both = report.build(tmp_path / "checks")
+    assert "<title>steer reproduce and validate: checks</title>" in both
+    assert both.index("<code>steer reproduce</code>") < both.index("<code>steer validate</code>")
+    root = sweep_directory(tmp_path / "results")
+    write_validation(root)
+    assert report.build(root).endswith(report.validate_section(root) + "\n</body></html>\n")
+    (root / "validate.json").write_text('{"host": "box", "rows": [{"workload": "w"}]}')
+    with pytest.raises(report.ScenarioError) as raised:
+        report.build(root)
+    assert str(raised.value) == f"{root / 'validate.json'}: not the output of steer validate --json: 'metric'"
+
+
 def test_a_report_is_written_beside_the_results_unless_a_path_is_given(tmp_path, unrendered):
     root = sweep_directory(tmp_path / "results")
     assert report.write(root) == root / "report.html"

@@ -396,3 +396,19 @@ def test_a_bad_option_is_refused_before_a_first_calibration(command, monkeypatch
     assert cli.main(["validate", "--quiet", *option]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"steer: error: {message}") and err.count("\n") == 1
+
+
+def test_the_json_reads_back_as_the_rows_and_anything_else_is_one_line(tmp_path):
+    rows = [row([10.0, 8.0, 12.5], 11.0, "a"), row([4.0], 2.0, "b")]
+    path = tmp_path / "v.json"
+    path.write_text(validate.as_json(rows, tmp_path / "host.toml", "box"))
+    assert validate.load(path) == ("box", rows)
+    for text, why in [
+        ("[", "not the output of steer validate --json: Expecting value"),
+        ('{"rows": []}', "not the output of steer validate --json: 'host'"),
+        (validate.as_json([row([10.0], 0.0, "z")], "x", "y"), "z: measured, spread and simulated must be positive"),
+    ]:
+        path.write_text(text)
+        with pytest.raises(validate.ScenarioError) as raised:
+            validate.load(path)
+        assert str(raised.value).startswith(f"{path}: {why}")

@@ -181,6 +181,25 @@ def reproduce_section(directory: Path) -> str:
     return "\n".join(parts)
 
 
+def validate_section(directory: Path) -> str:
+    """`steer validate --json DIR/validate.json`'s rows in `directory`: the score, its figure and
+    every probe; empty without them."""
+    from steer import validate
+
+    path = directory / validate.ROWS_FILE
+    if not path.is_file():
+        return ""
+    host, rows = validate.load(path)
+    e = html.escape
+    return "\n".join(
+        [
+            f"<h2>This machine against the model (<code>steer validate</code> on {e(host)})</h2>",
+            image_tag(validate.figure(rows), f"Simulated against measured: {validate.score(rows)}"),
+            html_table(validate.HEADERS, validate.table_rows(rows)),
+        ]
+    )
+
+
 def has_runs(directory: Path) -> bool:
     """Whether a sweep wrote into `directory`."""
     return any((directory / name).exists() for name in (MANIFEST, RUNS, FAILED))
@@ -202,14 +221,17 @@ def written_line(versions: list[str]) -> str:
 
 
 def build(results: Any, title: str | None = None) -> str:
-    """The report of a results directory (or a DataFrame of runs) as one HTML page; a directory
-    holding `steer reproduce --plot DIR`'s rows gets their section, and if no sweep wrote into it
-    the page is that section alone."""
+    """The report of a results directory (or a DataFrame of runs) as one HTML page. A directory
+    holding `steer reproduce --plot DIR`'s rows or `steer validate --json DIR/validate.json`'s gets
+    their sections at the end; if no sweep wrote into it the page is those sections alone."""
     directory = Path(results) if isinstance(results, (str, Path)) else None
-    reproduced = reproduce_section(directory) if directory else ""
-    if reproduced and not has_runs(directory):
+    found = {"reproduce": reproduce_section, "validate": validate_section}
+    found = {name: section(directory) for name, section in found.items()} if directory else {}
+    checks = [section for section in found.values() if section]
+    if checks and not has_runs(directory):
         meta = f'<p class="meta">{written_line([__version__])}</p>'
-        return page(title or f"steer reproduce: {directory.name}", [meta, reproduced])
+        names = " and ".join(name for name, section in found.items() if section)
+        return page(title or f"steer {names}: {directory.name}", [meta, *checks])
     manifest = Store(results).manifest() if directory else None
     df = as_frame(results)
     ok = successful(df)
@@ -260,9 +282,7 @@ def build(results: Any, title: str | None = None) -> str:
         params = [c for c in df.columns if c.startswith("param.")]
         rows = [[str(r["run_id"])[:8], *(fmt(r[c]) for c in params), r["error"]] for _, r in failed.iterrows()]
         parts.append(f"<h2>Failures</h2>{html_table(['run', *(short(c) for c in params), 'error'], rows)}")
-    if reproduced:
-        parts.append(reproduced)
-    return page(title, parts)
+    return page(title, [*parts, *checks])
 
 
 def write(results: Any, path: str | Path | None = None, title: str | None = None) -> Path:

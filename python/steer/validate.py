@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from steer import _core, api
+from steer._core import ScenarioError
 from steer.calibrate import Figure, platform_values
 from steer.output import GIB, KIB, MIB, fmt_bytes
 
@@ -211,6 +212,30 @@ HEADERS = ["workload", "unit", "measured", "spread", "simulated", "error", f"wit
 def as_json(rows: list[Row], calibration: Path, host: str) -> str:
     body = {"host": host, "calibration": str(calibration), "target": TARGET, "rows": [r.to_dict() for r in rows]}
     return json.dumps(body, indent=2) + "\n"
+
+
+# Where `steer report DIR` looks for `steer validate --json`'s output.
+ROWS_FILE = "validate.json"
+
+
+def load(path: Path) -> tuple[str, list[Row]]:
+    """The host and the rows of `as_json`'s output."""
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+        rows = [
+            Row(
+                r["workload"], r["metric"], r["unit"], Figure(r["measured"], *r["spread"], r["samples"]), r["simulated"]
+            )
+            for r in body["rows"]
+        ]
+        host = str(body["host"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ScenarioError(f"{path}: not the output of steer validate --json: {error}") from None
+    for r in rows:
+        numbers = (r.measured.median, r.measured.low, r.measured.high, r.simulated)
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in numbers):
+            raise ScenarioError(f"{path}: {r.metric}: measured, spread and simulated must be positive numbers")
+    return host, rows
 
 
 def plot(rows: list[Row]) -> bytes:
