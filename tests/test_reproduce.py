@@ -512,7 +512,9 @@ def test_each_rows_panel_shades_its_target_and_says_within_or_miss():
     assert [s.tolist() for s in miss.collections[0].get_segments()] == [[[-0.5, 18.0], [1.5, 18.0]]] + [
         [[-0.5, 38.0], [1.5, 38.0]]
     ]
-    assert within.get_ylim()[0] == -95.0 and band(within) == pytest.approx((-95.0, -75.0))
+    # A band beyond the bars with a margin of 5% of the panel's span: -95 to 0 here.
+    assert within.get_ylim() == pytest.approx((-95.0 - 4.75, 0.0))
+    assert band(within) == pytest.approx((-95.0, -75.0))
     assert band(relation) == pytest.approx((1.0, relation.get_ylim()[1]))
     assert [s.tolist() for s in relation.collections[0].get_segments()] == [[[-0.5, 1.0], [1.5, 1.0]]]
     assert not [p for p in none.patches if p.get_width() >= 1] and not none.collections

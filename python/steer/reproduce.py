@@ -786,8 +786,10 @@ def rows_figure(rows: list[Row]):
             # The panel shows the whole target, a relation's open side to the panel's edge.
             low, high = interval
             bottom, top = ax.get_ylim()
-            bottom = min(bottom, low) if math.isfinite(low) else bottom
-            top = max(top, high) if math.isfinite(high) else top
+            # A finite edge beyond the bars gets a margin, so that its dashed line shows.
+            span = max(top, high if math.isfinite(high) else top) - min(bottom, low if math.isfinite(low) else bottom)
+            bottom = low - 0.05 * span if math.isfinite(low) and low <= bottom else bottom
+            top = high + 0.05 * span if math.isfinite(high) and high >= top else top
             ax.set_ylim(bottom, top)
             ax.axhspan(max(low, bottom), min(high, top), color=BAND_COLOUR, zorder=0)
             # Its finite edges over the bars, which would hide the band.
