@@ -251,10 +251,12 @@ def add_commands(commands, with_set: Callable[[argparse.ArgumentParser], None]) 
 
     report = commands.add_parser(
         "report",
-        help="one self-contained HTML page of a sweep's tables and figures (and of steer reproduce's rows in it)",
+        help="one self-contained HTML page of a sweep's tables and figures (and of reproduce's or validate's rows)",
     )
     report.add_argument(
-        "results", help="results directory of a sweep, or the DIR of `steer reproduce --plot DIR` (its rows)"
+        "results",
+        help="results directory of a sweep; with `steer reproduce --plot DIR`'s rows or `steer validate --json "
+        "DIR/validate.json` in it, their sections too (alone if no sweep wrote there)",
     )
     report.add_argument(
         "-o", "--output", type=output.file_name, metavar="FILE", help="HTML file (default RESULTS/report.html)"
