@@ -50,8 +50,10 @@ def test_a_rows_target_depends_on_its_unit(unit, published, simulated, within):
     + [("<=", 1.0, True), ("<=", 1.01, False)],
 )
 def test_a_relation_row_holds_when_simulated_stands_in_it_to_published(relation, simulated, within):
-    # A relation decides even where the unit has a target.
+    # A relation decides even where the unit has a target, and leaves the row no tolerance.
     assert row("%", 1.0, simulated, relation).within_target is within
+    assert row("x", 1.0, simulated, relation).within_target is within
+    assert row("x", 1.0, simulated, relation).tolerance is None
 
 
 @pytest.mark.parametrize(

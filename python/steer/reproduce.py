@@ -44,7 +44,10 @@ class Row:
         """How far the simulated value may be from the published one (TARGETS says it in words):
         the seeds' targets are 10 points for percentages and 20 ns for latencies; copy throughputs
         (seed 001, read off its figures) 10% or 3 GiB/s, whichever is larger; a ratio published as
-        equal 0.1, the percentages' 10 points as a ratio; other rows have none."""
+        equal 0.1, the percentages' 10 points as a ratio; other rows have none, nor has a relation
+        (it holds or not: `steer fit` gives such a row no cost)."""
+        if self.relation:
+            return None
         if self.unit == "GiB/s":
             return max(GIBPS_SHARE * abs(self.published), GIBPS_FLOOR)
         return TOLERANCE.get(self.unit)
