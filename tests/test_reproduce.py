@@ -445,16 +445,28 @@ def test_the_parity_figure_has_a_panel_per_unit_with_each_rows_point_target_and_
     diagonal = [line for line in percent.lines if line.get_label() == "simulated = published"]
     assert [list(diagonal[0].get_xdata()), list(diagonal[0].get_ydata())] == [list(percent.get_xlim())] * 2
     low, high = ratios.get_ylim()
-    bands = {ax: [c for c in ax.collections if c.get_label() == "target"][0] for ax in (percent, copy, ratios)}
-    assert [s.tolist() for s in bands[percent].get_segments()] == [
-        [[-85.0, -95.0], [-85.0, -75.0]],
-        [[28.0, 18.0], [28.0, 38.0]],
-        [[-22.0, -32.0], [-22.0, -12.0]],
-        [[2.0, -8.0], [2.0, 12.0]],
+    # Per panel the bands on their points, those of relations above and below (drawn beside).
+    bands = {ax: [c for c in ax.collections if c.get_label() == "target"] for ax in (percent, dram, copy, ratios)}
+    segments = {ax: [[s.tolist() for s in c.get_segments()] for c in found] for ax, found in bands.items()}
+    assert segments[percent] == [
+        [
+            [[-85.0, -95.0], [-85.0, -75.0]],
+            [[28.0, 18.0], [28.0, 38.0]],
+            [[-22.0, -32.0], [-22.0, -12.0]],
+            [[2.0, -8.0], [2.0, 12.0]],
+        ],
+        [],
+        [],
     ]
-    assert [s.tolist() for s in bands[ratios].get_segments()] == [[[1.0, 1.0], [1.0, high]], [[0.5, low], [0.5, 0.5]]]
-    assert [s.tolist()[0][1] for s in bands[copy].get_segments()] == [pytest.approx(86.4), copy.get_ylim()[0]]
-    assert not [c for c in dram.collections if c.get_label() == "target" and len(c.get_segments())]
+    assert segments[ratios] == [[], [[[1.0, 1.0], [1.0, high]]], [[[0.5, low], [0.5, 0.5]]]]
+    assert [s[0][1] for s in segments[copy][0]] == [pytest.approx(86.4), copy.get_ylim()[0]]
+    assert segments[dram] == [[], [], []]
+    # 3 points right, 3 points left, in pixels at the figure's resolution.
+    shifts = [
+        c.get_transform().transform((1.0, 1.0))[0] - ratios.transData.transform((1.0, 1.0))[0] for c in bands[ratios]
+    ]
+    assert shifts == pytest.approx([0.0, 3 * fig.dpi / 72, -3 * fig.dpi / 72])
+    assert [c.get_linewidth()[0] for c in bands[ratios]] == [7, 4, 4]
     # Every miss named at its point: above the diagonal from the top left, below it from the right.
     labels = {ax: [(t.get_text(), t.xy, t.xyann, t.get_ha()) for t in ax.texts] for ax in (percent, copy, ratios)}
     assert labels[percent] == [

@@ -867,6 +867,14 @@ def label_misses(ax, misses: list[tuple[str, float, float]]) -> None:
             )
 
 
+def band_side(row: Row) -> int | None:
+    """Where a row's band is drawn beside its point: 1 right (a relation above), -1 left (below), 0
+    on it (a tolerance); None without a target."""
+    if row.relation:
+        return 1 if row.relation.startswith(">") else -1
+    return None if row.tolerance is None else 0
+
+
 def parity_limits(rows: list[Row], log: bool) -> tuple[float, float]:
     """Both axes' limits: every value and every finite end of a target, with a margin."""
     values = [v for r in rows for v in (r.published, r.simulated)]
@@ -880,21 +888,27 @@ def parity_limits(rows: list[Row], log: bool) -> tuple[float, float]:
 
 
 def parity_panel(ax, unit: str, rows: list[Row]) -> None:
+    from matplotlib import transforms
+
     log = unit in LOG_UNITS and all(v > 0 for r in rows for v in (r.published, r.simulated))
     low, high = parity_limits(rows, log)
     if log:
         ax.set_xscale("log")
         ax.set_yscale("log")
     ax.plot([low, high], [low, high], color="grey", linewidth=1, label="simulated = published")
-    bands = [(r, target_interval(r)) for r in rows]
-    ax.vlines(
-        [r.published for r, band in bands if band],
-        [max(band[0], low) for _, band in bands if band],
-        [min(band[1], high) for _, band in bands if band],
-        color=BAND_COLOUR,
-        linewidth=7,
-        label="target",
-    )
+    # A relation's band is drawn a little to its side of the point (above: right, below: left), so
+    # that rows of opposite relations at one published value stay apart.
+    for shift in (0, 1, -1):
+        bands = [(r, target_interval(r)) for r in rows if band_side(r) == shift]
+        ax.vlines(
+            [r.published for r, _ in bands],
+            [max(band[0], low) for _, band in bands],
+            [min(band[1], high) for _, band in bands],
+            color=BAND_COLOUR,
+            linewidth=7 if shift == 0 else 4,
+            label="target",
+            transform=transforms.offset_copy(ax.transData, ax.figure, x=3 * shift, units="points"),
+        )
     for role in ROLES:
         mine = [r for r in rows if r.role == role]
         if mine:
