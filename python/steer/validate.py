@@ -320,7 +320,8 @@ def parity_panel(ax, rows: list[Row]) -> None:
         plt.Line2D([], [], marker=marker, color="#555555", linestyle="none", label=unit)
         for unit, marker in markers.items()
     ]
-    ax.legend(handles=handles, fontsize=8, loc="lower right")
+    # Below the panel: both of its empty triangles hold the names of misses.
+    ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncols=len(handles))
     ax.grid(alpha=0.3)
 
 
