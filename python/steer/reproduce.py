@@ -840,7 +840,9 @@ def parity_figure(rows: list[Row]):
     handles.append(plt.Line2D([], [], color=BAND_COLOUR, linewidth=6, label="target"))
     fig.legend(handles=handles, loc="lower center", ncols=len(handles), fontsize=8, frameon=False)
     fig.suptitle(f"steer reproduce: {score_text(rows)}", fontsize=11)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    # Half an inch under the panels for the legend, a third above them for the title.
+    height = fig.get_figheight()
+    fig.tight_layout(rect=(0, 0.5 / height, 1, 1 - 0.33 / height))
     return fig
 
 
