@@ -382,15 +382,18 @@ def test_compare_refuses_what_it_cannot_compare(args, expected, capsys):
 
 
 def test_reproduce_prints_one_row_and_the_scores(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")  # the table wraps to the terminal's width
     out = tmp_path / "rows.json"
     assert main(["reproduce", "--only", "seed004/eflatency-avg", "--quiet", "--json", str(out)]) == 0
     printed = capsys.readouterr().out.splitlines()
-    headers = ["id", "role", "source", "metric", "published", "simulated", "difference", "target"]
-    assert printed[0].split() == headers
-    assert printed[1].startswith("seed004/eflatency-avg  calibration")
-    assert printed[1].split()[-5:] == ["55.0ns", "55.1ns", "+0.06", "ns", "within"]
-    assert printed[2:] == [
-        "calibration: 1 of 1 within target; validation: 0 of 0 within target (percentages ±10 pt, latencies ±20 ns)",
+    assert printed == [
+        "seed 004 (Solarflare X4 white paper, EPYC 9575F), calibration rows:",
+        "id                     published  simulated  difference  target  metric",
+        "seed004/eflatency-avg     55.0ns     55.1ns    +0.06 ns  within  eflatency latency saved by SDCI,",
+        "                                                                 mean over 0-648 B",
+        "",
+        "calibration: 1 of 1 within target; validation: 0 of 0 within target",
+        "targets: ns ±20 ns",
         f"wrote {out}",
     ]
     rows = json.loads(out.read_text())
@@ -401,16 +404,28 @@ def test_reproduce_prints_one_row_and_the_scores(tmp_path, capsys, monkeypatch):
     assert capsys.readouterr().out == json.dumps(rows, indent=2) + "\n"
     assert [p.name for p in tmp_path.iterdir()] == ["rows.json"]
     assert main(["reproduce", "--only", "seed004/eflatency-avg", "--quiet"]) == 0
-    assert capsys.readouterr().out.splitlines() == printed[:3]
+    assert capsys.readouterr().out.splitlines() == printed[:-1]
+
+
+def test_reproduce_takes_every_only_pattern_given_and_names_them_all_when_none_matches(capsys):
+    assert main(["reproduce", "--only", "seed004/eflatency-avg", "--only", "leon/prefetch-time", "--quiet"]) == 0
+    printed = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line]
+    assert "seed004/eflatency-avg" in printed and "leon/prefetch-time" in printed
+    assert main(["reproduce", "--only", "leon/x", "--only", "seed004/y", "--quiet"]) == 2
+    assert capsys.readouterr().err == "steer: error: --only leon/x --only seed004/y: no row matches\n"
 
 
 def test_reproduce_draws_the_rows_and_seed_001s_curves_when_its_rows_are_there(tmp_path, capsys):
     assert main(["reproduce", "--only", "seed004/eflatency-avg", "--quiet", "--plot", str(tmp_path / "a")]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == f"wrote {tmp_path / 'a' / 'reproduce.png'}"
-    assert [p.name for p in (tmp_path / "a").iterdir()] == ["reproduce.png"]
+    names = ["reproduce-parity.png", "reproduce.png", "reproduce.json"]
+    assert capsys.readouterr().out.splitlines()[-3:] == [f"wrote {tmp_path / 'a' / name}" for name in names]
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == sorted(names)
+    # The rows drawn, as --json writes them, for `steer report`.
+    rows = json.loads((tmp_path / "a" / "reproduce.json").read_text())
+    assert [r["id"] for r in rows] == ["seed004/eflatency-avg"] and rows[0]["within"] is True
     assert main(["reproduce", "--only", "seed001/dsa-ceiling", "--quiet", "--plot", str(tmp_path / "b")]) == 0
-    names = ["reproduce.png", "seed001-ddr-to-hbm.png", "seed001-transfer-size.png"]
-    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == names
+    names = ["reproduce-parity.png", "reproduce.png", "seed001-ddr-to-hbm.png", "seed001-transfer-size.png"]
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == sorted([*names, "reproduce.json"])
     assert all((tmp_path / "b" / name).read_bytes().startswith(b"\x89PNG") for name in names)
 
 
@@ -705,7 +720,7 @@ def test_reproduce_sensitivity_shows_each_stage_and_prints_or_writes_the_table(m
     from steer import sensitivity
 
     def made_up(only, progress):
-        assert only == "seed004/*"
+        assert only == ["seed004/*"]
         for stage, fraction in (("base rows", 0.5), ("base rows", 1.0), ("changes", 0.25)):
             progress(stage, fraction)
         return None, [MadeUpSensitivity("a"), MadeUpSensitivity("b")]

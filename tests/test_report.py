@@ -4,6 +4,7 @@ figures are not rendered (test_plot_report renders them), so the page does not d
 matplotlib's version. `STEER_BLESS=1` rewrites the golden page; review its diff."""
 
 import base64
+import json
 import math
 import os
 import time
@@ -80,6 +81,88 @@ def test_the_page_of_a_sweep_is_its_golden_file(tmp_path, unrendered):
         golden.write_text(page)
     assert page == golden.read_text()
     assert report.build(sweep_directory(tmp_path / "again"), title="Mine").count("Mine") == 2
+
+
+def reproduce_rows() -> list:
+    """Rows of `steer reproduce`: a calibration row within its target, a validation row missing
+    it, one without a target."""
+    from steer.reproduce import Row
+
+    return [
+        Row("seed000/1q/dram-read-change", "seed 000", "UMC read BW change with SDCI, 1q", "%", -85.0, -86.0),
+        Row("seed001/brute-0-15", "seed 001", "brute force, node 0 to 15 <cross>", "GiB/s", 96.0, 54.5),
+        Row("seed000/4q/dram-read-sdci-off", "seed 000", "UMC est read BW, SDCI off, 4q", "GB/s", 13.87, 11.9),
+    ]
+
+
+def write_rows(directory: Path, rows: list) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "reproduce.json").write_text(json.dumps([r.to_dict() for r in rows]))
+
+
+def test_the_page_of_reproduce_rows_alone_is_its_golden_file(tmp_path, unrendered, monkeypatch):
+    monkeypatch.setattr(report, "__version__", "9.9.9")
+    write_rows(tmp_path / "repro", reproduce_rows())
+    page = report.build(tmp_path / "repro")
+    golden = GOLDEN / "reproduce.html"
+    if os.environ.get("STEER_BLESS"):
+        golden.write_text(page)
+    assert page == golden.read_text()
+    # Every row is there, the misses apart; the parity figure has a panel per unit (and one unused).
+    assert "<title>steer reproduce: repro</title>" in page
+    assert page.count("seed001/brute-0-15") == 2 and page.count("seed000/1q/dram-read-change") == 1
+    assert f'src="data:image/png;base64,{base64.b64encode(b"png 110 3").decode()}"' in page
+    write_rows(tmp_path / "none-missed", reproduce_rows()[:1])
+    assert "<p>No row misses its target.</p>" in report.build(tmp_path / "none-missed")
+
+
+def test_a_sweeps_page_ends_with_the_reproduce_rows_beside_it_and_bad_rows_are_one_line(tmp_path, unrendered):
+    root = sweep_directory(tmp_path / "results")
+    alone = report.build(root)
+    write_rows(root, reproduce_rows())
+    page = report.build(root)
+    section = report.reproduce_section(root)
+    assert section and page == alone.replace("</body></html>", section + "\n</body></html>")
+    (root / "reproduce.json").write_text("[{}]")
+    with pytest.raises(report.ScenarioError) as raised:
+        report.build(root)
+    assert str(raised.value) == f"{root / 'reproduce.json'}: not the rows of steer reproduce: 'id'"
+    assert report.reproduce_section(tmp_path) == ""
+
+
+def write_validation(directory: Path) -> None:
+    from steer import validate
+    from steer.calibrate import Figure
+
+    rows = [
+        validate.Row("ring copy <L1>", "ring_copy.l1", "ns/buffer", Figure(10.0, 9.0, 12.0, [10.0, 9.0, 12.0]), 11.0),
+        validate.Row("handoff", "handoff", "ns/round trip", Figure(100.0, 100.0, 100.0, [100.0]), 50.0),
+    ]
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "validate.json").write_text(validate.as_json(rows, Path("host.toml"), "box"))
+
+
+def test_validates_rows_get_their_own_section_and_page_title(tmp_path, unrendered):
+    write_validation(tmp_path / "checks")
+    page = report.build(tmp_path / "checks")
+    assert "<title>steer validate: checks</title>" in page
+    assert "<h2>This machine against the model (<code>steer validate</code> on box)</h2>" in page
+    assert "<figcaption>Simulated against measured: 1 of 2 within 15% of the measured median</figcaption>" in page
+    assert f'src="data:image/png;base64,{base64.b64encode(b"png 110 2").decode()}"' in page
+    assert "<td>ring copy &lt;L1&gt;</td><td>ns/buffer</td><td>10</td><td>9-12</td><td>11</td><td>+10%</td>" in page
+    assert "<td>handoff</td><td>ns/round trip</td><td>100</td><td>100-100</td><td>50</td><td>-50%</td>" in page
+    # Beside reproduce's rows, after them; in a sweep's directory, after the sweep.
+    write_rows(tmp_path / "checks", reproduce_rows())
+    both = report.build(tmp_path / "checks")
+    assert "<title>steer reproduce and validate: checks</title>" in both
+    assert both.index("<code>steer reproduce</code>") < both.index("<code>steer validate</code>")
+    root = sweep_directory(tmp_path / "results")
+    write_validation(root)
+    assert report.build(root).endswith(report.validate_section(root) + "\n</body></html>\n")
+    (root / "validate.json").write_text('{"host": "box", "rows": [{"workload": "w"}]}')
+    with pytest.raises(report.ScenarioError) as raised:
+        report.build(root)
+    assert str(raised.value) == f"{root / 'validate.json'}: not the output of steer validate --json: 'metric'"
 
 
 def test_a_report_is_written_beside_the_results_unless_a_path_is_given(tmp_path, unrendered):

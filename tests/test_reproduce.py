@@ -4,6 +4,8 @@ hand-made rows (the rows' simulated values come from runs tested elsewhere)."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 
 import pytest
 
@@ -31,9 +33,11 @@ def row(unit: str, published: float, simulated: float, relation: str = "", id: s
         ("GiB/s", 18.0, 15.0, True),
         ("GiB/s", 18.0, 14.9, False),
         ("GiB/s", -40.0, -44.0, True),
-        # Other units carry no target.
+        # A ratio published as equal: 0.1 either way (the 10 points of a percentage as a ratio).
+        ("x", 1.0, 1.09, True),
+        ("x", 1.0, 0.89, False),
+        # DRAM bandwidths carry no target.
         ("GB/s", 11.5, 8.75, None),
-        ("x", 1.0, 5.0, None),
     ],
 )
 def test_a_rows_target_depends_on_its_unit(unit, published, simulated, within):
@@ -46,8 +50,10 @@ def test_a_rows_target_depends_on_its_unit(unit, published, simulated, within):
     + [("<=", 1.0, True), ("<=", 1.01, False)],
 )
 def test_a_relation_row_holds_when_simulated_stands_in_it_to_published(relation, simulated, within):
-    # A relation decides even where the unit has a target.
+    # A relation decides even where the unit has a target, and leaves the row no tolerance.
     assert row("%", 1.0, simulated, relation).within_target is within
+    assert row("x", 1.0, simulated, relation).within_target is within
+    assert row("x", 1.0, simulated, relation).tolerance is None
 
 
 @pytest.mark.parametrize(
@@ -78,8 +84,15 @@ def test_scores_count_judged_rows_per_role_and_the_summary_says_so():
     ]
     assert reproduce.scores(rows) == {"calibration": (1, 2), "validation": (2, 3)}
     assert reproduce.summary(rows) == (
-        "calibration: 1 of 2 within target; validation: 2 of 3 within target (percentages ±10 pt, latencies ±20 ns)"
+        "calibration: 1 of 2 within target; validation: 2 of 3 within target\n"
+        "targets: % ±10 pt; GB/s none (shown, not judged); ns ±20 ns; x the published relation (>, <, ...),\n"
+        "  or ±0.1 where published as equal"
     )
+    # Only the units of the rows given, wrapped to the width given.
+    assert reproduce.summary(rows[3:4], 30).splitlines()[1:] == ["targets: ns ±20 ns"]
+    assert reproduce.summary([row("GiB/s", 1.0, 1.0)], 40).splitlines()[1:] == [
+        "targets: GiB/s ±10%, at least ±3 GiB/s"
+    ]
     assert reproduce.scores([]) == {"calibration": (0, 0), "validation": (0, 0)}
 
 
@@ -91,10 +104,10 @@ def test_the_table_shows_each_rows_difference_in_its_own_terms_and_the_json_its_
         row("GB/s", 11.54, 8.75, id="seed000/1q/dram-read-sdci-off"),
     ]
     assert reproduce.table_rows(rows) == [
-        ["seed000/1q/dram-read-change", "calibration", "source", "metric", "-85.0%", "-100.0%", "-15.0 pt", "miss"],
-        ["seed004/onload-udp-avg", "validation", "source", "metric", "76.0ns", "55.2ns", "-20.80 ns", "miss"],
-        ["seed001/batch-small", "validation", "source", "metric", "> 1.00x", "1.08x", "+0.08", "within"],
-        ["seed000/1q/dram-read-sdci-off", "calibration", "source", "metric", "11.5GB/s", "8.8GB/s", "-2.79 GB/s", ""],
+        ["seed000/1q/dram-read-change", "-85.0%", "-100.0%", "-15.0 pt", "miss", "metric"],
+        ["seed004/onload-udp-avg", "76.0ns", "55.2ns", "-20.80 ns", "miss", "metric"],
+        ["seed001/batch-small", "> 1.00x", "1.08x", "+0.08", "within", "metric"],
+        ["seed000/1q/dram-read-sdci-off", "11.5GB/s", "8.8GB/s", "-2.79 GB/s", "-", "metric"],
     ]
     assert rows[0].to_dict() == {
         "id": "seed000/1q/dram-read-change",
@@ -296,6 +309,244 @@ def test_seed_001s_figures_draw_every_size_that_fits_and_every_hbm_node():
     assert all(f[:8] == b"\x89PNG\r\n\x1a\n" for f in figures.values())
 
 
+def test_the_table_heads_each_source_and_role_and_wraps_the_metric_to_the_width():
+    rows = [
+        Row("seed000/1q/a", "seed 000", "UMC read BW change with SDCI, 1q", "%", -85.0, -86.0),
+        Row("seed000/1q/bb", "seed 000", "DC fills", "%", 2.0, 2.7),
+        Row("seed000/4q/a", "seed 000", "UMC read BW change with SDCI, 4q", "%", -66.0, -63.2),
+        Row("leon/prefetch-reads", "seed 003", "memory reads, prefetch / base (published: equal)", "x", 1.0, 1.0),
+    ]
+    # 13 + 9 + 9 + 10 + 6 columns and their gaps leave 24 of 81 for the metric; a group's own
+    # columns are as wide as its own cells.
+    assert reproduce.table(rows[:3], 81).splitlines() == [
+        "seed 000, calibration rows:",
+        "id             published  simulated  difference  target  metric",
+        "seed000/1q/a      -85.0%     -86.0%     -1.0 pt  within  UMC read BW change with",
+        "                                                         SDCI, 1q",
+        "seed000/1q/bb       2.0%       2.7%     +0.7 pt  within  DC fills",
+        "",
+        "seed 000, validation rows:",
+        "id            published  simulated  difference  target  metric",
+        "seed000/4q/a     -66.0%     -63.2%     +2.8 pt  within  UMC read BW change with",
+        "                                                        SDCI, 4q",
+    ]
+    assert reproduce.table(rows[2:3], 90).splitlines()[2] == (
+        "seed000/4q/a     -66.0%     -63.2%     +2.8 pt  within  UMC read BW change with SDCI, 4q"
+    )
+    # With less room the metric goes under its row, indented, wrapped to the width.
+    assert reproduce.table(rows[3:], 50).splitlines() == [
+        "seed 003, validation rows:",
+        "id                   published  simulated  difference  target",
+        "leon/prefetch-reads      1.00x      1.00x       +0.00  within",
+        "    memory reads, prefetch / base (published:",
+        "    equal)",
+    ]
+
+
 @pytest.mark.parametrize(("panels", "grid"), [(1, (1, 1)), (2, (1, 2)), (6, (1, 6)), (7, (2, 6)), (13, (3, 6))])
 def test_the_rows_figure_has_at_most_six_panels_a_line(panels, grid):
     assert reproduce.panel_grid(panels) == grid
+
+
+def test_a_rows_target_interval_is_its_tolerance_about_the_published_value_or_its_relations_side():
+    assert reproduce.target_interval(row("%", -85.0, 0.0)) == (-95.0, -75.0)
+    assert reproduce.target_interval(row("GiB/s", 96.0, 0.0)) == pytest.approx((86.4, 105.6))
+    assert reproduce.target_interval(row("GiB/s", 2.0, 0.0)) == (-1.0, 5.0)
+    assert reproduce.target_interval(row("x", 1.0, 0.0)) == (0.9, 1.1)
+    assert reproduce.target_interval(row("x", 1.0, 0.0, ">")) == (1.0, math.inf)
+    assert reproduce.target_interval(row("x", 0.5, 0.0, "<=")) == (-math.inf, 0.5)
+    assert reproduce.target_interval(row("GB/s", 1.0, 0.0)) is None
+
+
+def test_the_score_text_says_both_scores_or_only_the_judged_roles():
+    rows = [row("%", 50.0, 55.0, id="seed000/1q/a"), row("%", 50.0, 70.0, id="seed004/x"), row("GB/s", 1.0, 2.0)]
+    assert reproduce.score_text(rows) == "calibration 1 of 1, validation 0 of 1 within target"
+    assert reproduce.score_text(rows[1:], every_role=False) == "validation 0 of 1 within target"
+    assert reproduce.score_text(rows[2:]) == "calibration 0 of 0, validation 0 of 0 within target"
+    assert reproduce.score_text(rows[2:], every_role=False) == "1 row, no target"
+
+
+# Rows of four units: a calibration row within, validation rows within and missing on either side
+# of the diagonal, a row without a target, relations.
+PARITY_ROWS = [
+    row("%", -85.0, -86.0, id="seed000/1q/dram-read-change"),
+    row("%", 28.0, 48.2, id="seed000/4q/fills-iperf-memory-sdci-off"),
+    row("%", -22.0, -44.4, id="seed002/96c-2q/dram-total-change"),
+    row("%", 2.0, 4.9, id="seed000/4q/fills-irq-memory-sdci-off"),
+    row("GB/s", 11.54, 8.75, id="seed000/1q/dram-read-sdci-off"),
+    row("GiB/s", 96.0, 54.5, id="seed001/brute-0-15"),
+    row("GiB/s", 2.0, 0.3, id="seed001/brute-minus-smart-8"),
+    row("x", 1.0, 1.0, ">", id="seed001/brute-cross-above-intra"),
+    row("x", 0.5, 0.11, "<", id="seed001/software-vs-dsa"),
+]
+GREEN, RED, GREY = "#55a868", "#c44e52", "#8c8c8c"
+
+
+def points(ax) -> dict[str, list]:
+    """Each role's points in a panel: (x, y, colour)."""
+    import matplotlib.colors
+
+    return {
+        c.get_label(): [
+            (x, y, matplotlib.colors.to_hex(f))
+            for (x, y), f in zip(c.get_offsets().tolist(), c.get_facecolors(), strict=True)
+        ]
+        for c in ax.collections
+        if c.get_label() in reproduce.ROLES
+    }
+
+
+def markers(ax) -> dict[str, str]:
+    """Each role's marker in a panel, of a square and a circle."""
+    import matplotlib.markers
+
+    def marker(path) -> str:
+        for name in "so":
+            style = matplotlib.markers.MarkerStyle(name)
+            drawn = style.get_path().transformed(style.get_transform()).vertices
+            if drawn.shape == path.vertices.shape and abs(drawn - path.vertices).max() < 1e-9:
+                return name
+        return "?"
+
+    return {c.get_label(): marker(c.get_paths()[0]) for c in ax.collections if c.get_label() in reproduce.ROLES}
+
+
+def test_the_parity_figure_has_a_panel_per_unit_with_each_rows_point_target_and_the_misses_named():
+    fig = reproduce.parity_figure(PARITY_ROWS)
+    assert fig._suptitle.get_text() == "steer reproduce: calibration 1 of 1, validation 3 of 7 within target"
+    percent, dram, copy, ratios, unused = fig.axes[:5]
+    assert not unused.get_visible() and len(fig.axes) == 6  # three panels a line
+    assert [ax.get_title() for ax in (percent, dram, copy, ratios)] == [
+        "percentages: calibration 1 of 1, validation 1 of 3 within target\ntarget: ±10 pt",
+        "DRAM bandwidth: 1 row, no target\ntarget: none (shown, not judged)",
+        "copy throughput: validation 1 of 2 within target\ntarget: ±10%, at least ±3 GiB/s",
+        "ratios: validation 1 of 2 within target\n"
+        "target: the published relation (>, <, ...), or ±0.1 where published as equal",
+    ]
+    # Published across, simulated up; calibration rows squares, validation rows circles; by verdict.
+    assert points(percent) == {
+        "calibration": [(-85.0, -86.0, GREEN)],
+        "validation": [(28.0, 48.2, RED), (-22.0, -44.4, RED), (2.0, 4.9, GREEN)],
+    }
+    assert markers(percent) == {"calibration": "s", "validation": "o"}
+    assert points(dram) == {"calibration": [(11.54, 8.75, GREY)]}
+    assert points(ratios) == {"validation": [(1.0, 1.0, RED), (0.5, 0.11, GREEN)]}
+    # Percentages on linear axes from every value and every target's edge, with a 5% margin; the
+    # other units on log axes over their values and the positive edges, a factor 1.5 beyond.
+    assert percent.get_xlim() == percent.get_ylim() == pytest.approx((-95 - 7.16, 48.2 + 7.16))
+    assert (percent.get_xscale(), copy.get_xscale(), copy.get_yscale(), ratios.get_yscale()) == (
+        "linear",
+        "log",
+        "log",
+        "log",
+    )
+    assert copy.get_xlim() == pytest.approx((0.3 / 1.5, 105.6 * 1.5))
+    # The diagonal across the panel, each target at its published value up to the panel's edges.
+    diagonal = [line for line in percent.lines if line.get_label() == "simulated = published"]
+    assert [list(diagonal[0].get_xdata()), list(diagonal[0].get_ydata())] == [list(percent.get_xlim())] * 2
+    low, high = ratios.get_ylim()
+    # Per panel the bands on their points, those of relations above and below (drawn beside).
+    bands = {ax: [c for c in ax.collections if c.get_label() == "target"] for ax in (percent, dram, copy, ratios)}
+    segments = {ax: [[s.tolist() for s in c.get_segments()] for c in found] for ax, found in bands.items()}
+    assert segments[percent] == [
+        [
+            [[-85.0, -95.0], [-85.0, -75.0]],
+            [[28.0, 18.0], [28.0, 38.0]],
+            [[-22.0, -32.0], [-22.0, -12.0]],
+            [[2.0, -8.0], [2.0, 12.0]],
+        ],
+        [],
+        [],
+    ]
+    assert segments[ratios] == [[], [[[1.0, 1.0], [1.0, high]]], [[[0.5, low], [0.5, 0.5]]]]
+    assert [s[0][1] for s in segments[copy][0]] == [pytest.approx(86.4), copy.get_ylim()[0]]
+    assert segments[dram] == [[], [], []]
+    # 3 points right, 3 points left, in pixels at the figure's resolution.
+    shifts = [
+        c.get_transform().transform((1.0, 1.0))[0] - ratios.transData.transform((1.0, 1.0))[0] for c in bands[ratios]
+    ]
+    assert shifts == pytest.approx([0.0, 3 * fig.dpi / 72, -3 * fig.dpi / 72])
+    assert [c.get_linewidth()[0] for c in bands[ratios]] == [7, 4, 4]
+    # Every miss named at its point: above the diagonal from the top left, below it from the right.
+    labels = {ax: [(t.get_text(), t.xy, t.xyann, t.get_ha()) for t in ax.texts] for ax in (percent, copy, ratios)}
+    assert labels[percent] == [
+        ("seed000/4q/fills-iperf-memory-sdci-off", (28.0, 48.2), (0.03, 0.95), "left"),
+        ("seed002/96c-2q/dram-total-change", (-22.0, -44.4), (0.97, 0.45), "right"),
+    ]
+    assert labels[copy] == [("seed001/brute-0-15", (96.0, 54.5), (0.97, 0.45), "right")]
+    assert labels[ratios] == [("seed001/brute-cross-above-intra", (1.0, 1.0), (0.03, 0.95), "left")]
+    assert not dram.texts
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend == ["calibration row", "validation row", "within target", "miss (labelled)", "no target", "target"]
+
+
+def test_misses_on_one_side_are_labelled_in_a_column_top_to_bottom_as_their_points_are():
+    rows = [row("ns", 10.0, 40.0, id="seed004/a"), row("ns", 20.0, 70.0, id="seed004/b")]
+    rows += [row("ns", 90.0, 20.0, id="seed004/c"), row("ns", 80.0, 10.0, id="seed004/d")]
+    [ax] = [ax for ax in reproduce.parity_figure(rows).axes if ax.get_visible()]
+    assert [(t.get_text(), t.xyann) for t in ax.texts] == [
+        ("seed004/b", (0.03, 0.95)),
+        ("seed004/a", (0.03, pytest.approx(0.89))),
+        ("seed004/c", (0.97, 0.45)),
+        ("seed004/d", (0.97, pytest.approx(0.39))),
+    ]
+    # A single unit: one panel; linear axes for latencies.
+    assert ax.get_xscale() == "linear" and ax.get_xlabel() == "published (ns)" and ax.get_ylabel() == "simulated (ns)"
+
+
+def test_each_rows_panel_shades_its_target_and_says_within_or_miss():
+    import matplotlib.colors
+
+    rows = [PARITY_ROWS[1], PARITY_ROWS[0], PARITY_ROWS[4], PARITY_ROWS[7]]
+    fig = reproduce.rows_figure(rows)
+    miss, within, none, relation = fig.axes[:4]
+    assert fig._suptitle.get_text() == (
+        "calibration 1 of 1, validation 0 of 2 within target (shaded, between dashed lines: the target)"
+    )
+    assert [ax.get_title() for ax in (miss, within, none, relation)] == [
+        "seed000/4q/fills-iperf-\nmemory-sdci-off\nMISS",
+        "seed000/1q/dram-read-change\nwithin target",
+        "seed000/1q/dram-read-sdci-\noff\nno target",
+        "seed001/brute-cross-above-\nintra\nMISS",
+    ]
+    assert [matplotlib.colors.to_hex(ax.title.get_color()) for ax in (miss, within, none)] == [RED, GREEN, GREY]
+    # The simulated bar in the verdict's colour, beside the published one.
+    assert [[b.get_height() for b in ax.patches if b.get_width() < 1] for ax in (miss, within)] == [
+        [28.0, 48.2],
+        [-85.0, -86.0],
+    ]
+    assert matplotlib.colors.to_hex(miss.patches[1].get_facecolor()) == RED
+
+    def band(ax):
+        [span] = [p for p in ax.patches if p.get_width() >= 1]
+        return span.get_y(), span.get_y() + span.get_height()
+
+    # The band between the target's edges, dashed; a relation's open side up to the panel's top.
+    assert band(miss) == pytest.approx((18.0, 38.0))
+    assert [s.tolist() for s in miss.collections[0].get_segments()] == [[[-0.5, 18.0], [1.5, 18.0]]] + [
+        [[-0.5, 38.0], [1.5, 38.0]]
+    ]
+    # A band beyond the bars with a margin of 5% of the panel's span: -95 to 0 here.
+    assert within.get_ylim() == pytest.approx((-95.0 - 4.75, 0.0))
+    assert band(within) == pytest.approx((-95.0, -75.0))
+    assert band(relation) == pytest.approx((1.0, relation.get_ylim()[1]))
+    assert [s.tolist() for s in relation.collections[0].get_segments()] == [[[-0.5, 1.0], [1.5, 1.0]]]
+    assert not [p for p in none.patches if p.get_width() >= 1] and not none.collections
+
+
+def test_rows_written_as_json_read_back_and_a_file_that_is_not_rows_is_one_line(tmp_path):
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps([r.to_dict() for r in PARITY_ROWS]))
+    assert reproduce.load_rows(path) == PARITY_ROWS
+    for text, why in [
+        ("{", "not the rows of steer reproduce: Expecting property name"),
+        ("[{}]", "not the rows of steer reproduce: 'id'"),
+        ("[1]", "not the rows of steer reproduce: 'int' object is not subscriptable"),
+        (json.dumps([{**PARITY_ROWS[0].to_dict(), "simulated": "1"}]), "published and simulated must be numbers"),
+    ]:
+        path.write_text(text)
+        with pytest.raises(reproduce.ScenarioError) as raised:
+            reproduce.load_rows(path)
+        assert str(raised.value).startswith(f"{path}: ") and why in str(raised.value)
+    with pytest.raises(reproduce.ScenarioError, match="No such file"):
+        reproduce.load_rows(tmp_path / "none.json")

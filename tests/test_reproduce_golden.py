@@ -147,6 +147,20 @@ def test_each_experiment_plans_its_runs_and_rows_and_only_runs_experiments_with_
     assert {key.split()[0] for key in runner.asked} == {"leon-reduce"}
 
 
+def test_several_only_patterns_keep_the_rows_any_of_them_matches():
+    stored = json.loads(RUNS.read_text())
+    runner = StoredRunner(stored)
+    rows = reproduce.reproduce(["seed004", "leon/*time", "nothing-like-this"], runner=runner)
+    assert [r.id for r in rows] == [*reproduce.ROW_IDS["seed004"], "leon/prefetch-time", "leon/inject-l3-time"] + [
+        "leon/inject-l2-time"
+    ]
+    assert {key.split()[0] for key in runner.asked} == {"eflatency", "leon-reduce"}
+    assert reproduce.planned_runs(["seed004", "leon/*time"]) == 42 + 16
+    assert reproduce.planned_runs(["seed004/*", "eflatency"]) == 42
+    assert reproduce.only_patterns("leon") == ["leon"] and reproduce.only_patterns(None) == []
+    assert reproduce.only_text(["a", "b/*"]) == "--only a --only b/*"
+
+
 def test_sensitivity_reports_each_stage_from_its_first_run_to_its_last(monkeypatch):
     stored = json.loads(RUNS.read_text())
     calls = []

@@ -336,7 +336,7 @@ def test_the_plot_puts_each_ratio_first_row_on_top_with_its_spread_in_the_target
     import matplotlib.colors
 
     rows = [row([10.0, 8.0, 12.5], 11.0, "a"), row([4.0], 2.0, "b")]
-    ax = validate.figure(rows).axes[0]
+    ax = validate.figure(rows).axes[1]
     assert dict(zip(ax.get_yticks(), [t.get_text() for t in ax.get_yticklabels()])) == {1: "loop a", 0: "loop b"}
     bars, points = ax.collections
     # The ratio at the median, its bar from the highest measurement to the lowest; in the band green.
@@ -353,17 +353,48 @@ def test_the_plot_puts_each_ratio_first_row_on_top_with_its_spread_in_the_target
     assert (ax.get_xscale(), ax.get_xlabel()) == ("log", "simulated / measured (bars: the measured spread)")
 
 
-def test_the_plot_is_a_png_a_row_taller_for_each_row():
+def test_the_parity_panel_puts_each_probe_against_its_measurement_in_the_band_and_names_the_misses():
+    import matplotlib.colors
+
+    rows = [row([10.0, 8.0, 12.5], 11.0, "a"), row([4.0], 2.0, "b"), row([100.0, 90.0], 200.0, "c")]
+    rows[2].unit = "ns/round trip"
+    fig = validate.figure(rows)
+    assert fig._suptitle.get_text() == (
+        "steer validate: 1 of 3 within 15% of the measured median (every probe validates: none is fitted on)"
+    )
+    ax = fig.axes[0]
+    band, spread_ns, ns, spread_trip, trip = ax.collections
+    # Log axes from a third below the lowest value (the lowest measurement included) to half above.
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    assert ax.get_xlim() == ax.get_ylim() == pytest.approx((2.0 / 1.5, 200.0 * 1.5))
+    # The band is 15% either way of the diagonal, across the panel.
+    low, high = ax.get_xlim()
+    assert band.get_paths()[0].vertices.min(axis=0) == pytest.approx([low, low * 0.85])
+    assert band.get_paths()[0].vertices.max(axis=0) == pytest.approx([high, high * 1.15])
+    assert list(ax.lines[0].get_xdata()) == list(ax.lines[0].get_ydata()) == [low, high]
+    # A marker per unit, the verdict's colour, the measured spread across.
+    assert ns.get_offsets().tolist() == [[10.0, 11.0], [4.0, 2.0]] and trip.get_offsets().tolist() == [[95.0, 200.0]]
+    assert [matplotlib.colors.to_hex(c) for c in ns.get_facecolors()] == ["#55a868", "#c44e52"]
+    assert [s.tolist() for s in spread_ns.get_segments()] == [[[8.0, 11.0], [12.5, 11.0]], [[4.0, 2.0], [4.0, 2.0]]]
+    assert [s.tolist() for s in spread_trip.get_segments()] == [[[90.0, 200.0], [100.0, 200.0]]]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["within 15%", "ns", "ns/round trip"]
+    # Each miss named by its metric: above the diagonal at the top left, below it at the right.
+    assert [(t.get_text(), t.xy, t.xyann) for t in ax.texts] == [("c", (95.0, 200.0), (0.03, 0.95))] + [
+        ("b", (4.0, 2.0), (0.97, 0.45))
+    ]
+
+
+def test_the_plot_is_a_png_a_row_taller_for_each_row_beyond_nine():
     from PIL import Image
 
     sizes = []
-    for count in (1, 3):
+    for count in (1, 9, 12):
         rows = [row([10.0, 9.0, 12.0], 11.4 + n) for n in range(count)]
         png = validate.plot(rows)
         assert png.startswith(b"\x89PNG\r\n\x1a\n")
         sizes.append(Image.open(io.BytesIO(png)).size)
-    # 9 inches wide; 0.45 inch a row and 1.5 more, at 120 dpi.
-    assert sizes == [(1080, 234), (1080, 342)]
+    # 15 inches wide; 0.45 inch a row and 1.5 more, at least 5.5, at 120 dpi.
+    assert sizes == [(1800, 660), (1800, 666), (1800, 828)]
 
 
 @pytest.fixture
@@ -425,3 +456,19 @@ def test_a_bad_option_is_refused_before_a_first_calibration(command, monkeypatch
     assert cli.main(["validate", "--quiet", *option]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"steer: error: {message}") and err.count("\n") == 1
+
+
+def test_the_json_reads_back_as_the_rows_and_anything_else_is_one_line(tmp_path):
+    rows = [row([10.0, 8.0, 12.5], 11.0, "a"), row([4.0], 2.0, "b")]
+    path = tmp_path / "v.json"
+    path.write_text(validate.as_json(rows, tmp_path / "host.toml", "box"))
+    assert validate.load(path) == ("box", rows)
+    for text, why in [
+        ("[", "not the output of steer validate --json: Expecting value"),
+        ('{"rows": []}', "not the output of steer validate --json: 'host'"),
+        (validate.as_json([row([10.0], 0.0, "z")], "x", "y"), "z: measured, spread and simulated must be positive"),
+    ]:
+        path.write_text(text)
+        with pytest.raises(validate.ScenarioError) as raised:
+            validate.load(path)
+        assert str(raised.value).startswith(f"{path}: {why}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tomllib
 from pathlib import Path
@@ -371,12 +372,17 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     try:
         rows = reproduce.reproduce(args.only, runner=runner)
         if not rows:
-            raise ScenarioError(f"--only {args.only}: no row matches")
-        files = {}
+            raise ScenarioError(f"{reproduce.only_text(args.only)}: no row matches")
+        files: dict[Path, str | bytes] = {}
+        rows_json = json.dumps([r.to_dict() for r in rows], indent=2) + "\n"
         if args.json and args.json != "-":
-            files[Path(args.json)] = json.dumps([r.to_dict() for r in rows], indent=2) + "\n"
+            files[Path(args.json)] = rows_json
         if args.plot:
-            files[Path(args.plot) / "reproduce.png"] = reproduce.plot(rows)
+            plots = Path(args.plot)
+            files[plots / "reproduce-parity.png"] = reproduce.parity(rows)
+            files[plots / "reproduce.png"] = reproduce.plot(rows)
+            # The rows drawn, which `steer report DIR` reads.
+            files[plots / reproduce.ROWS_FILE] = rows_json
             if any(row.id.startswith("seed001/") for row in rows):
                 for name, image in reproduce.seed001_figures(runner).items():
                     files[Path(args.plot) / name] = image
@@ -386,9 +392,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.json == "-":
         print(json.dumps([r.to_dict() for r in rows], indent=2))
         return 0
-    headers = ["id", "role", "source", "metric", "published", "simulated", "difference", "target"]
-    print(output.table(headers, reproduce.table_rows(rows)))
-    print(reproduce.summary(rows))
+    width = shutil.get_terminal_size((100, 24)).columns
+    print(reproduce.table(rows, width) + "\n")
+    print(reproduce.summary(rows, width))
     for path in files:
         print(f"wrote {path}")
     return 0
@@ -582,7 +588,12 @@ def parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=cmd_run)
 
     repro = commands.add_parser("reproduce", help="run the seeds' published experiments: published vs simulated")
-    repro.add_argument("--only", metavar="PATTERN", help="rows whose id matches (glob or substring, e.g. leon)")
+    repro.add_argument(
+        "--only",
+        action="append",
+        metavar="PATTERN",
+        help="rows whose id matches (glob or substring, e.g. leon); repeatable: rows any of them matches",
+    )
     output.add_json_option(
         repro,
         "rows {id, role, source, metric, unit, published, simulated, relation, within} as JSON (to FILE or stdout)",
@@ -596,7 +607,9 @@ def parser() -> argparse.ArgumentParser:
     repro.add_argument(
         "--plot",
         metavar="DIR",
-        help="draw published vs simulated for every row into DIR/reproduce.png (and seed 001's curves beside it)",
+        help="draw simulated against published per unit into DIR/reproduce-parity.png, each row with its target "
+        "into DIR/reproduce.png (and seed 001's curves beside them); the rows drawn into DIR/reproduce.json, "
+        "which `steer report DIR` shows",
     )
     repro.add_argument("--quiet", action="store_true", help="no progress bar")
     repro.set_defaults(handler=cmd_reproduce)

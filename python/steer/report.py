@@ -33,7 +33,7 @@ from steer.plot import (
     varying_params,
 )
 from steer.result import FILL_SOURCES
-from steer.store import Store
+from steer.store import FAILED, MANIFEST, RUNS, Store
 
 # Bar charts beyond this many bars are unreadable; the tables still hold every run.
 MAX_BARS = 48
@@ -152,9 +152,87 @@ def fills_table(df) -> str:
     return html_table(["run", "role", *FILL_SOURCES], rows) if rows else ""
 
 
+def reproduce_section(directory: Path) -> str:
+    """The rows `steer reproduce --plot DIR` left in `directory`: both scores and every unit's
+    target, the parity figure, the misses and every row; empty without them."""
+    from steer import reproduce
+
+    path = directory / reproduce.ROWS_FILE
+    if not path.is_file():
+        return ""
+    rows = reproduce.load_rows(path)
+    headers = ["id", "role", "published", "simulated", "difference", "target", "metric"]
+
+    def table(chosen: list) -> str:
+        return html_table(
+            headers, [[r.id, r.role, *cells[1:]] for r, cells in zip(chosen, reproduce.table_rows(chosen))]
+        )
+
+    e = html.escape
+    misses = [r for r in rows if r.within_target is False]
+    caption = f"Simulated against published, a panel per unit: {reproduce.score_text(rows)}"
+    parts = [
+        "<h2>Published vs simulated (<code>steer reproduce</code>)</h2>",
+        f"<p>{e(reproduce.score_text(rows))}; {e(reproduce.targets(rows))}.</p>",
+        image_tag(reproduce.parity_figure(rows), caption),
+        f"<h3>Misses</h3>{table(misses)}" if misses else "<p>No row misses its target.</p>",
+        f"<details><summary>Every row ({len(rows)})</summary>{table(rows)}</details>",
+    ]
+    return "\n".join(parts)
+
+
+def validate_section(directory: Path) -> str:
+    """`steer validate --json DIR/validate.json`'s rows in `directory`: the score, its figure and
+    every probe; empty without them."""
+    from steer import validate
+
+    path = directory / validate.ROWS_FILE
+    if not path.is_file():
+        return ""
+    host, rows = validate.load(path)
+    e = html.escape
+    return "\n".join(
+        [
+            f"<h2>This machine against the model (<code>steer validate</code> on {e(host)})</h2>",
+            image_tag(validate.figure(rows), f"Simulated against measured: {validate.score(rows)}"),
+            html_table(validate.HEADERS, validate.table_rows(rows)),
+        ]
+    )
+
+
+def has_runs(directory: Path) -> bool:
+    """Whether a sweep wrote into `directory`."""
+    return any((directory / name).exists() for name in (MANIFEST, RUNS, FAILED))
+
+
+def page(title: str, parts: list[str]) -> str:
+    """A whole HTML page of `parts`."""
+    e = html.escape
+    head = [
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>',
+        f"<style>{STYLE}</style></head><body>",
+        f"<h1>{e(title)}</h1>",
+    ]
+    return "\n".join([*head, *parts, "</body></html>\n"])
+
+
+def written_line(versions: list[str]) -> str:
+    return f"steer {html.escape(', '.join(versions))}; report written {time.strftime('%Y-%m-%d %H:%M:%S')}"
+
+
 def build(results: Any, title: str | None = None) -> str:
-    """The report of a results directory (or a DataFrame of runs) as one HTML page."""
-    manifest = Store(results).manifest() if isinstance(results, (str, Path)) else None
+    """The report of a results directory (or a DataFrame of runs) as one HTML page. A directory
+    holding `steer reproduce --plot DIR`'s rows or `steer validate --json DIR/validate.json`'s gets
+    their sections at the end; if no sweep wrote into it the page is those sections alone."""
+    directory = Path(results) if isinstance(results, (str, Path)) else None
+    found = {"reproduce": reproduce_section, "validate": validate_section}
+    found = {name: section(directory) for name, section in found.items()} if directory else {}
+    checks = [section for section in found.values() if section]
+    if checks and not has_runs(directory):
+        meta = f'<p class="meta">{written_line([__version__])}</p>'
+        names = " and ".join(name for name, section in found.items() if section)
+        return page(title or f"steer {names}: {directory.name}", [meta, *checks])
+    manifest = Store(results).manifest() if directory else None
     df = as_frame(results)
     ok = successful(df)
     failed = df[df["status"] != "ok"] if "status" in df.columns else df.iloc[0:0]
@@ -165,11 +243,7 @@ def build(results: Any, title: str | None = None) -> str:
     )
     title = title or f"steer sweep: {name}"
     e = html.escape
-    parts = [
-        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>',
-        f"<style>{STYLE}</style></head><body>",
-        f"<h1>{e(title)}</h1>",
-    ]
+    parts = []
     meta = []
     if manifest and manifest.get("description"):
         meta.append(e(manifest["description"]))
@@ -179,7 +253,7 @@ def build(results: Any, title: str | None = None) -> str:
             f"<code>{e(str(manifest.get('sweep', '')))}</code>"
         )
     versions = sorted({str(v) for v in df.get("steer_version", []) if isinstance(v, str)}) or [__version__]
-    meta.append(f"steer {e(', '.join(versions))}; report written {time.strftime('%Y-%m-%d %H:%M:%S')}")
+    meta.append(written_line(versions))
     parts.append("".join(f'<p class="meta">{m}</p>' for m in meta))
 
     counts = [f"{len(ok)} finished", f'<span class="failed">{len(failed)} failed</span>' if len(failed) else "0 failed"]
@@ -208,8 +282,7 @@ def build(results: Any, title: str | None = None) -> str:
         params = [c for c in df.columns if c.startswith("param.")]
         rows = [[str(r["run_id"])[:8], *(fmt(r[c]) for c in params), r["error"]] for _, r in failed.iterrows()]
         parts.append(f"<h2>Failures</h2>{html_table(['run', *(short(c) for c in params), 'error'], rows)}")
-    parts.append("</body></html>\n")
-    return "\n".join(parts)
+    return page(title, [*parts, *checks])
 
 
 def write(results: Any, path: str | Path | None = None, title: str | None = None) -> Path:

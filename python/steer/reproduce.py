@@ -7,11 +7,17 @@ produced, so a row the model misses stays visible as a miss.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
+import itertools
+import json
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
-from steer import api
+from steer import api, output
+from steer._core import ScenarioError
 from steer.output import GIB, MIB, fmt_bytes
 
 
@@ -35,11 +41,15 @@ class Row:
 
     @property
     def tolerance(self) -> float | None:
-        """How far the simulated value may be from the published one: the seeds' targets are
-        10 points for percentages and 20 ns for latencies; copy throughputs (seed 001, read off
-        its figures) 10% or 3 GiB/s, whichever is larger; other rows have none."""
+        """How far the simulated value may be from the published one (TARGETS says it in words):
+        the seeds' targets are 10 points for percentages and 20 ns for latencies; copy throughputs
+        (seed 001, read off its figures) 10% or 3 GiB/s, whichever is larger; a ratio published as
+        equal 0.1, the percentages' 10 points as a ratio; other rows have none, nor has a relation
+        (it holds or not: `steer fit` gives such a row no cost)."""
+        if self.relation:
+            return None
         if self.unit == "GiB/s":
-            return max(0.1 * abs(self.published), 3.0)
+            return max(GIBPS_SHARE * abs(self.published), GIBPS_FLOOR)
         return TOLERANCE.get(self.unit)
 
     @property
@@ -59,7 +69,16 @@ class Row:
         return {**asdict(self), "role": self.role, "within": self.within_target}
 
 
-TOLERANCE = {"%": 10.0, "ns": 20.0}
+TOLERANCE = {"%": 10.0, "ns": 20.0, "x": 0.1}
+GIBPS_SHARE, GIBPS_FLOOR = 0.1, 3.0
+# Each unit's target in words, as the summary states it.
+TARGETS = {
+    "%": f"±{TOLERANCE['%']:g} pt",
+    "GB/s": "none (shown, not judged)",
+    "GiB/s": f"±{GIBPS_SHARE:.0%}, at least ±{GIBPS_FLOOR:g} GiB/s",
+    "ns": f"±{TOLERANCE['ns']:g} ns",
+    "x": f"the published relation (>, <, ...), or ±{TOLERANCE['x']:g} where published as equal",
+}
 RELATIONS: dict[str, Callable[[float, float], bool]] = {
     ">": lambda a, b: a > b,
     ">=": lambda a, b: a >= b,
@@ -70,6 +89,8 @@ RELATIONS: dict[str, Callable[[float, float], bool]] = {
 # and seed 004's eflatency mean. Every other row validates.
 CALIBRATION_ROWS = ("seed000/1q/*", "seed004/eflatency-avg")
 ROLES = ("calibration", "validation")
+# Beside `steer reproduce --plot DIR`'s figures: the rows they were drawn from.
+ROWS_FILE = "reproduce.json"
 
 
 class Runner:
@@ -538,33 +559,66 @@ ROW_IDS: dict[str, tuple[str, ...]] = {
 }
 
 
+Only = str | Iterable[str] | None
+
+
 def reproduce(
-    only: str | None = None,
+    only: Only = None,
     progress: Callable[[str], None] | None = None,
     common: Iterable[str] = (),
     runner: Runner | None = None,
 ) -> list[Row]:
     """Runs the experiments and returns their rows; `only` (a glob or substring of row ids, e.g.
-    `leon` or `leon/*time`) keeps the matching rows and runs only the experiments they need;
-    `common` overrides apply to every run (`platform.memory.idle_latency_ns=120`); a `runner`
-    given runs them instead (and keeps them)."""
+    `leon` or `leon/*time`, or several: a row any of them matches) keeps the matching rows and
+    runs only the experiments they need; `common` overrides apply to every run
+    (`platform.memory.idle_latency_ns=120`); a `runner` given runs them instead (and keeps them)."""
     runner = runner or Runner(progress, common)
-    rows = [row for name in experiments(only) for row in EXPERIMENTS[name](runner)]
-    return [row for row in rows if not only or matches(row.id, only)]
+    patterns = only_patterns(only)
+    rows = [row for name in experiments(patterns) for row in EXPERIMENTS[name](runner)]
+    return [row for row in rows if selected(row.id, patterns)]
 
 
-def experiments(only: str | None) -> list[str]:
+def only_patterns(only: Only) -> list[str]:
+    """`only` as a list of patterns: none selects every row."""
+    return [only] if isinstance(only, str) else list(only or ())
+
+
+def only_text(only: Only) -> str:
+    """The patterns as the command line gives them, for messages."""
+    return " ".join(f"--only {pattern}" for pattern in only_patterns(only))
+
+
+def selected(row_id: str, patterns: list[str]) -> bool:
+    return not patterns or any(matches(row_id, p) for p in patterns)
+
+
+def experiments(only: Only) -> list[str]:
     """The experiments with a row `only` matches (every one without `only`; none if no row does)."""
-    return [name for name, ids in ROW_IDS.items() if not only or any(matches(i, only) for i in ids)]
+    patterns = only_patterns(only)
+    return [name for name, ids in ROW_IDS.items() if any(selected(i, patterns) for i in ids)]
 
 
-def planned_runs(only: str | None) -> int:
+def planned_runs(only: Only) -> int:
     """How many runs `reproduce(only)` makes."""
     return sum(RUNS[name] for name in experiments(only))
 
 
 def matches(text: str, pattern: str) -> bool:
     return fnmatch.fnmatch(text, pattern) or pattern in text
+
+
+def load_rows(path: Path) -> list[Row]:
+    """Rows as `--json` (or `--plot DIR`) wrote them."""
+    fields = [f.name for f in dataclasses.fields(Row)]
+    try:
+        items = json.loads(path.read_text(encoding="utf-8"))
+        rows = [Row(**{name: item[name] for name in fields}) for item in items]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ScenarioError(f"{path}: not the rows of steer reproduce: {error}") from None
+    for row in rows:
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (row.published, row.simulated)):
+            raise ScenarioError(f"{path}: {row.id}: published and simulated must be numbers")
+    return rows
 
 
 def format_value(value: float, unit: str) -> str:
@@ -581,23 +635,54 @@ def format_difference(row: Row) -> str:
 
 
 def verdict(row: Row) -> str:
-    return {None: "", True: "within", False: "miss"}[row.within_target]
+    return {None: "-", True: "within", False: "miss"}[row.within_target]
+
+
+HEADERS = ("id", "published", "simulated", "difference", "target", "metric")
+# The narrowest the metric column is wrapped to; with less room left it goes on lines of its own.
+METRIC_WIDTH = 24
 
 
 def table_rows(rows: Iterable[Row]) -> list[list[str]]:
+    """Each row's cells under HEADERS."""
     return [
         [
             r.id,
-            r.role,
-            r.source,
-            r.metric,
             f"{r.relation} {format_value(r.published, r.unit)}".strip(),
             format_value(r.simulated, r.unit),
             format_difference(r),
             verdict(r),
+            r.metric,
         ]
         for r in rows
     ]
+
+
+def table(rows: list[Row], width: int) -> str:
+    """The rows as text within `width` columns where the ids allow: a heading per source and role,
+    then each row's id, values, difference and verdict, and its metric wrapped to the room left
+    (under the row, indented, where that is less than METRIC_WIDTH). `--json` has every field."""
+    import textwrap
+
+    blocks = []
+    for (source, role), group in itertools.groupby(rows, key=lambda r: (r.source, r.role)):
+        cells = [list(HEADERS), *table_rows(group)]
+        widths = [max(len(cell[i]) for cell in cells) for i in range(len(HEADERS) - 1)]
+        room = width - sum(widths) - 2 * len(widths)
+        lines = [f"{source}, {role} rows:"]
+        for cell in cells:
+            # The id and the verdict read left to right; the numbers line up on their right.
+            values = "  ".join(c.ljust(w) if i in (0, 4) else c.rjust(w) for i, (c, w) in enumerate(zip(cell, widths)))
+            if room >= METRIC_WIDTH:
+                first, *more = textwrap.wrap(cell[-1], room) or [""]
+                lines.append(f"{values}  {first}".rstrip())
+                lines += [" " * (width - room) + line for line in more]
+            else:
+                lines.append(values.rstrip())
+                if cell is not cells[0]:
+                    lines += ["    " + line for line in textwrap.wrap(cell[-1], width - 4)]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
 
 
 def scores(rows: list[Row]) -> dict[str, tuple[int, int]]:
@@ -609,10 +694,19 @@ def scores(rows: list[Row]) -> dict[str, tuple[int, int]]:
     }
 
 
-def summary(rows: list[Row]) -> str:
-    """How many rows with a target are within it, calibration and validation apart."""
+def summary(rows: list[Row], width: int = 100) -> str:
+    """How many rows with a target are within it, calibration and validation apart, and the target
+    of every unit the rows have, wrapped to `width`."""
+    import textwrap
+
     parts = [f"{role}: {within} of {judged} within target" for role, (within, judged) in scores(rows).items()]
-    return "; ".join(parts) + " (percentages ±10 pt, latencies ±20 ns)"
+    return "; ".join(parts) + "\n" + textwrap.fill(targets(rows), width, subsequent_indent="  ")
+
+
+def targets(rows: list[Row]) -> str:
+    """`targets: ` and the target of every unit the rows have, in TARGETS' order."""
+    units = {r.unit for r in rows}
+    return "targets: " + "; ".join(f"{unit} {text}" for unit, text in TARGETS.items() if unit in units)
 
 
 def png(fig) -> bytes:
@@ -645,8 +739,41 @@ def panel_grid(panels: int) -> tuple[int, int]:
     return -(-panels // PANELS_PER_LINE), min(panels, PANELS_PER_LINE)
 
 
+# Colours of a row's verdict and markers of its role, in every figure.
+VERDICT_COLOURS = {True: "#55a868", False: "#c44e52", None: "#8c8c8c"}
+ROLE_MARKERS = {"calibration": "s", "validation": "o"}
+BAND_COLOUR = "#dfe9df"
+# Between the labels of misses, in fractions of a parity panel's height.
+LABEL_STEP = 0.06
+# Each unit's panel of the parity figure, in this order; throughputs and ratios on log axes.
+UNIT_NAMES = {"%": "percentages", "GB/s": "DRAM bandwidth", "GiB/s": "copy throughput", "ns": "latency", "x": "ratios"}
+LOG_UNITS = ("GB/s", "GiB/s", "x")
+
+
+def target_interval(row: Row) -> tuple[float, float] | None:
+    """The simulated values within the row's target (infinite on a relation's open side); None
+    without a target. A strict relation's bound is drawn as if included."""
+    if row.relation:
+        return (row.published, math.inf) if row.relation.startswith(">") else (-math.inf, row.published)
+    tolerance = row.tolerance
+    return None if tolerance is None else (row.published - tolerance, row.published + tolerance)
+
+
+def score_text(rows: list[Row], every_role: bool = True) -> str:
+    """The scores in a few words: `calibration 22 of 22, validation 35 of 46 within target`; not
+    `every_role`, only those of roles with a judged row (`12 rows, no target` if none has)."""
+    parts = [f"{role} {within} of {judged}" for role, (within, judged) in scores(rows).items() if judged or every_role]
+    return ", ".join(parts) + " within target" if parts else f"{output.count(len(rows), 'row')}, no target"
+
+
 def plot(rows: list[Row]) -> bytes:
     """Published vs simulated for every row, one panel per row, six panels a line, as PNG bytes."""
+    return png(rows_figure(rows))
+
+
+def rows_figure(rows: list[Row]):
+    """One panel per row: the published and simulated bars, the row's target shaded about the
+    published value (a relation: its side of it), the verdict in the title and the bar's colour."""
     import textwrap
 
     plt = pyplot()
@@ -655,12 +782,156 @@ def plot(rows: list[Row]) -> bytes:
     for ax in axes.flat[len(rows) :]:
         ax.set_visible(False)
     for ax, row in zip(axes.flat, rows):
-        ax.bar(["published", "simulated"], [row.published, row.simulated], color=["#888888", "#1f77b4"])
-        ax.set_title("\n".join(textwrap.wrap(row.id, 28)), fontsize=8)
+        colour = VERDICT_COLOURS[row.within_target]
+        ax.bar(["published", "simulated"], [row.published, row.simulated], color=["#bbbbbb", colour])
+        interval = target_interval(row)
+        if interval:
+            # The panel shows the whole target, a relation's open side to the panel's edge.
+            low, high = interval
+            bottom, top = ax.get_ylim()
+            # A finite edge beyond the bars gets a margin, so that its dashed line shows.
+            span = max(top, high if math.isfinite(high) else top) - min(bottom, low if math.isfinite(low) else bottom)
+            bottom = low - 0.05 * span if math.isfinite(low) and low <= bottom else bottom
+            top = high + 0.05 * span if math.isfinite(high) and high >= top else top
+            ax.set_ylim(bottom, top)
+            ax.axhspan(max(low, bottom), min(high, top), color=BAND_COLOUR, zorder=0)
+            # Its finite edges over the bars, which would hide the band.
+            edges = [end for end in interval if math.isfinite(end)]
+            ax.hlines(edges, -0.5, 1.5, colors=VERDICT_COLOURS[True], linestyles="dashed", linewidth=1, zorder=3)
+        ax.set_title("\n".join([*textwrap.wrap(row.id, 28), verdict_words(row)]), fontsize=8, color=colour)
         ax.set_ylabel(row.unit)
         ax.tick_params(labelsize=7)
-    fig.tight_layout()
-    return png(fig)
+    fig.suptitle(score_text(rows) + " (shaded, between dashed lines: the target)", fontsize=10)
+    # Half an inch at the top for the title.
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()))
+    return fig
+
+
+def verdict_words(row: Row) -> str:
+    return {None: "no target", True: "within target", False: "MISS"}[row.within_target]
+
+
+def parity(rows: list[Row]) -> bytes:
+    """The parity figure (below) as PNG bytes."""
+    return png(parity_figure(rows))
+
+
+def parity_figure(rows: list[Row]):
+    """Simulated against published, a panel per unit on shared axes: the diagonal, each row's
+    target as a band at its published value, calibration and validation rows in their own
+    markers, coloured by verdict, each miss labelled with its id; both scores in the title."""
+    plt = pyplot()
+    units = [unit for unit in UNIT_NAMES if any(r.unit == unit for r in rows)]
+    columns = min(len(units), 3)
+    lines = -(-len(units) // columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(5.2 * columns, 5.2 * lines), squeeze=False)
+    for ax in axes.flat[len(units) :]:
+        ax.set_visible(False)
+    for ax, unit in zip(axes.flat, units):
+        parity_panel(ax, unit, [r for r in rows if r.unit == unit])
+    handles = [
+        plt.Line2D([], [], marker=ROLE_MARKERS[role], color="#555555", linestyle="none", label=f"{role} row")
+        for role in ROLES
+    ]
+    handles += [
+        plt.Line2D([], [], marker="o", color=VERDICT_COLOURS[verdict], linestyle="none", label=words)
+        for verdict, words in ((True, "within target"), (False, "miss (labelled)"), (None, "no target"))
+    ]
+    handles.append(plt.Line2D([], [], color=BAND_COLOUR, linewidth=6, label="target"))
+    fig.legend(handles=handles, loc="lower center", ncols=len(handles), fontsize=8, frameon=False)
+    fig.suptitle(f"steer reproduce: {score_text(rows)}", fontsize=11)
+    # Half an inch under the panels for the legend, a third above them for the title.
+    height = fig.get_figheight()
+    fig.tight_layout(rect=(0, 0.5 / height, 1, 1 - 0.33 / height))
+    return fig
+
+
+def label_misses(ax, misses: list[tuple[str, float, float]]) -> None:
+    """Names each miss `(label, x, y)` of a parity panel in its empty triangles, with a line to its
+    point: those at or above the diagonal in a column down from the top left, those below it in a
+    column down the right from under the middle (the bottom is where points far below the diagonal
+    are)."""
+    # Top to bottom in both columns, as their points are, so that the lines do not cross.
+    above = sorted((m for m in misses if m[2] >= m[1]), key=lambda m: -m[2])
+    below = sorted((m for m in misses if m[2] < m[1]), key=lambda m: -m[2])
+    for side, (x, y, align) in ((above, (0.03, 0.95, "left")), (below, (0.97, 0.45, "right"))):
+        for i, (label, at_x, at_y) in enumerate(side):
+            ax.annotate(
+                label,
+                (at_x, at_y),
+                xytext=(x, y - i * LABEL_STEP),
+                textcoords="axes fraction",
+                ha=align,
+                va="center",
+                fontsize=7,
+                color=VERDICT_COLOURS[False],
+                arrowprops={"arrowstyle": "-", "color": VERDICT_COLOURS[False], "linewidth": 0.5},
+            )
+
+
+def band_side(row: Row) -> int | None:
+    """Where a row's band is drawn beside its point: 1 right (a relation above), -1 left (below), 0
+    on it (a tolerance); None without a target."""
+    if row.relation:
+        return 1 if row.relation.startswith(">") else -1
+    return None if row.tolerance is None else 0
+
+
+def parity_limits(rows: list[Row], log: bool) -> tuple[float, float]:
+    """Both axes' limits: every value and every finite end of a target, with a margin."""
+    values = [v for r in rows for v in (r.published, r.simulated)]
+    values += [end for r in rows for end in target_interval(r) or () if math.isfinite(end)]
+    if log:
+        positive = [v for v in values if v > 0]
+        return min(positive) / 1.5, max(positive) * 1.5
+    low, high = min(values), max(values)
+    margin = 0.05 * (high - low) or 1.0
+    return low - margin, high + margin
+
+
+def parity_panel(ax, unit: str, rows: list[Row]) -> None:
+    from matplotlib import transforms
+
+    log = unit in LOG_UNITS and all(v > 0 for r in rows for v in (r.published, r.simulated))
+    low, high = parity_limits(rows, log)
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.plot([low, high], [low, high], color="grey", linewidth=1, label="simulated = published")
+    # A relation's band is drawn a little to its side of the point (above: right, below: left), so
+    # that rows of opposite relations at one published value stay apart.
+    for shift in (0, 1, -1):
+        bands = [(r, target_interval(r)) for r in rows if band_side(r) == shift]
+        ax.vlines(
+            [r.published for r, _ in bands],
+            [max(band[0], low) for _, band in bands],
+            [min(band[1], high) for _, band in bands],
+            color=BAND_COLOUR,
+            linewidth=7 if shift == 0 else 4,
+            label="target",
+            transform=transforms.offset_copy(ax.transData, ax.figure, x=3 * shift, units="points"),
+        )
+    for role in ROLES:
+        mine = [r for r in rows if r.role == role]
+        if mine:
+            ax.scatter(
+                [r.published for r in mine],
+                [r.simulated for r in mine],
+                marker=ROLE_MARKERS[role],
+                c=[VERDICT_COLOURS[r.within_target] for r in mine],
+                edgecolors="black",
+                linewidths=0.4,
+                zorder=3,
+                label=role,
+            )
+    label_misses(ax, [(r.id, r.published, r.simulated) for r in rows if r.within_target is False])
+    ax.set_xlim(low, high)
+    ax.set_ylim(low, high)
+    ax.set_aspect("equal", adjustable="box")
+    ax.set_xlabel(f"published ({unit})")
+    ax.set_ylabel(f"simulated ({unit})")
+    ax.set_title(f"{UNIT_NAMES[unit]}: {score_text(rows, every_role=False)}\ntarget: {TARGETS[unit]}", fontsize=9)
+    ax.grid(alpha=0.3)
 
 
 # Seed 001's transfer sizes (figure 3.2: 1 KiB to 1 GiB) and its DDR-to-HBM destinations.

@@ -163,7 +163,7 @@ class Sensitivity:
 
 
 def sensitivity(
-    only: str | None = None, progress: Callable[[str, float], None] | None = None
+    only: reproduce.Only = None, progress: Callable[[str, float], None] | None = None
 ) -> tuple[list[reproduce.Row], list[Sensitivity]]:
     """The base rows and, for every marked parameter of a preset, of a scenario the rows run or of
     its kinds, their moves. `progress(stage, fraction)` is told the fraction of a stage's runs done:
@@ -179,7 +179,7 @@ def sensitivity(
     base_runner = reproduce.Runner(count)
     base = reproduce.reproduce(only, runner=base_runner)
     if not base:
-        raise api.ScenarioError(f"--only {only}: no row matches")
+        raise api.ScenarioError(f"{reproduce.only_text(only)}: no row matches")
     presets = sorted({result["platform"] for result in base_runner.cache.values()})
     scenarios = sorted({scenario for scenario, _ in base_runner.cache})
     parameters = [p for preset in presets for p in marked_parameters(preset, api.preset_source(preset))]

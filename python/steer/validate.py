@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from steer import _core, api
+from steer._core import ScenarioError
 from steer.calibrate import Figure, platform_values
 from steer.output import GIB, KIB, MIB, fmt_bytes
 
@@ -274,26 +275,128 @@ def as_json(rows: list[Row], calibration: Path, host: str) -> str:
     return json.dumps(body, indent=2) + "\n"
 
 
+# Where `steer report DIR` looks for `steer validate --json`'s output.
+ROWS_FILE = "validate.json"
+
+
+def load(path: Path) -> tuple[str, list[Row]]:
+    """The host and the rows of `as_json`'s output."""
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+        rows = [
+            Row(
+                r["workload"], r["metric"], r["unit"], Figure(r["measured"], *r["spread"], r["samples"]), r["simulated"]
+            )
+            for r in body["rows"]
+        ]
+        host = str(body["host"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ScenarioError(f"{path}: not the output of steer validate --json: {error}") from None
+    for r in rows:
+        numbers = (r.measured.median, r.measured.low, r.measured.high, r.simulated)
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in numbers):
+            raise ScenarioError(f"{path}: {r.metric}: measured, spread and simulated must be positive numbers")
+    return host, rows
+
+
 def plot(rows: list[Row]) -> bytes:
-    """Simulated over measured for each row, with the target band and the measured spread (PNG)."""
+    """The figure below as PNG bytes."""
     from steer.reproduce import png
 
     return png(figure(rows))
 
 
+# Markers of the probes' units in the parity panel.
+UNIT_MARKERS = ("o", "^", "s", "D")
+
+
+def score(rows: list[Row]) -> str:
+    return f"{sum(r.within for r in rows)} of {len(rows)} within {TARGET:.0%} of the measured median"
+
+
 def figure(rows: list[Row]):
-    """The plot's matplotlib figure: the first row on top."""
+    """Two panels: simulated against measured (log axes, the diagonal and the target band, the
+    measured spread across, a marker per unit, misses named) and simulated over measured per row
+    (the first row on top, with the target band and the spread); the score in the title. Every
+    probe validates: none is a loop `steer calibrate` fits on."""
     from steer.reproduce import pyplot
 
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.5))
+    fig, (parity, ratio) = plt.subplots(
+        1, 2, figsize=(15, max(5.5, 0.45 * len(rows) + 1.5)), gridspec_kw={"width_ratios": (1, 1.35)}
+    )
+    parity_panel(parity, rows)
+    ratio_panel(ratio, rows)
+    fig.suptitle(f"steer validate: {score(rows)} (every probe validates: none is fitted on)", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def parity_panel(ax, rows: list[Row]) -> None:
+    from steer.reproduce import VERDICT_COLOURS, label_misses, pyplot
+
+    plt = pyplot()
+    values = [v for r in rows for v in (r.measured.low, r.measured.high, r.simulated)]
+    low, high = min(values) / 1.5, max(values) * 1.5
+    ax.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high))
+    ax.fill_between(
+        [low, high],
+        [low * (1 - TARGET), high * (1 - TARGET)],
+        [low * (1 + TARGET), high * (1 + TARGET)],
+        color="#dfe9df",
+        label=f"within {TARGET:.0%}",
+    )
+    ax.plot([low, high], [low, high], color="grey", linewidth=1)
+    markers = dict(zip(dict.fromkeys(r.unit for r in rows), UNIT_MARKERS * len(rows)))
+    for unit, marker in markers.items():
+        mine = [r for r in rows if r.unit == unit]
+        ax.errorbar(
+            [r.measured.median for r in mine],
+            [r.simulated for r in mine],
+            xerr=[
+                [r.measured.median - r.measured.low for r in mine],
+                [r.measured.high - r.measured.median for r in mine],
+            ],
+            fmt="none",
+            ecolor="black",
+            elinewidth=0.8,
+        )
+        ax.scatter(
+            [r.measured.median for r in mine],
+            [r.simulated for r in mine],
+            marker=marker,
+            c=[VERDICT_COLOURS[r.within] for r in mine],
+            edgecolors="black",
+            linewidths=0.4,
+            zorder=3,
+            label=unit,
+        )
+    label_misses(ax, [(r.metric, r.measured.median, r.simulated) for r in rows if not r.within])
+    ax.set_aspect("equal", adjustable="box")
+    ax.set_xlabel("measured (median; bars: the spread)")
+    ax.set_ylabel("simulated")
+    ax.set_title("simulated against measured (green: within, red: miss)", fontsize=9)
+    # The units' markers in grey: their colours are the verdicts'.
+    handles = [ax.collections[0]] + [
+        plt.Line2D([], [], marker=marker, color="#555555", linestyle="none", label=unit)
+        for unit, marker in markers.items()
+    ]
+    # Below the panel: both of its empty triangles hold the names of misses.
+    ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncols=len(handles))
+    ax.grid(alpha=0.3)
+
+
+def ratio_panel(ax, rows: list[Row]) -> None:
+    """Simulated over measured for each row, the first row on top."""
+    from steer.reproduce import VERDICT_COLOURS
+
     ys = list(range(len(rows)))[::-1]
     ratios = [r.simulated / r.measured.median for r in rows]
     low = [r.simulated / r.measured.high for r in rows]
     high = [r.simulated / r.measured.low for r in rows]
     ax.axvspan(1 - TARGET, 1 + TARGET, color="#dfe9df", label=f"within {TARGET:.0%}")
     ax.axvline(1.0, color="grey", linewidth=1)
-    colors = ["#55a868" if r.within else "#c44e52" for r in rows]
+    colors = [VERDICT_COLOURS[r.within] for r in rows]
     ax.errorbar(
         ratios,
         ys,
@@ -307,5 +410,3 @@ def figure(rows: list[Row]):
     ax.set_xscale("log")
     ax.set_xlabel("simulated / measured (bars: the measured spread)")
     ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    return fig

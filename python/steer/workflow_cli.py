@@ -249,8 +249,15 @@ def add_commands(commands, with_set: Callable[[argparse.ArgumentParser], None]) 
     )
     plot.set_defaults(handler=cmd_plot)
 
-    report = commands.add_parser("report", help="one self-contained HTML page of a sweep's tables and figures")
-    report.add_argument("results", help="results directory of a sweep")
+    report = commands.add_parser(
+        "report",
+        help="one self-contained HTML page of a sweep's tables and figures (and of reproduce's or validate's rows)",
+    )
+    report.add_argument(
+        "results",
+        help="results directory of a sweep; with `steer reproduce --plot DIR`'s rows or `steer validate --json "
+        "DIR/validate.json` in it, their sections too (alone if no sweep wrote there)",
+    )
     report.add_argument(
         "-o", "--output", type=output.file_name, metavar="FILE", help="HTML file (default RESULTS/report.html)"
     )
