@@ -460,6 +460,7 @@ def test_a_bad_option_is_refused_before_a_first_calibration(command, monkeypatch
 
 def test_the_json_reads_back_as_the_rows_and_anything_else_is_one_line(tmp_path):
     rows = [row([10.0, 8.0, 12.5], 11.0, "a"), row([4.0], 2.0, "b")]
+    rows[0].checks = ("core.fill_cycles_per_line",)
     path = tmp_path / "v.json"
     path.write_text(validate.as_json(rows, tmp_path / "host.toml", "box"))
     assert validate.load(path) == ("box", rows)

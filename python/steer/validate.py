@@ -285,7 +285,12 @@ def load(path: Path) -> tuple[str, list[Row]]:
         body = json.loads(path.read_text(encoding="utf-8"))
         rows = [
             Row(
-                r["workload"], r["metric"], r["unit"], Figure(r["measured"], *r["spread"], r["samples"]), r["simulated"]
+                r["workload"],
+                r["metric"],
+                r["unit"],
+                Figure(r["measured"], *r["spread"], r["samples"]),
+                r["simulated"],
+                tuple(r.get("checks", ())),
             )
             for r in body["rows"]
         ]
