@@ -19,17 +19,17 @@ stat!(
     READ_GBPS,
     "read_gbps",
     "GB/s",
-    "bytes read from memory over the measured window: line reads of DDR channels, and what bulk transfers (DSA copies, a core's copies and scans) read from DDR and HBM nodes"
+    "DRAM read bandwidth: bytes read over the measured window, by line reads of DDR channels and by bulk transfers (DSA copies, a core's copies and scans) from DDR and HBM nodes"
 );
-stat!(WRITE_GBPS, "write_gbps", "GB/s", "bytes written to memory over the measured window, counted as read_gbps");
+stat!(WRITE_GBPS, "write_gbps", "GB/s", "DRAM write bandwidth: bytes written, counted as read_gbps counts reads");
 stat!(TOTAL_GBPS, "total_gbps", "GB/s", "read_gbps plus write_gbps");
 stat!(
     CHANNEL_READ_GBPS,
     "read_gbps",
     "GB/s",
-    "bytes read from the DDR channel over the measured window (bulk transfers' bytes by the lines' interleave)"
+    "the channel's read bandwidth: bytes read over the measured window (bulk transfers' bytes by their lines' interleave)"
 );
-stat!(CHANNEL_WRITE_GBPS, "write_gbps", "GB/s", "bytes written to the DDR channel, counted as its read_gbps");
+stat!(CHANNEL_WRITE_GBPS, "write_gbps", "GB/s", "the channel's write bandwidth, counted as its read_gbps");
 stat!(
     READ_QUEUE_NS,
     "read_queue_ns",
