@@ -207,7 +207,11 @@ def test_a_scenario_is_a_file_where_the_name_looks_like_one_else_a_built_in(tmp_
 
 def test_a_result_schema_names_every_key_without_running():
     schema = steer.result_schema("rx-default", placement="l2")
-    assert schema["dram.read_gbps"] == ("GB/s", "DRAM read bandwidth")
+    assert schema["dram.read_gbps"] == (
+        "GB/s",
+        "DRAM read bandwidth: bytes read over the measured window, by line reads of DDR channels and by bulk"
+        " transfers (DSA copies, a core's copies and scans) from DDR and HBM nodes",
+    )
     assert "cores.*.fills.l2" in schema
 
 

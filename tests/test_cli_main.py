@@ -103,6 +103,43 @@ def test_a_run_without_devices_cores_or_statistics_prints_none_of_their_tables()
     assert "Demand accesses" not in cli.format_run(result)
 
 
+def test_hbm_traffic_is_shown_beside_the_ddr_channels():
+    result = hand_made_result()
+    result["dram"]["hbm"] = [
+        {"node": 2, "read_gbps": 0.25, "write_gbps": 1.0},
+        {"node": 3, "read_gbps": 0.5, "write_gbps": 0.0},
+    ]
+    assert cli.format_run(result).splitlines()[2:5] == [
+        "DRAM  read 1.23 GB/s   write 2.00 GB/s   total 3.23 GB/s   (2 DDR channels, 2 HBM nodes)",
+        "  of which HBM  read 0.75 GB/s   write 1.00 GB/s",
+        "",
+    ]
+
+
+def test_cores_without_demand_accesses_show_how_busy_they_were_not_an_empty_fill_table():
+    result = hand_made_result()
+    result["cores"]["1"]["fills"] = dict.fromkeys(result["cores"]["1"]["fills"], 0.0)
+    text = cli.format_run(result)
+    assert "Demand accesses" not in text
+    assert text.splitlines()[7:10] == [
+        "Cores (no demand access simulated: bulk reads and copies move as flows, not lines):",
+        "cpu  role      busy",
+        "  1  rx_loop  50.0%",
+    ]
+
+
+def test_a_finished_copy_or_query_is_measured_over_its_own_time_without_a_warning(steer_cli):
+    for args, took in (
+        (["dsa-copy", "--set", "total_bytes=16777216"], r"bytes in ([\d.]+) ms"),
+        (["qdp", "--set", "column_bytes=16777216", "--set", "block_bytes=1048576"], r"query: ([\d.]+) ms"),
+    ):
+        done = steer_cli("run", *args, "--quiet")
+        assert done.returncode == 0 and done.stderr == "", (args, done.stderr)
+        measured = re.search(r"(\d+) µs measured", done.stdout)
+        assert measured and int(measured[1]) == round(1000 * float(re.search(took, done.stdout)[1])), done.stdout
+        assert "DRAM  read 0.00" not in done.stdout, done.stdout
+
+
 def test_workload_statistics_leave_out_window_totals_and_empty_latency_summaries():
     core = hand_made_result()["cores"]["1"]
     assert cli.shown_stats(core) == [
@@ -225,8 +262,6 @@ def test_stalls_and_a_stalled_window_are_one_warning_each(capsys):
         "steer: warning: nothing was left to happen after 150.0 µs",
         "steer: warning: cpu 2 (pingpong) stalled at 2500.0 µs: waits for a message",
     ]
-    # A copy that finished leaves nothing to happen by design: no warning for that.
-    cli.warn_stalls({"sim": {"stalled_at_ns": 1500.0}, "copy": {"seconds": 0.1}})
     cli.warn_stalls({"sim": {"stalled_at_ns": None}})
     cli.warn_stalls({})
     assert capsys.readouterr().err == ""

@@ -66,6 +66,48 @@ def test_invalidate_flush_and_clear():
         cache.flush(4096)
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: np.arange(100),
+        lambda: np.linspace(0, 1, 100),
+        lambda: memoryview(np.arange(100)),
+        lambda: bytearray(b"y" * 100),
+    ],
+    ids=["int64", "float64", "memoryview", "bytearray"],
+)
+def test_invalidate_takes_every_buffer_access_takes(make):
+    cache = Cache(backend="cpu")
+    block = make()
+    cache.access(block).wait()
+    cache.invalidate(block)
+    cache.access(block).wait()
+    assert cache.stats()["misses"] == 2, "the entry was removed: the second access misses"
+
+
+def test_a_non_contiguous_block_is_refused_by_invalidate_too():
+    with pytest.raises(ValueError, match="contiguous"):
+        Cache(backend="cpu").invalidate(np.arange(100)[::2])
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: Cache(backend="cpu", capacity=2**70),
+            r"capacity is too large: 0 to \d+ \(got 1180591620717411303424\)",
+        ),
+        (lambda: Cache(backend="cpu", capacity=-(2**70)), "capacity must not be negative"),
+        (lambda: Cache(backend="cpu").flush(-1), r"node must not be negative: 0 to \d+ \(got -1\)"),
+        (lambda: Cache(backend="cpu").flush(2**70), "node is too large"),
+        (lambda: Cache(backend="cpu").flush(np.int64(-1)), "node must not be negative"),
+    ],
+)
+def test_out_of_range_counts_are_value_errors_naming_the_argument(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
 def test_memory_is_freed_with_the_last_holder():
     cache = Cache(backend="cpu")
     entries = [cache.access(np.full(10_000, i, dtype=np.uint8)) for i in range(8)]

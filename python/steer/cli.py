@@ -25,14 +25,23 @@ def format_run(result: dict) -> str:
     """The human-readable summary of one run."""
     sim = result["sim"]
     dram = result["dram"]
+    hbm = dram.get("hbm", [])
+    memories = (
+        f"{len(dram['channels'])} DDR channels, {len(hbm)} HBM nodes" if hbm else f"{len(dram['channels'])} channels"
+    )
     lines = [
         f"{result['scenario']} on {result['platform']}: {sim['measured_ns'] / 1000:.0f} µs measured "
         f"after {sim['warmup_ns'] / 1000:.0f} µs warm-up (seed {sim['seed']})",
         "",
         f"DRAM  read {dram['read_gbps']:.2f} GB/s   write {dram['write_gbps']:.2f} GB/s   "
-        f"total {dram['total_gbps']:.2f} GB/s   ({len(dram['channels'])} channels)",
-        "",
+        f"total {dram['total_gbps']:.2f} GB/s   ({memories})",
     ]
+    if hbm:
+        lines.append(
+            f"  of which HBM  read {sum(n['read_gbps'] for n in hbm):.2f} GB/s   "
+            f"write {sum(n['write_gbps'] for n in hbm):.2f} GB/s"
+        )
+    lines.append("")
     nics = {name: d for name, d in result["devices"].items() if "placement" in d}
     device_rows = [
         [name, d["placement"], f"{d['offered_gbps']:.2f}", f"{d['rx_gbps']:.2f}", d["drops"]]
@@ -44,16 +53,23 @@ def format_run(result: dict) -> str:
         lines += [format_copy(result), ""]
     if "query" in result:
         lines += [format_query(result["query"]), ""]
+    # Workloads that move their data as flows (bulk copies and scans) make no demand access: their
+    # cores show only how busy they were.
+    accessed = any(any(core["fills"].values()) for core in result["cores"].values())
+    sources = FILL_SOURCES if accessed else ()
     core_rows = []
     for cpu, core in result["cores"].items():
         fills = core["fills"]
         busy = core.get("workload", {}).get("busy")
         core_rows.append(
-            [cpu, core["role"]] + [percent(fills[s]) for s in FILL_SOURCES] + ["" if busy is None else percent(busy)]
+            [cpu, core["role"]] + [percent(fills[s]) for s in sources] + ["" if busy is None else percent(busy)]
         )
     if core_rows:
-        lines += ["Demand accesses by where they were satisfied:"]
-        lines += [output.table(["cpu", "role", *FILL_SOURCES, "busy"], core_rows), ""]
+        if accessed:
+            lines += ["Demand accesses by where they were satisfied:"]
+        else:
+            lines += ["Cores (no demand access simulated: bulk reads and copies move as flows, not lines):"]
+        lines += [output.table(["cpu", "role", *sources, "busy"], core_rows), ""]
     stat_rows = [
         [cpu, core["role"], ", ".join(f"{key} {text}" for key, text in workload_stats(core))]
         for cpu, core in result["cores"].items()
@@ -147,8 +163,8 @@ def run_outputs(json_path: Path, text: str, resolved: str) -> dict[Path, str]:
 def warn_stalls(result: dict) -> None:
     """One line on stderr per agent that stopped making progress: the run is not silently short."""
     sim = result.get("sim", {})
-    finished_job = result.get("copy", {}).get("seconds") is not None
-    if sim.get("stalled_at_ns") is not None and not finished_job:
+    # A run whose jobs (a copy, a query) all ended stops with them: it never reports this.
+    if sim.get("stalled_at_ns") is not None:
         print(f"steer: warning: nothing was left to happen after {sim['stalled_at_ns'] / 1000:.1f} µs", file=sys.stderr)
     for stall in sim.get("stalls", []):
         since = stall["since_ns"] / 1000

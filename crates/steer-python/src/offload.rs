@@ -7,12 +7,43 @@ use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyMemoryView};
+use pyo3::types::{PyDict, PyInt, PyMemoryView};
 
 use steer_offload::{policy, Cache, CacheData, Error};
 
 fn to_py(error: Error) -> PyErr {
     PyValueError::new_err(error.to_string())
+}
+
+/// The bytes of `block` (bytes, bytearray, a contiguous numpy array of any item type, a
+/// memoryview): arrays of other item types are seen as their bytes, at the same address, so that
+/// `access` and `invalidate` of one block name the same source.
+fn contiguous_bytes(block: &Bound<'_, PyAny>) -> PyResult<PyBuffer<u8>> {
+    let source = PyBuffer::<u8>::get(block).or_else(|_| {
+        let view = PyMemoryView::from(block)?;
+        if !view.getattr("c_contiguous")?.is_truthy()? {
+            return Err(PyValueError::new_err("block is not contiguous"));
+        }
+        PyBuffer::<u8>::get(&view.call_method1("cast", ("B",))?)
+    })?;
+    if !source.is_c_contiguous() {
+        return Err(PyValueError::new_err("block is not contiguous"));
+    }
+    Ok(source)
+}
+
+/// Argument `name` as a count (an integer from 0 to the largest `usize`); anything else that is
+/// an integer is a `ValueError` naming the argument, not an `OverflowError` of the conversion.
+fn count_arg(name: &str, value: &Bound<'_, PyAny>) -> PyResult<usize> {
+    value.extract::<usize>().or_else(|error| {
+        // An integer of any kind (numpy's included) gives itself as a Python int.
+        let Ok(int) = value.call_method0("__index__") else { return Err(error) };
+        if !int.is_instance_of::<PyInt>() {
+            return Err(error);
+        }
+        let problem = if int.lt(0)? { "must not be negative" } else { "is too large" };
+        Err(PyValueError::new_err(format!("{name} {problem}: 0 to {} (got {int})", usize::MAX)))
+    })
 }
 
 /// An offloading cache of this machine (seed 001): `access(buf)` starts copying a block into
@@ -34,13 +65,12 @@ impl PyCache {
         placement: Option<&str>,
         copy_policy: Option<&str>,
         backend: Option<&str>,
-        capacity: Option<i64>,
+        capacity: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let cache = match capacity {
             None => Cache::from_names(placement, copy_policy, backend),
             Some(bytes) => {
-                let bytes = usize::try_from(bytes)
-                    .map_err(|_| PyValueError::new_err(format!("capacity {bytes} is negative")))?;
+                let bytes = count_arg("capacity", bytes)?;
                 Cache::from_names_with_capacity(placement, copy_policy, backend, bytes)
             }
         };
@@ -50,17 +80,7 @@ impl PyCache {
     /// The entry for the bytes of `block` (bytes, bytearray, a contiguous numpy array, ...). The
     /// block must not change while entries of it live; call `invalidate(block)` after changing it.
     fn access(&self, block: &Bound<'_, PyAny>) -> PyResult<PyCacheData> {
-        let source = PyBuffer::<u8>::get(block).or_else(|_| {
-            // Arrays of other item types are cached as their bytes.
-            let view = PyMemoryView::from(block)?;
-            if !view.getattr("c_contiguous")?.is_truthy()? {
-                return Err(PyValueError::new_err("block is not contiguous"));
-            }
-            PyBuffer::<u8>::get(&view.call_method1("cast", ("B",))?)
-        })?;
-        if !source.is_c_contiguous() {
-            return Err(PyValueError::new_err("block is not contiguous"));
-        }
+        let source = contiguous_bytes(block)?;
         // SAFETY: the buffer export held in `source` keeps the exporter's memory alive (and not
         // resized) as long as the returned CacheData lives; unchanged contents are the caller's
         // promise, as the docstring says.
@@ -70,7 +90,8 @@ impl PyCache {
 
     /// Drops the cache's reference to unused entries of `node` (default: every node).
     #[pyo3(signature = (node=None))]
-    fn flush(&self, node: Option<usize>) -> PyResult<()> {
+    fn flush(&self, node: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let node = node.map(|n| count_arg("node", n)).transpose()?;
         self.cache.flush(node).map_err(to_py)
     }
 
@@ -79,9 +100,9 @@ impl PyCache {
         self.cache.clear();
     }
 
-    /// Removes the entries of `block`.
+    /// Removes the entries of `block` (any buffer `access` takes).
     fn invalidate(&self, block: &Bound<'_, PyAny>) -> PyResult<()> {
-        let source = PyBuffer::<u8>::get(block)?;
+        let source = contiguous_bytes(block)?;
         self.cache.invalidate(source.buf_ptr().cast());
         Ok(())
     }

@@ -221,6 +221,8 @@ pub struct ProgramCx<'a, 'b> {
     now: Time,
     ops: &'a mut Ops,
     units: &'a mut u64,
+    /// Time the CPU worked for the program outside its units' operations.
+    busy: &'a mut Time,
 }
 
 impl ProgramCx<'_, '_> {
@@ -279,6 +281,12 @@ impl ProgramCx<'_, '_> {
         *self.units += units;
     }
 
+    /// Counts `duration` the program waited as time the CPU worked for it: a core streaming a
+    /// bulk transfer (a flow) is busy with its misses while the program sleeps until it ends.
+    pub fn busy_for(&mut self, duration: Time) {
+        *self.busy += duration;
+    }
+
     pub fn load(&mut self, line: Line) -> LoadId {
         self.queue(Op::Load(line));
         LoadId(self.ops.loads_queued - 1)
@@ -328,16 +336,16 @@ impl ProgramCx<'_, '_> {
 /// Asks `program` for its next unit at `now` outside any CPU, as a CPU would: what it answered,
 /// the operations it queued, and the units it counted (for tests of programs).
 pub fn ask(program: &mut dyn Program, cx: &mut Cx, now: Time) -> (Next, Vec<Op>, u64) {
-    let (mut ops, mut units) = (Ops::default(), 0);
-    let next = program.next(&mut ProgramCx { cx, now, ops: &mut ops, units: &mut units });
+    let (mut ops, mut units, mut busy) = (Ops::default(), 0, Time::ZERO);
+    let next = program.next(&mut ProgramCx { cx, now, ops: &mut ops, units: &mut units, busy: &mut busy });
     (next, ops.queue.into_iter().collect(), units)
 }
 
 /// Reaches `Op::Call(tag)` of `program`'s unit at `now`, outside any CPU; returns the units it
 /// counted.
 pub fn reach_call(program: &mut dyn Program, tag: u32, cx: &mut Cx, now: Time) -> u64 {
-    let (mut ops, mut units) = (Ops::default(), 0);
-    program.on_call(tag, &mut ProgramCx { cx, now, ops: &mut ops, units: &mut units });
+    let (mut ops, mut units, mut busy) = (Ops::default(), 0, Time::ZERO);
+    program.on_call(tag, &mut ProgramCx { cx, now, ops: &mut ops, units: &mut units, busy: &mut busy });
     units
 }
 
@@ -461,7 +469,9 @@ impl Cpu {
 
     fn program_cx<'a, 'b>(&'a mut self, cx: &'a mut Cx<'b>, p: usize) -> (ProgramCx<'a, 'b>, &'a mut Box<dyn Program>) {
         let hosted = &mut self.hosted[p];
-        (ProgramCx { cx, now: self.timer.now, ops: &mut self.ops, units: &mut hosted.units }, &mut hosted.program)
+        let pcx =
+            ProgramCx { cx, now: self.timer.now, ops: &mut self.ops, units: &mut hosted.units, busy: &mut hosted.busy };
+        (pcx, &mut hosted.program)
     }
 
     /// Executes the current unit's operations until they are done (true) or the CPU reaches the

@@ -192,6 +192,8 @@ pub struct Engine {
     now: Time,
     /// When the engine ran out of events before the time it was asked to reach, if it did.
     pub ran_dry_at: Option<Time>,
+    /// The run ended with its last job: agents still waiting are done, not stalled.
+    ended: bool,
 }
 
 impl Engine {
@@ -214,6 +216,7 @@ impl Engine {
             max_runahead,
             now: Time::ZERO,
             ran_dry_at: None,
+            ended: false,
         };
         for (i, (agent, start)) in agents.into_iter().enumerate() {
             engine.agents.push(agent);
@@ -234,9 +237,13 @@ impl Engine {
 
     /// Runs every event before `until`; `progress` is called with the simulated time now and
     /// then and stops the run by returning false. Returns whether `until` was reached.
+    /// A run whose workloads all end stops with the last of them (`Jobs`), `now` then its end.
     pub fn run_until(&mut self, shared: &mut Shared, until: Time, progress: &mut dyn FnMut(Time) -> bool) -> bool {
         let mut next_report = self.now;
         while let Some(time) = self.schedule.horizon() {
+            if self.ended_with_jobs(shared, until) {
+                return true;
+            }
             if time >= until {
                 break;
             }
@@ -272,11 +279,23 @@ impl Engine {
                 }
             }
         }
+        if self.ended_with_jobs(shared, until) {
+            return true;
+        }
         if self.schedule.horizon().is_none() && self.ran_dry_at.is_none() {
             // Nothing is scheduled and nobody can be woken: nothing will ever happen again.
             self.ran_dry_at = Some(self.now);
         }
         self.now = until;
+        true
+    }
+
+    /// Whether the run ended with its last job (nothing left to happen, as it should be); `now`
+    /// is then that job's end.
+    fn ended_with_jobs(&mut self, shared: &Shared, until: Time) -> bool {
+        let Some(end) = shared.jobs.run_ended_at() else { return false };
+        self.now = end.min(until);
+        self.ended = true;
         true
     }
 
@@ -295,7 +314,10 @@ impl Engine {
         for (i, agent) in self.agents.iter().enumerate() {
             if let Some(stall) = &self.stalled[i] {
                 stalls.push(stall.clone());
-            } else if self.schedule.pending[i].is_none() && self.last_run[i] < window_start && !agent.idles_by_design()
+            } else if !self.ended
+                && self.schedule.pending[i].is_none()
+                && self.last_run[i] < window_start
+                && !agent.idles_by_design()
             {
                 let waiting = agent.waiting_for();
                 let reason = if waiting.is_empty() { "waiting, and nothing woke it".to_string() } else { waiting };
@@ -488,6 +510,44 @@ mod tests {
         assert_eq!((stalls[1].since, stalls[1].reason.as_str()), (ns(0.0), "waiting, and nothing woke it"));
         // A waiter that ran inside the window is not stalled.
         assert_eq!(engine.stalls(Time::ZERO).len(), 1);
+    }
+
+    #[test]
+    fn a_run_whose_jobs_all_ended_stops_at_the_last_end_without_running_dry() {
+        // Ends its job at its second step (10 ns; its clock then at 12 ns), then polls on.
+        struct Job(u32);
+        impl Agent for Job {
+            fn name(&self) -> String {
+                "job".into()
+            }
+            fn step(&mut self, cx: &mut Cx, now: Time, _limit: Time) -> Step {
+                self.0 += 1;
+                if self.0 == 2 {
+                    cx.shared.jobs.end(now + ns(2.0));
+                }
+                Step::At(now + ns(10.0))
+            }
+            fn as_any(&self) -> &dyn Any {
+                self
+            }
+        }
+        let run = |end_the_run: bool| {
+            let agents: Vec<Starting> = vec![(Box::new(Job(0)), Some(ns(0.0))), (probe(None, None), Some(ns(0.0)))];
+            let mut engine = Engine::new(agents, 1, Time::ZERO);
+            let mut shared = Shared::empty();
+            shared.jobs.register();
+            shared.jobs.end_the_run = end_the_run;
+            assert!(engine.run_until(&mut shared, ns(100.0), &mut |_| true));
+            engine
+        };
+        let ended = run(true);
+        assert_eq!((ended.now(), ended.ran_dry_at), (ns(12.0), None));
+        // The agent still waiting is done, not stalled.
+        assert_eq!(ended.stalls(ns(5.0)), []);
+        // Beside a workload that does not end, the run goes on to the window's end.
+        let going_on = run(false);
+        assert_eq!(going_on.now(), ns(100.0));
+        assert_eq!(going_on.stalls(ns(5.0)).len(), 1);
     }
 
     #[test]

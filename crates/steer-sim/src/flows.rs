@@ -10,6 +10,7 @@
 //! settles the flows at each change and at each completion, notifying each finished flow's owner.
 
 use crate::engine::{Agent, Cx, Signal, Step};
+use crate::memory::BulkTraffic;
 use crate::platform::PlatformSpec;
 use crate::units::Time;
 
@@ -37,10 +38,68 @@ pub fn plain(route: Vec<ResourceId>) -> Vec<Use> {
     route.into_iter().map(|r| (r, 1.0)).collect()
 }
 
+/// Where a flow's bytes lie in memory: a buffer of `len` bytes at byte `offset` of memory node
+/// `node`, walked from byte `start` of it on, starting over at its beginning once past its end (a
+/// buffer copied again and again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Region {
+    pub node: u32,
+    pub offset: u64,
+    pub len: u64,
+    pub start: u64,
+}
+
+impl Region {
+    /// The buffer of `len` bytes at `offset` of `node`, from its first byte.
+    pub fn new(node: u32, offset: u64, len: u64) -> Region {
+        Region { node, offset, len: len.max(1), start: 0 }
+    }
+
+    /// The same buffer, walked from `bytes` further on.
+    pub fn skip(self, bytes: u64) -> Region {
+        Region { start: ((self.start as u128 + bytes as u128) % self.len as u128) as u64, ..self }
+    }
+
+    /// Calls `each(offset, bytes)` for the runs of memory that bytes `from..to` of the walk cover.
+    fn runs(&self, from: u64, to: u64, mut each: impl FnMut(u64, u64)) {
+        let mut at = ((self.start as u128 + from as u128) % self.len as u128) as u64;
+        let mut left = to - from;
+        while left > 0 {
+            let bytes = left.min(self.len - at);
+            each(self.offset + at, bytes);
+            left -= bytes;
+            at = 0;
+        }
+    }
+}
+
+/// A flow to start: the bytes it moves, the resources it crosses, its own cap, and where in
+/// memory it reads and writes them (none: memory the model does not count, as a source in the LLC).
+#[derive(Debug, Clone)]
+pub struct Transfer {
+    pub bytes: u64,
+    pub route: Vec<Use>,
+    pub cap_gbs: f64,
+    pub reads: Option<Region>,
+    pub writes: Option<Region>,
+}
+
+impl Transfer {
+    /// `bytes` over `route` at most `cap_gbs`, counted in no memory.
+    pub fn over(route: Vec<Use>, cap_gbs: f64, bytes: u64) -> Transfer {
+        Transfer { bytes, route, cap_gbs, reads: None, writes: None }
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Flow {
     route: Vec<Use>,
     cap_gbs: f64,
+    bytes: u64,
+    /// Bytes already counted in the memory traffic.
+    counted: u64,
+    reads: Option<Region>,
+    writes: Option<Region>,
     remaining: f64,
     /// Current rate, bytes per ns (GB/s).
     rate: f64,
@@ -69,6 +128,8 @@ pub struct Flows {
     pub changed: Option<Signal>,
     /// The shared resources of the platform (memory nodes, meshes, socket links), once made.
     pub network: Option<Network>,
+    /// What the flows read and wrote in memory (made with the network).
+    pub traffic: BulkTraffic,
 }
 
 impl Flows {
@@ -84,11 +145,13 @@ impl Flows {
         OwnerId(self.owners.len() as u32 - 1)
     }
 
-    /// Starts a flow of `bytes` over `route`, at most `cap_gbs`, at `now`; `tag` comes back to
-    /// its owner when it finishes. The caller notifies `changed`.
-    pub fn start(&mut self, now: Time, route: Vec<Use>, cap_gbs: f64, bytes: u64, owner: OwnerId, tag: u64) {
+    /// Starts `transfer` at `now`; `tag` comes back to its owner when it finishes. The caller
+    /// notifies `changed`.
+    pub fn start(&mut self, now: Time, transfer: Transfer, owner: OwnerId, tag: u64) {
         self.advance(now);
-        self.flows.push(Flow { route, cap_gbs, remaining: bytes as f64, rate: 0.0, owner, tag });
+        let Transfer { bytes, route, cap_gbs, reads, writes } = transfer;
+        let remaining = bytes as f64;
+        self.flows.push(Flow { route, cap_gbs, bytes, counted: 0, reads, writes, remaining, rate: 0.0, owner, tag });
         self.share();
     }
 
@@ -109,7 +172,7 @@ impl Flows {
 
     /// Moves every flow's bytes up to `now`. A flow started by an agent whose clock is behind
     /// the flows' (within the run-ahead bound) starts at the flows' time, never in their past.
-    fn advance(&mut self, now: Time) {
+    pub fn advance(&mut self, now: Time) {
         if now <= self.updated {
             return;
         }
@@ -121,6 +184,9 @@ impl Flows {
             for (r, _) in &flow.route {
                 self.resources[r.0 as usize].bytes += moved;
             }
+            // Whole bytes only; a finished flow counts its last fraction (`settle`).
+            let done = (flow.bytes as f64 - flow.remaining).floor().clamp(0.0, flow.bytes as f64) as u64;
+            count(&mut self.traffic, flow, done);
         }
     }
 
@@ -188,7 +254,9 @@ impl Flows {
         let mut i = 0;
         while i < self.flows.len() {
             if self.flows[i].remaining <= DONE_BYTES {
-                let flow = self.flows.swap_remove(i);
+                let mut flow = self.flows.swap_remove(i);
+                let all = flow.bytes;
+                count(&mut self.traffic, &mut flow, all);
                 let owner = &mut self.owners[flow.owner.0 as usize];
                 owner.finished.push(flow.tag);
                 if !told.contains(&owner.signal) {
@@ -212,6 +280,19 @@ impl Flows {
     }
 }
 
+/// Counts bytes `flow.counted..done` of `flow` in the memory it reads and writes.
+fn count(traffic: &mut BulkTraffic, flow: &mut Flow, done: u64) {
+    if done <= flow.counted {
+        return;
+    }
+    for (region, write) in [(flow.reads, false), (flow.writes, true)] {
+        if let Some(region) = region {
+            region.runs(flow.counted, done, |offset, bytes| traffic.carry(region.node, offset, bytes, write));
+        }
+    }
+    flow.counted = done;
+}
+
 /// The platform's shared resources: each memory node, each socket's mesh, the socket link in
 /// each direction.
 #[derive(Debug, Clone)]
@@ -226,6 +307,7 @@ pub struct Network {
 
 impl Network {
     pub fn new(platform: &PlatformSpec, flows: &mut Flows) -> Network {
+        flows.traffic = BulkTraffic::new(platform);
         let nodes = platform.memory_nodes();
         let memory =
             nodes.iter().enumerate().map(|(i, n)| flows.add_resource(format!("memory node {i}"), n.gbs)).collect();
@@ -324,23 +406,23 @@ mod tests {
     #[test]
     fn one_flow_runs_at_its_tightest_resource_or_cap() {
         let (mut flows, a, b, owner) = two_resources();
-        flows.start(ns(0.0), plain(vec![a, b]), f64::INFINITY, 400, owner, 1);
+        flows.start(ns(0.0), Transfer::over(plain(vec![a, b]), f64::INFINITY, 400), owner, 1);
         assert_eq!(flows.rate_of(owner, 1), Some(4.0));
         // 400 bytes at 4 bytes/ns: done at 100 ns.
         assert_eq!(flows.next_finish(), Some(Time(100_000)));
-        flows.start(ns(0.0), plain(vec![a]), 3.0, 30, owner, 2);
+        flows.start(ns(0.0), Transfer::over(plain(vec![a]), 3.0, 30), owner, 2);
         assert_eq!(flows.rate_of(owner, 2), Some(3.0));
     }
 
     #[test]
     fn max_min_gives_the_unconstrained_flow_what_the_constrained_one_leaves() {
         let (mut flows, a, b, owner) = two_resources();
-        flows.start(ns(0.0), plain(vec![a, b]), f64::INFINITY, 1000, owner, 1);
-        flows.start(ns(0.0), plain(vec![a]), f64::INFINITY, 1000, owner, 2);
+        flows.start(ns(0.0), Transfer::over(plain(vec![a, b]), f64::INFINITY, 1000), owner, 1);
+        flows.start(ns(0.0), Transfer::over(plain(vec![a]), f64::INFINITY, 1000), owner, 2);
         // Flow 1 is held to 4 by b; flow 2 gets the 6 left of a.
         assert_eq!(flows.rate_of(owner, 1), Some(4.0));
         assert_eq!(flows.rate_of(owner, 2), Some(6.0));
-        flows.start(ns(0.0), plain(vec![a]), f64::INFINITY, 1000, owner, 3);
+        flows.start(ns(0.0), Transfer::over(plain(vec![a]), f64::INFINITY, 1000), owner, 3);
         assert_eq!(flows.rate_of(owner, 1), Some(10.0 / 3.0));
         assert_eq!(flows.rate_of(owner, 3), Some(10.0 / 3.0));
     }
@@ -348,8 +430,8 @@ mod tests {
     #[test]
     fn a_finished_flow_is_reported_once_to_its_owner_and_frees_its_share() {
         let (mut flows, a, _, owner) = two_resources();
-        flows.start(ns(0.0), plain(vec![a]), f64::INFINITY, 100, owner, 7);
-        flows.start(ns(0.0), plain(vec![a]), f64::INFINITY, 1000, owner, 8);
+        flows.start(ns(0.0), Transfer::over(plain(vec![a]), f64::INFINITY, 100), owner, 7);
+        flows.start(ns(0.0), Transfer::over(plain(vec![a]), f64::INFINITY, 1000), owner, 8);
         // Each at 5 bytes/ns: flow 7 ends at 20 ns; flow 8 has 900 bytes left and gets all 10.
         assert!(flows.settle(ns(19.0)).is_empty());
         assert_eq!(flows.settle(ns(20.0)), vec![Signal(0)]);
@@ -364,14 +446,14 @@ mod tests {
     #[test]
     fn a_flow_held_at_its_cap_leaves_the_rest_of_the_resource_to_the_others() {
         let (mut flows, a, _, owner) = two_resources();
-        flows.start(ns(0.0), plain(vec![a]), 2.0, 1000, owner, 1);
-        flows.start(ns(0.0), plain(vec![a]), f64::INFINITY, 1000, owner, 2);
+        flows.start(ns(0.0), Transfer::over(plain(vec![a]), 2.0, 1000), owner, 1);
+        flows.start(ns(0.0), Transfer::over(plain(vec![a]), f64::INFINITY, 1000), owner, 2);
         assert_eq!((flows.rate_of(owner, 1), flows.rate_of(owner, 2)), (Some(2.0), Some(8.0)));
         // A cap reached only after a first round: b (4) freezes flow 3 at 4; flow 4 then rises
         // from 4 to its cap of 5, not to the 6 a would leave it.
         let (mut flows, a, b, owner) = two_resources();
-        flows.start(ns(0.0), plain(vec![a]), 5.0, 1000, owner, 4);
-        flows.start(ns(0.0), plain(vec![a, b]), f64::INFINITY, 1000, owner, 3);
+        flows.start(ns(0.0), Transfer::over(plain(vec![a]), 5.0, 1000), owner, 4);
+        flows.start(ns(0.0), Transfer::over(plain(vec![a, b]), f64::INFINITY, 1000), owner, 3);
         assert_eq!((flows.rate_of(owner, 3), flows.rate_of(owner, 4)), (Some(4.0), Some(5.0)));
         assert_eq!(FlowAgent.name(), "flows");
     }
@@ -382,8 +464,8 @@ mod tests {
         let mut flows = Flows::default();
         let buffers = flows.add_resource("read buffers", 12.0);
         let owner = flows.add_owner(Signal(0));
-        flows.start(ns(0.0), vec![(buffers, 2.0)], f64::INFINITY, 100, owner, 1);
-        flows.start(ns(0.0), vec![(buffers, 1.0)], f64::INFINITY, 100, owner, 2);
+        flows.start(ns(0.0), Transfer::over(vec![(buffers, 2.0)], f64::INFINITY, 100), owner, 1);
+        flows.start(ns(0.0), Transfer::over(vec![(buffers, 1.0)], f64::INFINITY, 100), owner, 2);
         assert_eq!((flows.rate_of(owner, 1), flows.rate_of(owner, 2)), (Some(4.0), Some(4.0)));
     }
 
@@ -395,16 +477,16 @@ mod tests {
         let buffers = flows.add_resource("read buffers", 12.0);
         let port = flows.add_resource("port", 2.0);
         let owner = flows.add_owner(Signal(0));
-        flows.start(ns(0.0), vec![(buffers, 2.0), (port, 1.0)], f64::INFINITY, 100, owner, 1);
-        flows.start(ns(0.0), vec![(buffers, 1.0)], f64::INFINITY, 100, owner, 2);
+        flows.start(ns(0.0), Transfer::over(vec![(buffers, 2.0), (port, 1.0)], f64::INFINITY, 100), owner, 1);
+        flows.start(ns(0.0), Transfer::over(vec![(buffers, 1.0)], f64::INFINITY, 100), owner, 2);
         assert_eq!((flows.rate_of(owner, 1), flows.rate_of(owner, 2)), (Some(2.0), Some(8.0)));
     }
 
     #[test]
     fn a_flow_started_behind_the_flows_clock_starts_at_it() {
         let (mut flows, a, _, owner) = two_resources();
-        flows.start(ns(100.0), plain(vec![a]), f64::INFINITY, 1000, owner, 1);
-        flows.start(ns(50.0), plain(vec![a]), f64::INFINITY, 1000, owner, 2);
+        flows.start(ns(100.0), Transfer::over(plain(vec![a]), f64::INFINITY, 1000), owner, 1);
+        flows.start(ns(50.0), Transfer::over(plain(vec![a]), f64::INFINITY, 1000), owner, 2);
         // Both share resource a (10 GB/s) from 100 ns on: the second moved nothing before.
         assert_eq!(flows.settle(ns(150.0)), []);
         assert_eq!(flows.next_finish(), Some(ns(300.0)));
@@ -413,8 +495,48 @@ mod tests {
     #[test]
     fn a_resource_listed_twice_carries_the_flow_twice() {
         let (mut flows, a, _, owner) = two_resources();
-        flows.start(ns(0.0), plain(vec![a, a]), f64::INFINITY, 100, owner, 1);
+        flows.start(ns(0.0), Transfer::over(plain(vec![a, a]), f64::INFINITY, 100), owner, 1);
         assert_eq!(flows.rate_of(owner, 1), Some(5.0));
+    }
+
+    #[test]
+    fn a_buffer_walked_past_its_end_starts_over_at_its_beginning() {
+        // 300 B at 1000, from its byte 250 on: 50 B to its end, then from its start again.
+        let region = Region::new(3, 1000, 300).skip(250);
+        let mut runs = Vec::new();
+        region.runs(0, 400, |offset, bytes| runs.push((offset, bytes)));
+        assert_eq!(runs, [(1250, 50), (1000, 300), (1000, 50)]);
+        assert_eq!(region.skip(350).start, 0);
+    }
+
+    #[test]
+    fn a_flow_counts_each_byte_once_where_it_reads_and_where_it_writes_as_it_moves() {
+        let platform = crate::platform::preset("xeon-max-9468").unwrap();
+        let mut flows = Flows::default();
+        let network = Network::new(&platform, &mut flows);
+        let owner = flows.add_owner(Signal(0));
+        // 1000 B from the start of node 0 to node 8 at 10 B/ns (its cap).
+        let route = plain(network.copy_route(0, 0, 8, false));
+        let transfer = Transfer {
+            reads: Some(Region::new(0, 0, 1000)),
+            writes: Some(Region::new(8, 0, 1000)),
+            ..Transfer::over(route, 10.0, 1000)
+        };
+        flows.start(ns(0.0), transfer, owner, 1);
+        // At 30.05 ns, 300.5 B have moved: 300 whole bytes counted, 256 of them on channel 0.
+        flows.advance(ns(30.05));
+        let traffic = &flows.traffic;
+        assert_eq!((traffic.nodes[0].read, traffic.nodes[8].write), (300, 300));
+        assert_eq!((traffic.channels[0].read, traffic.channels[1].read), (256, 44));
+        // Done: granules 0-3 of node 0 on channels 0, 1, 0, 1; every byte written to node 8.
+        flows.settle(ns(100.0));
+        let traffic = &flows.traffic;
+        assert_eq!((traffic.channels[0].read, traffic.channels[1].read), (512, 488));
+        assert_eq!(
+            (traffic.nodes[0], traffic.nodes[8].write),
+            (crate::memory::ReadWrite { read: 1000, write: 0 }, 1000)
+        );
+        assert_eq!(traffic.nodes.iter().map(|n| n.read + n.write).sum::<u64>(), 2000);
     }
 
     #[test]

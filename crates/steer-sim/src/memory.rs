@@ -138,15 +138,116 @@ impl Channel {
     }
 }
 
-pub struct Memory {
-    channels: Vec<Channel>,
+/// How lines map to channels: its node's slice of the address space, then an XOR-folded
+/// interleave so that power-of-two strides still spread across channels (as address hashing does
+/// on real parts).
+#[derive(Debug, Clone, Copy)]
+pub struct Interleave {
     channels_per_node: u64,
     /// log2 of the lines mapped to one channel before the next (a power of two, validated).
     interleave_bits: u32,
-    line_bytes: u64,
+    line_bits: u32,
     /// log2 of the lines in one node's slice of the address space.
     node_span_bits: u32,
     last_node: u64,
+}
+
+impl Interleave {
+    pub fn new(spec: &MemorySpec, topology: &TopologySpec, line_bytes: u32) -> Interleave {
+        Interleave {
+            channels_per_node: spec.channels_per_node as u64,
+            interleave_bits: (spec.interleave_bytes / line_bytes).max(1).trailing_zeros(),
+            line_bits: line_bytes.trailing_zeros(),
+            node_span_bits: (NODE_SPAN_BYTES / line_bytes as u64).trailing_zeros(),
+            last_node: spec.nodes(topology) as u64 - 1,
+        }
+    }
+
+    /// The channel a line maps to.
+    pub fn channel_of(&self, line: Line) -> usize {
+        let node = (line.0 >> self.node_span_bits).min(self.last_node);
+        let granule = line.0 >> self.interleave_bits;
+        let folded = granule ^ (granule >> 7) ^ (granule >> 17);
+        (node * self.channels_per_node + folded % self.channels_per_node) as usize
+    }
+
+    /// Splits `len` bytes from byte `offset` of channelled node `node` into runs that each lie on
+    /// one channel: `each(channel, bytes)` per run, in address order. Offsets past the node's
+    /// slice of the address space wrap within it.
+    pub fn split(&self, node: u32, offset: u64, len: u64, mut each: impl FnMut(usize, u64)) {
+        let granule_bits = self.interleave_bits + self.line_bits;
+        let span_mask = (NODE_SPAN_BYTES - 1) as u128;
+        let base = (node as u128) << (self.node_span_bits + self.line_bits);
+        let (mut at, end) = (offset as u128, offset as u128 + len as u128);
+        while at < end {
+            let run = ((at >> granule_bits) + 1) << granule_bits;
+            let bytes = run.min(end) - at;
+            let line = (base | (at & span_mask)) >> self.line_bits;
+            each(self.channel_of(Line(line as u64)), bytes as u64);
+            at += bytes;
+        }
+    }
+}
+
+/// Bytes read and written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadWrite {
+    pub read: u64,
+    pub write: u64,
+}
+
+impl ReadWrite {
+    fn add(&mut self, bytes: u64, write: bool) {
+        if write {
+            self.write += bytes;
+        } else {
+            self.read += bytes;
+        }
+    }
+}
+
+/// What bulk transfers (`flows`: DSA copies, a core's copies and scans) read and wrote in memory:
+/// per memory node (DDR, then HBM), and per channel of each DDR node by the interleave its lines
+/// have (HBM nodes have no channels in the model). Bulk transfers share a node's bandwidth by
+/// rate (`flows`) and book no time on the channels of `Memory`, so they neither wait for line
+/// requests nor delay them.
+#[derive(Debug, Clone, Default)]
+pub struct BulkTraffic {
+    interleave: Option<Interleave>,
+    channels_per_node: u32,
+    pub channels: Vec<ReadWrite>,
+    pub nodes: Vec<ReadWrite>,
+}
+
+impl BulkTraffic {
+    pub fn new(platform: &crate::platform::PlatformSpec) -> BulkTraffic {
+        let (memory, topology) = (&platform.memory, &platform.topology);
+        BulkTraffic {
+            interleave: Some(Interleave::new(memory, topology, platform.line_bytes())),
+            channels_per_node: memory.channels_per_node,
+            channels: vec![ReadWrite::default(); (memory.nodes(topology) * memory.channels_per_node) as usize],
+            nodes: vec![ReadWrite::default(); platform.memory_nodes().len()],
+        }
+    }
+
+    /// `len` bytes from byte `offset` of memory node `node`, read or written (`write`).
+    pub fn carry(&mut self, node: u32, offset: u64, len: u64, write: bool) {
+        self.nodes[node as usize].add(len, write);
+        let channelled = self.channels.len() as u32 / self.channels_per_node.max(1);
+        if let Some(interleave) = self.interleave.filter(|_| node < channelled) {
+            interleave.split(node, offset, len, |channel, bytes| self.channels[channel].add(bytes, write));
+        }
+    }
+
+    pub fn reset(&mut self) {
+        self.channels.iter_mut().chain(&mut self.nodes).for_each(|c| *c = ReadWrite::default());
+    }
+}
+
+pub struct Memory {
+    channels: Vec<Channel>,
+    interleave: Interleave,
+    line_bytes: u64,
     /// Time one line occupies a channel.
     service: Time,
     /// Idle read latency minus the channel's own service time.
@@ -163,11 +264,8 @@ impl Memory {
         let service = Time::from_ns(line_bytes as f64 / spec.channel_gbs);
         Memory {
             channels: (0..count).map(|_| Channel::new()).collect(),
-            channels_per_node: spec.channels_per_node as u64,
-            interleave_bits: (spec.interleave_bytes / line_bytes).max(1).trailing_zeros(),
+            interleave: Interleave::new(spec, topology, line_bytes),
             line_bytes: line_bytes as u64,
-            node_span_bits: (NODE_SPAN_BYTES / line_bytes as u64).trailing_zeros(),
-            last_node: nodes - 1,
             service,
             base_latency: Time::from_ns(spec.idle_latency_ns).saturating_sub(service),
             write_queue_residency: Time::from_ns(spec.write_queue_ns),
@@ -175,13 +273,9 @@ impl Memory {
         }
     }
 
-    /// The channel a line maps to: its node's slice, then an XOR-folded interleave so that
-    /// power-of-two strides still spread across channels (as address hashing does on real parts).
+    /// The channel a line maps to (`Interleave`).
     pub fn channel_of(&self, line: Line) -> usize {
-        let node = (line.0 >> self.node_span_bits).min(self.last_node);
-        let granule = line.0 >> self.interleave_bits;
-        let folded = granule ^ (granule >> 7) ^ (granule >> 17);
-        (node * self.channels_per_node + folded % self.channels_per_node) as usize
+        self.interleave.channel_of(line)
     }
 
     fn occupy(&mut self, channel: usize, now: Time) -> Time {
@@ -377,6 +471,51 @@ mod tests {
             let channels: Vec<usize> = (0..64).map(|i| m.channel_of(Line(node * node_lines + i))).collect();
             assert!(channels.iter().all(|&c| c / 4 == node as usize), "node {node}: {channels:?}");
         }
+    }
+
+    #[test]
+    fn a_range_splits_over_channels_by_the_interleave_of_its_lines() {
+        // 256 B granules over 2 channels: granule g on channel (g ^ g >> 7 ^ g >> 17) % 2.
+        // Bytes 128..728 of node 0: 128 B of granule 0 (channel 0), 256 of granule 1 (1), 216 of
+        // granule 2 (0).
+        let m = memory(2);
+        let mut runs = Vec::new();
+        m.interleave.split(0, 128, 600, |channel, bytes| runs.push((channel, bytes)));
+        assert_eq!(runs, [(0, 128), (1, 256), (0, 216)]);
+        // Granule 128 folds bit 7 onto bit 0: channel 1, where a plain modulo would give 0. And
+        // node 1's bytes go to its own channels, 2 and 3.
+        let two_nodes = Memory::new(
+            &MemorySpec { channels_per_node: 2, interleave_bytes: 256, ..MemorySpec::default() },
+            &TopologySpec { sockets: 2, ..TopologySpec::default() },
+            64,
+        );
+        runs.clear();
+        two_nodes.interleave.split(1, 128 * 256, 512, |channel, bytes| runs.push((channel, bytes)));
+        assert_eq!(runs, [(3, 256), (2, 256)]);
+        // Every line of a range lies where `channel_of` puts it.
+        let mut per_channel = [0u64; 2];
+        m.interleave.split(0, 64 * 1000, 64 * 5000, |channel, bytes| per_channel[channel] += bytes);
+        let mut by_line = [0u64; 2];
+        (1000..6000).for_each(|line| by_line[m.channel_of(Line(line))] += 64);
+        assert_eq!(per_channel, by_line);
+    }
+
+    #[test]
+    fn bulk_traffic_counts_ddr_bytes_per_channel_and_hbm_bytes_per_node() {
+        let platform = crate::platform::preset("xeon-max-9468").unwrap();
+        let mut traffic = BulkTraffic::new(&platform);
+        // 1000 B read at the start of node 0 (granules 0-3: channels 0, 1, 0, 1), written to
+        // node 8 (node 0's HBM: no channels).
+        traffic.carry(0, 0, 1000, false);
+        traffic.carry(8, 0, 1000, true);
+        assert_eq!(traffic.channels[..2], [ReadWrite { read: 512, write: 0 }, ReadWrite { read: 488, write: 0 }]);
+        assert_eq!(
+            (traffic.nodes[0], traffic.nodes[8]),
+            (ReadWrite { read: 1000, write: 0 }, ReadWrite { read: 0, write: 1000 })
+        );
+        assert_eq!(traffic.channels.iter().map(|c| c.read + c.write).sum::<u64>(), 1000);
+        traffic.reset();
+        assert!(traffic.nodes.iter().chain(&traffic.channels).all(|n| *n == ReadWrite::default()));
     }
 
     #[test]

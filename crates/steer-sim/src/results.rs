@@ -8,22 +8,51 @@
 use serde_json::Value;
 
 use crate::engine::{ReportView, Stall};
+use crate::memory::ReadWrite;
 use crate::stats::{stat, Report, SchemaEntry};
 use crate::system::Simulation;
 use crate::units::Time;
 
 stat!(SCENARIO, "scenario", "name", "the scenario's name");
 stat!(PLATFORM, "platform", "name", "the platform's name");
-stat!(READ_GBPS, "read_gbps", "GB/s", "DRAM read bandwidth");
-stat!(WRITE_GBPS, "write_gbps", "GB/s", "DRAM write bandwidth");
-stat!(TOTAL_GBPS, "total_gbps", "GB/s", "DRAM read plus write bandwidth");
-stat!(CHANNEL_READ_GBPS, "read_gbps", "GB/s", "the channel's read bandwidth");
-stat!(CHANNEL_WRITE_GBPS, "write_gbps", "GB/s", "the channel's write bandwidth");
-stat!(READ_QUEUE_NS, "read_queue_ns", "ns", "mean time a read waited for the channel");
+stat!(
+    READ_GBPS,
+    "read_gbps",
+    "GB/s",
+    "DRAM read bandwidth: bytes read over the measured window, by line reads of DDR channels and by bulk transfers (DSA copies, a core's copies and scans) from DDR and HBM nodes"
+);
+stat!(WRITE_GBPS, "write_gbps", "GB/s", "DRAM write bandwidth: bytes written, counted as read_gbps counts reads");
+stat!(TOTAL_GBPS, "total_gbps", "GB/s", "read_gbps plus write_gbps");
+stat!(
+    CHANNEL_READ_GBPS,
+    "read_gbps",
+    "GB/s",
+    "the channel's read bandwidth: bytes read over the measured window (bulk transfers' bytes by their lines' interleave)"
+);
+stat!(CHANNEL_WRITE_GBPS, "write_gbps", "GB/s", "the channel's write bandwidth, counted as its read_gbps");
+stat!(
+    READ_QUEUE_NS,
+    "read_queue_ns",
+    "ns",
+    "mean time a line read waited for the channel (bulk transfers share a node by rate and wait in no queue: not counted)"
+);
+stat!(HBM_NODE, "node", "node", "the HBM node (flat mode: a memory-only NUMA node)");
+stat!(HBM_READ_GBPS, "read_gbps", "GB/s", "bytes bulk transfers read from the HBM node over the measured window");
+stat!(HBM_WRITE_GBPS, "write_gbps", "GB/s", "bytes bulk transfers wrote to the HBM node over the measured window");
 stat!(WRITE_QUEUE_READS, "write_queue_reads", "lines", "reads answered from a controller's write queue, not DRAM");
-stat!(DMA_TO_MEMORY, "dma_lines_to_memory", "lines", "device line writes that went to DRAM");
+stat!(
+    DMA_TO_MEMORY,
+    "dma_lines_to_memory",
+    "lines",
+    "device line writes that went to DRAM (a DSA's copy counts the lines it writes)"
+);
 stat!(L3_RINSES, "rinses", "lines", "dirty lines the L3 wrote back while keeping them, counted as they left it");
-stat!(DMA_TO_CACHE, "dma_lines_to_cache", "lines", "device line writes placed in a cache");
+stat!(
+    DMA_TO_CACHE,
+    "dma_lines_to_cache",
+    "lines",
+    "device line writes placed in a cache (a DSA's copy with cache-control counts the lines it writes)"
+);
 stat!(
     STEERED_THROUGH_MEMORY,
     "steered_through_memory",
@@ -60,18 +89,41 @@ pub fn collect(
     root.put(&SCENARIO, simulation.scenario.name.clone());
     root.put(&PLATFORM, simulation.scenario.platform.name.clone());
     let channels: Vec<_> = hierarchy.memory.stats().collect();
-    let read: u64 = channels.iter().map(|c| c.read_bytes).sum();
-    let write: u64 = channels.iter().map(|c| c.write_bytes).sum();
+    // What bulk transfers moved, beside the lines: by channel on DDR, by node on HBM (nodes
+    // after the DDR ones; the model gives them no channels).
+    let bulk = &view.shared.flows.traffic;
+    let channel_bytes = |i: usize| {
+        let flowed = bulk.channels.get(i).copied().unwrap_or_default();
+        (channels[i].read_bytes + flowed.read, channels[i].write_bytes + flowed.write)
+    };
+    let platform = &simulation.scenario.platform;
+    let hbm: Vec<(usize, ReadWrite)> = (platform.memory.nodes(&platform.topology) as usize
+        ..platform.memory_nodes().len())
+        .map(|node| (node, bulk.nodes.get(node).copied().unwrap_or_default()))
+        .collect();
+    let (mut read, mut write) = hbm.iter().fold((0, 0), |(r, w), (_, n)| (r + n.read, w + n.write));
+    for i in 0..channels.len() {
+        let (r, w) = channel_bytes(i);
+        (read, write) = (read + r, write + w);
+    }
     root.section("dram", |dram| {
         dram.put(&READ_GBPS, read as f64 / window);
         dram.put(&WRITE_GBPS, write as f64 / window);
         dram.put(&TOTAL_GBPS, (read + write) as f64 / window);
         dram.put(&WRITE_QUEUE_READS, channels.iter().map(|c| c.write_queue_reads).sum::<u64>());
-        dram.list("channels", channels.iter(), |r, c| {
-            r.put(&CHANNEL_READ_GBPS, c.read_bytes as f64 / window);
-            r.put(&CHANNEL_WRITE_GBPS, c.write_bytes as f64 / window);
+        dram.list("channels", channels.iter().enumerate(), |r, (i, c)| {
+            let (read, write) = channel_bytes(i);
+            r.put(&CHANNEL_READ_GBPS, read as f64 / window);
+            r.put(&CHANNEL_WRITE_GBPS, write as f64 / window);
             r.put(&READ_QUEUE_NS, c.mean_read_queue_ns());
         });
+        if !hbm.is_empty() {
+            dram.list("hbm", hbm.iter(), |r, (node, bytes)| {
+                r.put(&HBM_NODE, *node as u64);
+                r.put(&HBM_READ_GBPS, bytes.read as f64 / window);
+                r.put(&HBM_WRITE_GBPS, bytes.write as f64 / window);
+            });
+        }
     });
     // Keys every result has, even without CPUs or devices.
     root.section("cores", |_| {});

@@ -9,7 +9,7 @@ use crate::devices::dsa::CopyPorts;
 use crate::devices::ring::{RingId, RxRing};
 use crate::engine::{Agent, Engine, ReportView, Signal, Starting};
 use crate::error::Error;
-use crate::flows::{FlowAgent, Flows, Network};
+use crate::flows::{FlowAgent, Flows, Network, Region};
 use crate::hierarchy::Hierarchy;
 use crate::memory::NODE_SPAN_BYTES;
 use crate::platform::PlatformSpec;
@@ -18,12 +18,44 @@ use crate::stats::{Report, SchemaEntry};
 use crate::units::{Addr, Time};
 
 /// What agents share: the memory hierarchy, the host side of every RX queue, bulk transfers in
-/// flight, and the ports of copy engines (work queues, completion records, copy jobs).
+/// flight, the ports of copy engines (work queues, completion records, copy jobs), and the
+/// workloads that end.
 pub struct Shared {
     pub hierarchy: Hierarchy,
     pub rings: Vec<RxRing>,
     pub flows: Flows,
     pub copy: CopyPorts,
+    pub jobs: Jobs,
+}
+
+/// Workloads that end (a copy job, a query): when every workload of a scenario is one, the run
+/// ends with the last of them, and the measured window with it (rates are over the jobs' time,
+/// not over the longest they may take).
+#[derive(Debug, Default)]
+pub struct Jobs {
+    pub(crate) registered: u32,
+    pub(crate) running: u32,
+    /// Every workload registered a job.
+    pub(crate) end_the_run: bool,
+    last_end: Option<Time>,
+}
+
+impl Jobs {
+    pub(crate) fn register(&mut self) {
+        self.registered += 1;
+        self.running += 1;
+    }
+
+    /// A job ended at `at` (each registered job ends once).
+    pub fn end(&mut self, at: Time) {
+        self.running -= 1;
+        self.last_end = Some(self.last_end.map_or(at, |t| t.max(at)));
+    }
+
+    /// When the run ended: the last job's end, once every job has ended, if the jobs end the run.
+    pub fn run_ended_at(&self) -> Option<Time> {
+        (self.end_the_run && self.running == 0).then_some(self.last_end).flatten()
+    }
 }
 
 impl Shared {
@@ -38,10 +70,14 @@ impl Shared {
             rings: Vec::new(),
             flows: Flows::default(),
             copy: CopyPorts::default(),
+            jobs: Jobs::default(),
         }
     }
 
-    fn reset_stats(&mut self) {
+    /// Zeroes the statistics at `now`: what flows moved before it belongs to the warm-up.
+    fn reset_stats(&mut self, now: Time) {
+        self.flows.advance(now);
+        self.flows.traffic.reset();
         self.hierarchy.reset_stats();
         for ring in &mut self.rings {
             ring.reset_stats();
@@ -89,7 +125,8 @@ impl<'a> Builder<'a> {
         Builder {
             platform,
             seed,
-            allocator: Allocator::new(platform.memory.nodes(&platform.topology)),
+            // Every memory node, HBM nodes (after the DDR ones) included.
+            allocator: Allocator::new(platform.memory_nodes().len() as u32),
             shared: Shared::new(platform, seed),
             agents: Vec::new(),
             signals: 0,
@@ -101,6 +138,17 @@ impl<'a> Builder<'a> {
     /// Allocates simulated memory on a NUMA node.
     pub fn alloc(&mut self, node: u32, bytes: u64) -> Addr {
         self.allocator.alloc(node, bytes)
+    }
+
+    /// Allocates `bytes` on memory node `node` as a region bulk transfers read or write.
+    pub fn region(&mut self, node: u32, bytes: u64) -> Region {
+        let addr = self.allocator.alloc(node, bytes);
+        Region::new(node, addr.0 - node as u64 * NODE_SPAN_BYTES, bytes)
+    }
+
+    /// Registers a workload that ends: it calls `Jobs::end` once when it has.
+    pub fn job(&mut self) {
+        self.shared.jobs.register();
     }
 
     /// The NUMA node an address belongs to.
@@ -217,9 +265,13 @@ impl Simulation {
             for device in &scenario.devices {
                 device.spec.build(&mut builder);
             }
+            let mut every_workload_ends = true;
             for workload in &scenario.workloads {
+                let jobs = builder.shared.jobs.registered;
                 workload.spec.build(&mut builder);
+                every_workload_ends &= builder.shared.jobs.registered > jobs;
             }
+            builder.shared.jobs.end_the_run = every_workload_ends && !scenario.workloads.is_empty();
             builder.finish(max_runahead)
         };
         Ok(Simulation { scenario, shared, engine, window_start: Time::ZERO })
@@ -233,7 +285,7 @@ impl Simulation {
 
     /// Zeroes every statistic: the measured window starts now.
     pub fn reset_stats(&mut self) {
-        self.shared.reset_stats();
+        self.shared.reset_stats(self.engine.now());
         self.engine.reset_stats();
         self.window_start = self.engine.now();
     }
@@ -261,6 +313,8 @@ impl Simulation {
         if !self.run_until(end, &mut |t| progress(t.0 as f64 / total)) || !progress(1.0) {
             return Err(Error::Stopped);
         }
+        // Flows still moving at the window's end count what they moved until then.
+        self.shared.flows.advance(self.engine.now());
         Ok(self.report(started.elapsed().as_secs_f64()))
     }
 

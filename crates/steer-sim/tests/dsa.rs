@@ -363,3 +363,88 @@ fn a_dsa_reading_another_socket_is_held_by_its_read_buffers() {
     let gbs = f(&r["copy"]["gibps"]) * 1.073741824;
     assert!(gbs <= 30.72 && gbs > 0.99 * 30.72, "{gbs}");
 }
+
+/// Bytes the result puts on memory node `node` over its measured window, (read, written): its two
+/// DDR channels' on this platform (nodes 0-7), or its HBM's (nodes 8-15).
+fn node_bytes(r: &Value, node: usize) -> (f64, f64) {
+    let window = f(&r["sim"]["measured_ns"]);
+    let entries: Vec<&Value> = if node < 8 {
+        r["dram"]["channels"].as_array().unwrap()[2 * node..2 * node + 2].iter().collect()
+    } else {
+        vec![&r["dram"]["hbm"][node - 8]]
+    };
+    entries
+        .iter()
+        .fold((0.0, 0.0), |(read, write), e| (read + f(&e["read_gbps"]) * window, write + f(&e["write_gbps"]) * window))
+}
+
+fn same_bytes(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-3
+}
+
+#[test]
+fn every_byte_copied_is_read_from_the_source_nodes_channels_and_written_to_the_destinations() {
+    let cases: [(&[&str], usize, usize); 5] = [
+        (&[], 0, 8),
+        (&["copy_policy=\"brute\"", "dst_node=15", "threads=2", "queue_depth=2", "total_bytes=67108864"], 0, 15),
+        (&["dst_node=0", "total_bytes=67108864"], 0, 0),
+        (&["path=\"software\"", "dst_node=15", "total_bytes=10485760"], 0, 15),
+        (
+            &["faults=\"partial\"", "copy_policy=\"smart\"", "total_bytes=10000000", "transfer_bytes=65536", "batch=4"],
+            0,
+            8,
+        ),
+    ];
+    for (overrides, src, dst) in cases {
+        let r = copy(overrides);
+        let bytes = r["copy"]["bytes"].as_u64().unwrap() as f64;
+        let window = f(&r["sim"]["measured_ns"]);
+        let (read, write) = (f(&r["dram"]["read_gbps"]) * window, f(&r["dram"]["write_gbps"]) * window);
+        assert!(same_bytes(read, bytes) && same_bytes(write, bytes), "{overrides:?}: {read} {write} of {bytes}");
+        let (from, to) = (node_bytes(&r, src), node_bytes(&r, dst));
+        assert!(same_bytes(from.0, bytes) && same_bytes(to.1, bytes), "{overrides:?}: {from:?} {to:?}");
+        // The devices wrote their bytes a line at a time, to memory; the CPU's are no device's.
+        let cpu = if overrides.contains(&"path=\"software\"") { bytes } else { f(&r["copy"]["software_bytes"]) };
+        assert_eq!(f(&r["caches"]["dma_lines_to_memory"]), (bytes - cpu) / 64.0, "{overrides:?}");
+    }
+}
+
+#[test]
+fn a_small_copy_puts_its_bytes_on_the_channels_its_lines_interleave_over() {
+    // 1000 B within node 0. The source is its first allocation, at 1 GiB (256 B granule 2^22,
+    // channel 0 as its bits 7 and 17 fold in nothing odd); the destination the next page, at
+    // granule 2^22 + 16 (channel 0 too). Each covers four granules: 256, 256, 256, 232 B on
+    // channels 0, 1, 0, 1.
+    let r = copy(&["dst_node=0", "transfer_bytes=1000", "total_bytes=1000"]);
+    let window = f(&r["sim"]["measured_ns"]);
+    let channel = |i: usize, key: &str| f(&r["dram"]["channels"][i][key]) * window;
+    for key in ["read_gbps", "write_gbps"] {
+        assert!(same_bytes(channel(0, key), 512.0) && same_bytes(channel(1, key), 488.0), "{key}: {}", r["dram"]);
+    }
+    assert_eq!(r["caches"]["dma_lines_to_memory"], 16);
+}
+
+#[test]
+fn a_source_read_from_the_llc_leaves_the_memory_only_the_writes() {
+    let r = copy(&["dst_node=0", "buffer_bytes=1048576", "total_bytes=4194304"]);
+    assert_eq!(r["copy"]["source_in_llc"], true);
+    let (read, write) = node_bytes(&r, 0);
+    assert!(read == 0.0 && same_bytes(write, 4194304.0), "{read} {write}");
+    // The one 1 MiB destination written four times: each channel carries half of it each time.
+    let window = f(&r["sim"]["measured_ns"]);
+    assert!(same_bytes(f(&r["dram"]["channels"][0]["write_gbps"]) * window, 2097152.0), "{}", r["dram"]);
+}
+
+#[test]
+fn the_measured_window_is_the_jobs_time_and_a_finished_job_leaves_nothing_stalled() {
+    let r = copy(&["total_bytes=67108864"]);
+    let seconds = f(&r["copy"]["seconds"]);
+    assert_eq!(f(&r["sim"]["measured_ns"]), f(&r["sim"]["simulated_ns"]));
+    assert!((f(&r["sim"]["measured_ns"]) - seconds * 1e9).abs() < 1e-6, "{}", r["sim"]);
+    assert_eq!((&r["sim"]["stalled_at_ns"], &r["sim"]["stalls"]), (&Value::Null, &Value::Array(Vec::new())));
+    // Rates are over the job's time: the DSA's 64 MiB at the copy's own rate.
+    assert!((f(&r["dram"]["read_gbps"]) - f(&r["copy"]["gibps"]) * 1.073741824).abs() < 1e-9);
+    // A job that cannot finish in the window leaves it whole.
+    let cut = copy(&["total_bytes=67108864", "sim.measure_us=1000"]);
+    assert_eq!((&cut["copy"]["seconds"], f(&cut["sim"]["measured_ns"])), (&Value::Null, 1e6));
+}

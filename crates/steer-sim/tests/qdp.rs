@@ -246,3 +246,56 @@ fn the_cache_needs_shared_work_queues_and_a_dsa() {
     let scenario = load(&ScenarioSource { text: &ddr, origin: "qdp", default_name: "qdp" }, &["column_b=ddr".into()]);
     assert!(scenario.is_ok());
 }
+
+/// Bytes the result puts on memory node `node` over its measured window, (read, written): its two
+/// DDR channels' on this platform (nodes 0-7), or its HBM's (nodes 8-15).
+fn node_bytes(r: &Value, node: usize) -> (f64, f64) {
+    let window = f(&r["sim"]["measured_ns"]);
+    let entries: Vec<&Value> = if node < 8 {
+        r["dram"]["channels"].as_array().unwrap()[2 * node..2 * node + 2].iter().collect()
+    } else {
+        vec![&r["dram"]["hbm"][node - 8]]
+    };
+    entries
+        .iter()
+        .fold((0.0, 0.0), |(read, write), e| (read + f(&e["read_gbps"]) * window, write + f(&e["write_gbps"]) * window))
+}
+
+#[test]
+fn the_query_moves_each_column_through_memory_where_the_model_says() {
+    // 8 blocks of 1 MiB. Prefetching: a scanned and b copied out of node 0's DDR, b written to and
+    // read from node 8 (its HBM). From DDR: both columns read there. Already in HBM: a from DDR,
+    // b from HBM.
+    let column = 8.0 * 1048576.0;
+    for (column_b, ddr, hbm) in
+        [("prefetch", (2.0, 0.0), (1.0, 1.0)), ("ddr", (2.0, 0.0), (0.0, 0.0)), ("hbm", (1.0, 0.0), (1.0, 0.0))]
+    {
+        let r = query(&with(&small(column_b, 8), &[]));
+        let (node0, node8) = (node_bytes(&r, 0), node_bytes(&r, 8));
+        let expected = |(read, write): (f64, f64)| (read * column, write * column);
+        let same = |a: (f64, f64), b: (f64, f64)| (a.0 - b.0).abs() < 1e-3 && (a.1 - b.1).abs() < 1e-3;
+        assert!(same(node0, expected(ddr)) && same(node8, expected(hbm)), "{column_b}: {node0:?} {node8:?}");
+        let window = f(&r["sim"]["measured_ns"]);
+        let total = f(&r["dram"]["total_gbps"]) * window;
+        assert!((total - (ddr.0 + ddr.1 + hbm.0 + hbm.1) * column).abs() < 1e-3, "{column_b}: nothing elsewhere");
+    }
+}
+
+#[test]
+fn the_measured_window_is_the_querys_time_and_a_finished_query_leaves_nothing_stalled() {
+    let r = query(&with(&small("prefetch", 8), &[]));
+    assert!((f(&r["sim"]["measured_ns"]) - f(&r["query"]["total_us"]) * 1e3).abs() < 1e-6, "{}", r["sim"]);
+    assert_eq!((&r["sim"]["stalled_at_ns"], &r["sim"]["stalls"]), (&Value::Null, &Value::Array(Vec::new())));
+}
+
+#[test]
+fn a_scanning_core_is_busy_for_as_long_as_its_block_streams_in() {
+    // SCAN_a streams its one 1 MiB block in 112640 ns (above): 236544 cycles at 2.1 GHz.
+    let r = query(&with(&small("hbm", 1), &[]));
+    let scan_a = &r["cores"]["0"]["workload"];
+    assert_eq!(r["cores"]["0"]["role"], "scan_a");
+    assert!((f(&scan_a["exec_ns_per_block"]) - 112640.0).abs() < 1e-6, "{scan_a}");
+    assert!((f(&scan_a["cycles_per_block"]) - 236544.0).abs() < 1e-3, "{scan_a}");
+    // It finished before AGGREGATE: busy 112.64 of the query's 245.76 us.
+    assert!((f(&scan_a["busy"]) - 112.64 / 245.76).abs() < 1e-9, "{scan_a}");
+}

@@ -1,4 +1,6 @@
 /* Caches a block through the offloading cache, waits, and checks every byte; then the error path. */
+/* nanosleep is POSIX, not ISO C: a -std=c11 build declares it only with this defined first. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use crate::devices::{CopyEngineShape, DeviceSpec};
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
 use crate::error::{ensure, ConfigResult, Shown};
-use crate::flows::{Network, OwnerId, ResourceId};
+use crate::flows::{Network, OwnerId, Region, ResourceId, Transfer};
 use crate::params::{choice, params};
 use crate::platform::PlatformSpec;
 use crate::stats::{stat, stats, Report};
@@ -115,10 +115,12 @@ pub struct Descriptor {
     pub tasks: u32,
     pub task_bytes: u64,
     pub last_bytes: u64,
-    pub src_node: u32,
+    /// Where its first task reads; each next task reads on from where the one before ended.
+    pub src: Region,
     /// The source is read from the LLC that caches its node, not from the node's memory.
     pub src_in_llc: bool,
-    pub dst_node: u32,
+    /// Where its first task writes, the next ones on from there.
+    pub dst: Region,
     pub faults: Faults,
     pub cache_control: bool,
 }
@@ -410,6 +412,7 @@ impl DeviceSpec for DsaSpec {
                 read_latency,
                 llc_read_latency,
                 llc_bytes,
+                line_bytes: platform.line_bytes() as u64,
                 engines: vec![EngineState::default(); self.engines as usize],
                 stats: DsaStats::default(),
                 window_start: Time::ZERO,
@@ -492,6 +495,7 @@ pub struct Dsa {
     llc_read_latency: Vec<f64>,
     /// Capacity of the LLC ways cache-control writes may use.
     llc_bytes: u64,
+    line_bytes: u64,
     engines: Vec<EngineState>,
     stats: DsaStats,
     window_start: Time,
@@ -559,16 +563,32 @@ impl Dsa {
         }
         work.copied += bytes;
         self.stats.bytes += bytes;
+        // A device's writes: into the LLC with cache-control, else to memory, a line at a time.
+        let lines = bytes.div_ceil(self.line_bytes);
+        let hierarchy = &mut cx.shared.hierarchy.stats;
         if d.cache_control {
             self.stats.cache_control_bytes += bytes;
+            hierarchy.dma_lines_to_cache += lines;
+        } else {
+            hierarchy.dma_lines_to_memory += lines;
         }
-        let mut route = crate::flows::plain(self.network.copy_route(self.socket, d.src_node, d.dst_node, d.src_in_llc));
+        let (src, dst) = (d.src.node, d.dst.node);
+        let mut route = crate::flows::plain(self.network.copy_route(self.socket, src, dst, d.src_in_llc));
         let latencies = if d.src_in_llc { &self.llc_read_latency } else { &self.read_latency };
         route.push((self.fabric, 1.0));
-        route.push((self.read_buffers, latencies[d.src_node as usize]));
+        route.push((self.read_buffers, latencies[src as usize]));
+        // The tasks before this one moved `task_bytes` each.
+        let before = work.task as u64 * d.task_bytes;
+        let transfer = Transfer {
+            bytes,
+            route,
+            cap_gbs: f64::INFINITY,
+            reads: (!d.src_in_llc).then(|| d.src.skip(before)),
+            writes: Some(d.dst.skip(before)),
+        };
         self.engines[e].phase = Phase::Transfer;
         let flows = &mut cx.shared.flows;
-        flows.start(now, route, f64::INFINITY, bytes, self.owner, e as u64);
+        flows.start(now, transfer, self.owner, e as u64);
         let changed = flows.changed.expect("flows exist");
         cx.notify(changed, now);
     }
@@ -670,9 +690,9 @@ mod tests {
             tasks: 1,
             task_bytes: 64,
             last_bytes: 64,
-            src_node: 0,
+            src: Region::new(0, 0, 64),
             src_in_llc: false,
-            dst_node: 0,
+            dst: Region::new(0, 4096, 64),
             faults: Faults::None,
             cache_control: false,
         }

@@ -19,6 +19,7 @@ use steer_offload::{Backend, Cache, CacheData, CopyJob};
 use crate::devices::dsa::{Descriptor, Faults};
 use crate::engine::{Agent, Cx, Signal, Step};
 use crate::error::{ConfigError, ConfigResult};
+use crate::flows::Region;
 use crate::platform::PlatformSpec;
 use crate::system::Builder;
 use crate::units::Time;
@@ -44,6 +45,11 @@ pub struct Offload {
     cache: Cache,
     /// The source blocks' address space (dropped after the cache that points into it).
     source: Reservation,
+    /// Where the source lies in simulated memory.
+    source_region: Region,
+    /// Per memory node, where its entries lie in simulated memory: each block's entry at the
+    /// block's offset in the source.
+    entry_regions: Vec<Region>,
     backend: Arc<SimulatedBackend>,
     /// DSA device name prefix (device of compute node n: prefix + n).
     device: String,
@@ -69,14 +75,14 @@ pub enum Found {
 impl Offload {
     /// A cache over `platform`'s memory nodes with the named policies and `capacity` bytes per
     /// node, copying through the devices named `device` + node, and its poller; the blocks it is
-    /// asked for lie in `source_bytes` of address space.
+    /// asked for lie in `source` (simulated memory).
     pub fn build(
         b: &mut Builder,
         placement: &str,
         copy_policy: &str,
         capacity: u64,
         device: &str,
-        source_bytes: u64,
+        source: Region,
     ) -> Rc<RefCell<Offload>> {
         let topology = Arc::new(crate::devices::copy_policy::topology(b.platform));
         let backend = Arc::new(SimulatedBackend::default());
@@ -89,11 +95,15 @@ impl Offload {
             builder = builder.capacity(node.id, bytes);
         }
         let cache = builder.build().expect("a capacity per node of the platform");
+        let nodes = b.platform.memory_nodes().len() as u32;
+        let entry_regions = (0..nodes).map(|node| b.region(node, source.len)).collect();
         let (told, finished) = (b.signal(), b.signal());
         let records = b.copy_ports().add_submitter(told);
         let offload = Rc::new(RefCell::new(Offload {
             cache,
-            source: Reservation::new(source_bytes as usize),
+            source: Reservation::new(source.len as usize),
+            source_region: source,
+            entry_regions,
             backend,
             device: device.to_string(),
             records,
@@ -105,20 +115,20 @@ impl Offload {
         offload
     }
 
-    /// Accesses the `len` bytes at `offset` of the source (on memory node `src_node`) for a
-    /// consumer on `consumer_node`; the copies a miss causes are returned as descriptors for the
-    /// caller to submit, each with the device it goes to.
+    /// Accesses the `len` bytes at `offset` of the source for a consumer on `consumer_node`; the
+    /// copies a miss causes are returned as descriptors for the caller to submit, each with the
+    /// device it goes to.
     pub fn access(
         &mut self,
         offset: u64,
         len: u64,
-        src_node: u32,
         consumer_node: u32,
         ports: &crate::devices::dsa::CopyPorts,
     ) -> (CacheData, Found, Vec<(usize, Descriptor)>) {
         let src = self.source.at(offset, len);
         // SAFETY: `src` lies in the reservation, which outlives the cache and is never written.
-        let data = unsafe { self.cache.access_at(src, len as usize, src_node as usize, consumer_node as usize) }
+        let src_node = self.source_region.node as usize;
+        let data = unsafe { self.cache.access_at(src, len as usize, src_node, consumer_node as usize) }
             .expect("validated: nodes of the platform, blocks within capacity");
         let jobs: Vec<CopyJob> = std::mem::take(&mut *self.backend.jobs.lock().unwrap_or_else(|e| e.into_inner()));
         let found = match (data.is_ready(), jobs.is_empty()) {
@@ -132,16 +142,18 @@ impl Offload {
             .map(|job| {
                 self.next_tag += 1;
                 let device = ports.device_on(&self.device, job.engine as u32).expect("validated: every node has a DSA");
+                // A part of a block: at its offset in the source, and in the entry at the same.
+                let offset = job.src as u64 - self.source.ptr as u64;
                 let descriptor = Descriptor {
                     submitter: self.records,
                     tag: self.next_tag,
                     tasks: 1,
                     task_bytes: job.len as u64,
                     last_bytes: job.len as u64,
-                    src_node,
+                    src: self.source_region.skip(offset),
                     // The column was never written: nothing of it is cached.
                     src_in_llc: false,
-                    dst_node: job.dst_node as u32,
+                    dst: self.entry_regions[job.dst_node].skip(offset),
                     faults: Faults::None,
                     cache_control: false,
                 };
@@ -154,6 +166,13 @@ impl Offload {
 
     pub fn stats(&self) -> steer_offload::Stats {
         self.cache.stats()
+    }
+
+    /// Where the block at `offset` of the source lies as `data` holds it: its entry's copy if it
+    /// was cached, else the source.
+    pub fn region_of(&self, data: &CacheData, offset: u64) -> Region {
+        let buffer = if data.is_cached() { self.entry_regions[data.node()] } else { self.source_region };
+        buffer.skip(offset)
     }
 }
 
@@ -265,7 +284,8 @@ mod tests {
     fn the_poller_is_named_in_stall_reports_and_the_cache_its_backend() {
         let platform = crate::testing::tiny_platform();
         let mut b = Builder::new(&platform, 1);
-        let offload = Offload::build(&mut b, "consumer-node", "local", 1 << 20, "dsa", 1 << 20);
+        let source = b.region(0, 1 << 20);
+        let offload = Offload::build(&mut b, "consumer-node", "local", 1 << 20, "dsa", source);
         assert_eq!(offload.borrow().cache.backend(), "simulated");
         let (agents, _, _) = b.into_parts();
         assert_eq!(agents[0].0.name(), "offload poller");

@@ -15,7 +15,7 @@ use crate::devices::copy_policy::{self, CopyPolicies};
 use crate::devices::dsa::{Descriptor, DsaSpec, Faults, Submissions, Submit, WqMode, MAX_TRANSFER_BYTES};
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
 use crate::error::{ensure, ConfigError, ConfigResult};
-use crate::flows::{OwnerId, Use};
+use crate::flows::{OwnerId, Region, Transfer, Use};
 use crate::params::{choice, params, Describe, Name, ParamDoc};
 use crate::stats::{stat, Report};
 use crate::system::Builder;
@@ -200,6 +200,7 @@ impl WorkloadSpec for DsaCopySpec {
         let threads = cpus_by_node.iter().map(Vec::len).sum::<usize>() as u64;
         let src_in_llc = self.source_in_llc(&platform, threads);
         let done = b.signal();
+        b.job();
         let job = {
             let ports = b.copy_ports();
             ports.jobs.push(CopyJob {
@@ -215,6 +216,7 @@ impl WorkloadSpec for DsaCopySpec {
                 poll_ns: 0.0,
                 cpu_copy_ns: 0.0,
                 src_in_llc,
+                threads_left: threads as u32,
             });
             ports.jobs.len() - 1
         };
@@ -222,14 +224,17 @@ impl WorkloadSpec for DsaCopySpec {
         let shares = split(self.total_bytes, nodes.len() as u64);
         for ((&node, device_bytes), cpus) in nodes.iter().zip(shares).zip(&cpus_by_node) {
             for (&cpu, bytes) in cpus.iter().zip(split(device_bytes, cpus.len() as u64)) {
+                // Its source and destination: one buffer each, copied again and again if reused.
+                let buffer = if self.buffer_bytes > 0 { self.buffer_bytes } else { bytes };
+                let (src, dst) = (b.region(self.src_node, buffer), b.region(self.dst_node, buffer));
                 let signal = b.signal();
                 let (flows, network) = b.flows();
                 let owner = flows.add_owner(signal);
                 let socket = memory[platform.node_of_cpu(cpu) as usize].socket;
                 let latency = |n: u32| platform.read_latency_ns(&memory[n as usize], socket);
-                let src = &memory[self.src_node as usize];
+                let src_node = &memory[self.src_node as usize];
                 let src_latency =
-                    if src_in_llc { platform.llc_read_latency_ns(src, socket) } else { latency(self.src_node) };
+                    if src_in_llc { platform.llc_read_latency_ns(src_node, socket) } else { latency(self.src_node) };
                 // Misses in flight over a line's round trip: a load of the source, a read for
                 // ownership of the destination (Little's law).
                 let cpu_cap = platform.core_stream_gbs(src_latency + latency(self.dst_node));
@@ -249,6 +254,10 @@ impl WorkloadSpec for DsaCopySpec {
                     cpu_route,
                     cpu_cap,
                     src_in_llc,
+                    src,
+                    dst,
+                    placed: 0,
+                    software_from: None,
                     remaining: bytes,
                     in_flight: VecDeque::new(),
                     next_tag: 0,
@@ -290,6 +299,8 @@ pub struct CopyJob {
     pub poll_ns: f64,
     pub cpu_copy_ns: f64,
     pub src_in_llc: bool,
+    /// Its threads that have not finished their share.
+    pub threads_left: u32,
 }
 
 const SUBMIT: u32 = 0;
@@ -306,10 +317,18 @@ struct Submitter {
     cpu_route: Vec<Use>,
     cpu_cap: f64,
     src_in_llc: bool,
+    /// Its source and destination buffers.
+    src: Region,
+    dst: Region,
+    /// Bytes of its share handed out so far (descriptors or CPU copies): where the next begins.
+    placed: u64,
+    /// Where the bytes partial completions left begin: those of the first such descriptor, the
+    /// rest taken to follow on.
+    software_from: Option<(Region, Region)>,
     /// Bytes of its share not yet submitted (or copied).
     remaining: u64,
-    /// Submissions in flight: tag and when their submission began.
-    in_flight: VecDeque<(u64, Time)>,
+    /// Submissions in flight: tag, when their submission began, and where they read and write.
+    in_flight: VecDeque<(u64, Time, Region, Region)>,
     next_tag: u64,
     /// The submission being made (or retried) and when it began.
     submissions: Submissions,
@@ -329,6 +348,13 @@ impl Submitter {
         &mut cx.shared().copy.jobs[self.job]
     }
 
+    /// Where the next `bytes` of its share lie: its buffers from where the last piece ended.
+    fn place(&mut self, bytes: u64) -> (Region, Region) {
+        let at = (self.src.skip(self.placed), self.dst.skip(self.placed));
+        self.placed += bytes;
+        at
+    }
+
     /// The next submission: up to `batch` descriptors of `transfer_bytes` from what is left.
     fn next_descriptor(&mut self) -> Descriptor {
         let transfer = self.spec.transfer_bytes;
@@ -336,15 +362,16 @@ impl Submitter {
         let bytes = (tasks * transfer).min(self.remaining);
         self.remaining -= bytes;
         self.next_tag += 1;
+        let (src, dst) = self.place(bytes);
         Descriptor {
             submitter: self.me,
             tag: self.next_tag,
             tasks: tasks as u32,
             task_bytes: transfer,
             last_bytes: bytes - (tasks - 1) * transfer,
-            src_node: self.spec.src_node,
+            src,
             src_in_llc: self.src_in_llc,
-            dst_node: self.spec.dst_node,
+            dst,
             faults: self.spec.faults,
             cache_control: self.spec.cache_control,
         }
@@ -354,8 +381,11 @@ impl Submitter {
     fn collect_completions(&mut self, cx: &mut ProgramCx) {
         let now = cx.now();
         while let Some(record) = cx.shared().copy.completions[self.me].take_visible(now) {
-            let i = self.in_flight.iter().position(|(tag, _)| *tag == record.tag).expect("a record of ours");
-            let (_, began) = self.in_flight.remove(i).expect("found");
+            let i = self.in_flight.iter().position(|(tag, ..)| *tag == record.tag).expect("a record of ours");
+            let (_, began, src, dst) = self.in_flight.remove(i).expect("found");
+            if record.left > 0 {
+                self.software_from.get_or_insert((src, dst));
+            }
             self.software_left += record.left;
             let job = self.job(cx);
             job.operations += 1;
@@ -364,12 +394,14 @@ impl Submitter {
         }
     }
 
-    /// Copies `bytes` on this CPU: fault in the untouched pages first if it must.
-    fn copy_on_cpu(&mut self, cx: &mut ProgramCx, bytes: u64, fault_pages: bool) {
+    /// Copies `bytes` from `src` to `dst` on this CPU: fault in the untouched pages first if it
+    /// must.
+    fn copy_on_cpu(&mut self, cx: &mut ProgramCx, bytes: u64, (src, dst): (Region, Region), fault_pages: bool) {
         if fault_pages {
             cx.hold(Time::from_ns(bytes.div_ceil(4096) as f64 * self.dsa.software_fault_ns));
         }
         self.software_left = bytes;
+        self.software_from = Some((src, dst));
         cx.call(CPU_COPY);
     }
 }
@@ -395,6 +427,8 @@ impl Program for Submitter {
                 return Next::Wait;
             }
             self.cpu_copy_since = None;
+            // Its core copied meanwhile.
+            cx.busy_for(now - since);
             self.job(cx).cpu_copy_ns += (now - since).as_ns();
         }
         if self.dropped {
@@ -404,7 +438,8 @@ impl Program for Submitter {
         if self.software_left > 0 {
             let left = self.software_left;
             self.job(cx).software_bytes += left;
-            self.copy_on_cpu(cx, left, true);
+            let from = self.software_from.expect("a partial completion says where");
+            self.copy_on_cpu(cx, left, from, true);
             return Next::Unit;
         }
         if let Some(next) = self.submissions.next(cx, SUBMIT) {
@@ -420,7 +455,8 @@ impl Program for Submitter {
                     self.remaining -= bytes;
                     self.job(cx).descriptors += 1;
                     cx.count(1);
-                    self.copy_on_cpu(cx, bytes, self.spec.faults != Faults::None);
+                    let at = self.place(bytes);
+                    self.copy_on_cpu(cx, bytes, at, self.spec.faults != Faults::None);
                     return Next::Unit;
                 }
                 CopyPath::Hardware if self.in_flight.len() < self.spec.queue_depth as usize => {
@@ -446,7 +482,11 @@ impl Program for Submitter {
             self.finished = true;
             let job = self.job(cx);
             job.end = Some(job.end.map_or(now, |e| e.max(now)));
-            let done = job.done;
+            job.threads_left -= 1;
+            let (done, ended) = (job.done, job.threads_left == 0);
+            if ended {
+                cx.shared().jobs.end(now);
+            }
             cx.notify(done);
         }
         Next::Wait
@@ -460,7 +500,8 @@ impl Program for Submitter {
                 match self.submissions.on_call(cx) {
                     (Submit::Accepted, descriptor) => {
                         let tasks = descriptor.tasks as u64;
-                        self.in_flight.push_back((descriptor.tag, self.submitting_since));
+                        let (src, dst) = (descriptor.src, descriptor.dst);
+                        self.in_flight.push_back((descriptor.tag, self.submitting_since, src, dst));
                         let job = self.job(cx);
                         job.descriptors += tasks;
                         job.submit_ns += cost;
@@ -472,9 +513,17 @@ impl Program for Submitter {
             }
             _ => {
                 let bytes = std::mem::take(&mut self.software_left);
+                let (src, dst) = self.software_from.take().expect("set with the bytes");
                 self.cpu_copy_since = Some(now);
+                let transfer = Transfer {
+                    bytes,
+                    route: self.cpu_route.clone(),
+                    cap_gbs: self.cpu_cap,
+                    reads: (!self.src_in_llc).then_some(src),
+                    writes: Some(dst),
+                };
                 let flows = &mut cx.shared().flows;
-                flows.start(now, self.cpu_route.clone(), self.cpu_cap, bytes, self.owner, 0);
+                flows.start(now, transfer, self.owner, 0);
                 let changed = flows.changed.expect("flows exist");
                 cx.notify(changed);
                 self.job(cx).bytes += bytes;

@@ -24,7 +24,7 @@ use crate::devices::dsa::{Submissions, Submit};
 use crate::devices::offload::{self, CachePlacements, Found, Offload};
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
 use crate::error::{ensure, ConfigResult, Shown};
-use crate::flows::{plain, OwnerId, Use};
+use crate::flows::{plain, OwnerId, Region, Transfer, Use};
 use crate::params::{choice, params, Name};
 use crate::stats::{stat, Report};
 use crate::system::Builder;
@@ -185,9 +185,13 @@ impl WorkloadSpec for QdpSpec {
     fn build(&self, b: &mut Builder) {
         let platform = b.platform.clone();
         let hbm_node = offload::place(&self.placement, &platform, self.node, self.node);
+        let column_a = b.region(self.node, self.column_bytes);
+        let column_b = b.region(self.node, self.column_bytes);
+        let column_b_in_hbm = b.region(hbm_node, self.column_bytes);
         let offload = (self.column_b == ColumnB::Prefetch).then(|| {
-            Offload::build(b, &self.placement, &self.copy_policy, self.capacity_bytes, &self.device, self.column_bytes)
+            Offload::build(b, &self.placement, &self.copy_policy, self.capacity_bytes, &self.device, column_b)
         });
+        b.job();
         let (filtered, done) = (b.signal(), b.signal());
         let (_, network) = b.flows();
         let memory = platform.memory_nodes();
@@ -207,8 +211,12 @@ impl WorkloadSpec for QdpSpec {
             filtered_signal: filtered,
             offload,
             hbm_node,
+            column_a,
+            column_b,
+            column_b_in_hbm,
             reads,
             done,
+            workers_left: self.threads() as u32,
             ends: [None; 3],
             found: [0; 3],
             copy_wait_ns: 0.0,
@@ -230,6 +238,7 @@ impl WorkloadSpec for QdpSpec {
                         owner,
                         signal,
                         phase: Phase::Idle,
+                        reading_since: Time::ZERO,
                         submissions: Submissions::default(),
                         done: false,
                     };
@@ -251,6 +260,12 @@ struct Query {
     filtered_signal: Signal,
     /// Where b lies when it is already in HBM.
     hbm_node: u32,
+    /// Where the columns lie: a and b in the node's DDR, b's copy already in HBM.
+    column_a: Region,
+    column_b: Region,
+    column_b_in_hbm: Region,
+    /// Threads that have not finished.
+    workers_left: u32,
     /// Per memory node: the route and the rate of one core's read of it.
     reads: Vec<(Vec<Use>, f64)>,
     /// Notified by each thread that finishes.
@@ -282,6 +297,8 @@ struct Worker {
     owner: OwnerId,
     signal: Signal,
     phase: Phase,
+    /// When its current read began.
+    reading_since: Time,
     submissions: Submissions,
     done: bool,
 }
@@ -289,12 +306,14 @@ struct Worker {
 const SUBMIT: u32 = 0;
 
 impl Worker {
-    /// Starts reading `bytes` of memory node `node` and sleeps until they are in.
-    fn read(&mut self, cx: &mut ProgramCx, node: u32, bytes: u64, held: Option<CacheData>) -> Next {
-        let (route, cap) = self.query.borrow().reads[node as usize].clone();
+    /// Starts reading `bytes` of `region` and sleeps until they are in.
+    fn read(&mut self, cx: &mut ProgramCx, region: Region, bytes: u64, held: Option<CacheData>) -> Next {
+        let (route, cap) = self.query.borrow().reads[region.node as usize].clone();
         let now = cx.now();
+        self.reading_since = now;
+        let transfer = Transfer { bytes, route, cap_gbs: cap, reads: Some(region), writes: None };
         let flows = &mut cx.shared().flows;
-        flows.start(now, route, cap, bytes, self.owner, 0);
+        flows.start(now, transfer, self.owner, 0);
         let changed = flows.changed.expect("flows exist");
         cx.notify(changed);
         self.phase = Phase::Reading(held);
@@ -308,8 +327,7 @@ impl Worker {
         let spec = &query.spec;
         let offload = query.offload.as_ref().expect("prefetching has a cache");
         let (offset, len) = (block as u64 * spec.block_bytes, spec.block_len(block));
-        let (data, found, descriptors) =
-            offload.borrow_mut().access(offset, len, spec.node, spec.node, &cx.shared().copy);
+        let (data, found, descriptors) = offload.borrow_mut().access(offset, len, spec.node, &cx.shared().copy);
         self.submissions.extend(descriptors);
         let cost = if found == Found::Miss { spec.miss_ns } else { spec.hit_ns };
         cx.hold(Time::from_ns(cost));
@@ -318,7 +336,7 @@ impl Worker {
 
     /// Where a held entry's block is to be read from once its copy is done, and how long this
     /// thread waited for it; `None` while the copy is under way.
-    fn held_block(&mut self, cx: &mut ProgramCx) -> Option<(CacheData, u32)> {
+    fn held_block(&mut self, cx: &mut ProgramCx) -> Option<(CacheData, Region)> {
         let now = cx.now();
         let Phase::Holding(data, since) = &mut self.phase else { return None };
         if !data.is_ready() {
@@ -329,8 +347,9 @@ impl Worker {
         if let Some(since) = since {
             query.copy_wait_ns += (now - *since).as_ns();
         }
-        let node = if data.is_cached() { data.node() as u32 } else { query.spec.node };
-        Some((data.clone(), node))
+        let offset = self.blocks[self.next] as u64 * query.spec.block_bytes;
+        let region = query.offload.as_ref().expect("a cache").borrow().region_of(data, offset);
+        Some((data.clone(), region))
     }
 
     fn finish(&mut self, cx: &mut ProgramCx) -> Next {
@@ -340,6 +359,10 @@ impl Worker {
             let mut query = self.query.borrow_mut();
             let end = &mut query.ends[self.pipeline as usize];
             *end = Some(end.map_or(now, |e| e.max(now)));
+            query.workers_left -= 1;
+            if query.workers_left == 0 {
+                cx.shared().jobs.end(now);
+            }
             cx.notify(query.done);
         }
         Next::Wait
@@ -365,6 +388,9 @@ impl Program for Worker {
                 cx.wait_on(self.signal);
                 return Next::Wait;
             }
+            // Its core streamed the block meanwhile, stalled on the misses it kept in flight.
+            let streaming = cx.now() - self.reading_since;
+            cx.busy_for(streaming);
             self.phase = Phase::Idle;
             if self.pipeline == Pipeline::ScanA {
                 let mut query = self.query.borrow_mut();
@@ -378,23 +404,24 @@ impl Program for Worker {
             return next;
         }
         if let Phase::Holding(..) = self.phase {
-            let Some((data, node)) = self.held_block(cx) else {
+            let Some((data, region)) = self.held_block(cx) else {
                 let finished = self.query.borrow().offload.as_ref().expect("a cache").borrow().finished;
                 cx.wait_on(finished);
                 return Next::Wait;
             };
             let bytes = data.len() as u64;
-            return self.read(cx, node, bytes, Some(data));
+            return self.read(cx, region, bytes, Some(data));
         }
         let Some(&block) = self.blocks.get(self.next) else {
             return self.finish(cx);
         };
-        let (spec_node, column_b, bytes) = {
+        let (column_b, bytes, offset) = {
             let query = self.query.borrow();
-            (query.spec.node, query.spec.column_b, query.spec.block_len(block))
+            (query.spec.column_b, query.spec.block_len(block), block as u64 * query.spec.block_bytes)
         };
+        let column = |pick: fn(&Query) -> Region| pick(&self.query.borrow()).skip(offset);
         match self.pipeline {
-            Pipeline::ScanA => self.read(cx, spec_node, bytes, None),
+            Pipeline::ScanA => self.read(cx, column(|q| q.column_a), bytes, None),
             Pipeline::ScanB => {
                 self.access(cx, block);
                 self.next += 1;
@@ -407,11 +434,8 @@ impl Program for Worker {
                     return Next::Wait;
                 }
                 match column_b {
-                    ColumnB::Ddr => self.read(cx, spec_node, bytes, None),
-                    ColumnB::Hbm => {
-                        let hbm = self.query.borrow().hbm_node;
-                        self.read(cx, hbm, bytes, None)
-                    }
+                    ColumnB::Ddr => self.read(cx, column(|q| q.column_b), bytes, None),
+                    ColumnB::Hbm => self.read(cx, column(|q| q.column_b_in_hbm), bytes, None),
                     ColumnB::Prefetch => {
                         let (data, found) = self.access(cx, block);
                         self.query.borrow_mut().found[found as usize] += 1;
