@@ -168,3 +168,12 @@ def test_shell_commands_are_found():
         "steer report results/rx-placement -o rx-placement.html",
     } <= found
     assert not any(command.startswith("steer:") or "#" in command for command in found)
+
+
+def test_docs_fit_md_counts_and_names_every_fit_file():
+    """docs/fit.md says how many fit files the repository's calibration has, and describes each."""
+    text = (ROOT / "docs/fit.md").read_text()
+    files = sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "fits").glob("*.toml"))
+    numbers = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+    assert f"one of the {numbers[len(files) - 1]} fit files in `fits/`" in text
+    assert [f for f in files if f"`{f}`" not in text] == []
