@@ -1,0 +1,168 @@
+"""Regenerates the figures in docs/img that steer's own simulations draw, and prints beside each
+the numbers the docs quote from it, so that a change to the model refreshes both in one command:
+
+    .venv/bin/python scripts/figures.py [FIGURE ...]    # every figure, or the ones named
+
+- rx-placement-dram.png (README.md, docs/sweeps.md): examples/rx-placement-sweep.toml's sweep, as
+  `steer plot RESULTS --kind metric --x offered_gbps --y dram.read_gbps --y dram.write_gbps`
+  draws it. Prints each run's DRAM traffic, throughput and drops, then docs/sweeps.md's table of
+  rx-default with DMA to memory below, at and past the load its loop keeps up with.
+- seed001-transfer-size.png and seed001-ddr-to-hbm.png (docs/dsa.md): seed 001's two curves, as
+  `steer reproduce --only seed001 --plot DIR` draws them. Prints their points.
+
+Not drawn here: calibrate-vm.png and validate-vm.png (docs/calibrate.md) are measurements of the
+host they were taken on (`steer calibrate --plot`, `steer validate --plot`, a 2-vCPU VM); another
+machine gives other figures, so only measuring that machine again refreshes them.
+
+About 15 s of simulation. The figures are written into docs/img, each atomically.
+"""
+
+import argparse
+import tempfile
+import tomllib
+from pathlib import Path
+
+import steer
+import steer.plot
+from steer import reproduce
+from steer.output import fmt_bytes, table, write_atomically
+
+ROOT = Path(__file__).resolve().parent.parent
+IMG = ROOT / "docs" / "img"
+# The figures of docs/img that are measurements of a host, not simulations.
+HOST_MEASURED = ("calibrate-vm.png", "validate-vm.png")
+
+# docs/sweeps.md's table: rx-default with DMA to memory over the sweep's window, from a load at
+# which the prefetcher's run into the next buffer misses the controller's write queue, through
+# the loop's edge, to overload; then one buffer to a page, and one completion per line.
+WINDOW_US = 10000
+LOADS = (10.0, 40.0, 54.0, 60.0, 100.0)
+VARIANTS = {
+    "40, buffer_bytes=4096": {"devices.0.queues.0.buffer_bytes": 4096, "offered_gbps": 40.0},
+    "100, completion_bytes=64": {"devices.0.queues.0.completion_bytes": 64, "offered_gbps": 100.0},
+}
+
+
+def rx_placement() -> dict[str, bytes]:
+    """The sweep's DRAM traffic against offered load, per placement."""
+    with tempfile.TemporaryDirectory() as results:
+        steer.run_sweep(ROOT / "examples" / "rx-placement-sweep.toml", results)
+        runs = steer.load(results)
+    print("rx-placement-dram.png: examples/rx-placement-sweep.toml")
+    rates = ("dram.read_gbps", "dram.write_gbps", "devices.nic0.rx_gbps")
+    rows = [
+        [
+            run["param.placement"],
+            f"{run['param.offered_gbps']:g}",
+            *(f"{run[c]:.2f}" for c in rates),
+            run["devices.nic0.drops"],
+        ]
+        for _, run in runs.sort_values(["param.placement", "param.offered_gbps"]).iterrows()
+    ]
+    print(table(["placement", "offered Gb/s", "DRAM read GB/s", "DRAM write GB/s", "received Gb/s", "drops"], rows))
+    print(steering_limit())
+    print()
+    print(
+        "docs/sweeps.md: steer run rx-default --set placement=memory --set offered_gbps=G"
+        f" --set sim.measure_us={WINDOW_US}"
+    )
+    print(memory_table())
+    figure = steer.plot.metric(runs, y=["dram.read_gbps", "dram.write_gbps"], x="offered_gbps")
+    return {"rx-placement-dram.png": steer.plot.image_bytes(figure)}
+
+
+def steering_limit() -> str:
+    """The rate past which placement l2 sends lines by way of memory, as packets of rx-default."""
+    scenario = tomllib.loads(steer.resolve("rx-default"))
+    platform, queue = scenario["platform"], scenario["devices"][0]["queues"][0]
+    ccx_gbs = (
+        platform["io"]["steer_bytes_per_cycle"] * platform["topology"]["cores_per_ccx"] * platform["core"]["freq_ghz"]
+    )
+    line_bytes = platform["l2"]["line_bytes"]
+    # The packet's lines, and its completion's line (a partial write, steered as a line).
+    lines = -(-queue["packet_bytes"] // line_bytes) + 1
+    packets_gbps = ccx_gbs * 8 * queue["packet_bytes"] / (lines * line_bytes)
+    return (
+        f"steering limit: {ccx_gbs:.2f} GB/s per CCX = {packets_gbps:.1f} Gb/s of {queue['packet_bytes']} B packets"
+        f" ({lines} line writes each)"
+    )
+
+
+def memory_row(label: str, settings: dict) -> list:
+    """One line of docs/sweeps.md's table: rx-default with DMA to memory under `settings`."""
+    result = steer.run("rx-default", {"placement": "memory", "sim.measure_us": WINDOW_US, **settings})
+    nic, core = result["devices"]["nic0"], result["cores"]["1"]
+    packets = core["workload"]["packets"]
+    per_packet = (core["fill_counts"]["dram"], core["fill_counts"]["l1"], result["dram"]["write_queue_reads"])
+    queue = nic["queues"][0]
+    return [
+        label,
+        f"{nic['rx_gbps']:.1f}",
+        nic["drops"],
+        round(queue["in_flight_bytes_end"] / (queue["arrived_bytes"] / queue["arrived_packets"])),
+        f"{core['workload']['cycles_per_packet']:.0f}",
+        f"{result['dram']['read_gbps']:.2f} / {result['dram']['write_gbps']:.2f}",
+        " / ".join(f"{count / packets:.2f}" for count in per_packet),
+    ]
+
+
+def memory_table() -> str:
+    """docs/sweeps.md's table, in markdown."""
+    rows = [memory_row(f"{load:g}", {"offered_gbps": load}) for load in LOADS]
+    rows += [memory_row(label, settings) for label, settings in VARIANTS.items()]
+    headers = [
+        "offered Gb/s",
+        "received Gb/s",
+        "drops",
+        "packets in flight at the end",
+        "cycles per packet",
+        "DRAM read / write GB/s",
+        "per packet: DRAM fills / L1 hits / write-queue reads",
+    ]
+    return markdown(headers, rows)
+
+
+def markdown(headers: list[str], rows: list[list]) -> str:
+    """A table as the docs write it, numbers right-aligned."""
+    lines = [headers, ["---:"] * len(headers), *rows]
+    return "\n".join("| " + " | ".join(str(cell) for cell in line) + " |" for line in lines)
+
+
+def seed001() -> dict[str, bytes]:
+    """Seed 001's transfer-size curves and DDR-to-HBM bars, as `steer reproduce --plot` draws them."""
+    runner = reproduce.Runner()
+    figures = reproduce.seed001_figures(runner)
+    # The runs are shared: these read back what the figures ran.
+    print("seed001-transfer-size.png: one DSA, node 0 to 0, GiB/s by transfer size")
+    for label, points in reproduce.seed001_transfer_curves(runner).items():
+        print(f"  {label}: " + ", ".join(f"{fmt_bytes(size)} {gibps:.2f}" for size, gibps in points))
+    print("seed001-ddr-to-hbm.png: 1 GiB from node 0 into HBM nodes 8-15, GiB/s")
+    for label, values in reproduce.seed001_hbm_bars(runner).items():
+        print(f"  {label}: " + ", ".join(f"{v:.2f}" for v in values))
+    return figures
+
+
+# Each drawing, with the files of docs/img it writes.
+DRAWINGS = {
+    rx_placement: ("rx-placement-dram.png",),
+    seed001: ("seed001-transfer-size.png", "seed001-ddr-to-hbm.png"),
+}
+FIGURES = tuple(name for names in DRAWINGS.values() for name in names)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("figures", nargs="*", metavar="FIGURE", help=", ".join(FIGURES))
+    args = parser.parse_args()
+    unknown = set(args.figures) - set(FIGURES)
+    if unknown:
+        parser.error(f"not a figure of steer's simulations: {', '.join(sorted(unknown))} (one of {', '.join(FIGURES)})")
+    wanted = set(args.figures or FIGURES)
+    for draw, names in DRAWINGS.items():
+        if wanted & set(names):
+            write_atomically({IMG / name: image for name, image in draw().items()})
+            print()
+
+
+if __name__ == "__main__":
+    main()
