@@ -249,10 +249,10 @@ def test_steer_fit_writes_the_overlay_and_json(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["fit", "missing.toml"], "steer: error: missing.toml: no such file"),
+        (["fit", "missing.toml"], "steer: error: missing.toml: cannot read fit file: No such file or directory"),
         (["fit", "bad.toml"], "steer: error: bad.toml: invalid TOML"),
-        (["fit", "."], "steer: error: .: cannot read: Is a directory\n"),
-        (["run", "rx-default", "--set-file", "missing.toml"], "--set-file: missing.toml: no such file"),
+        (["fit", "."], "steer: error: .: cannot read fit file: Is a directory\n"),
+        (["run", "rx-default", "--set-file", "missing.toml"], "--set-file: missing.toml: cannot read: No such file"),
         (["run", "rx-default", "--set-file", "bad.toml"], "--set-file: bad.toml: invalid TOML"),
     ],
 )
@@ -447,3 +447,37 @@ def test_the_report_ranks_at_most_five_points():
     result.points *= 3
     ranked = fits.report(result).split("lowest calibration costs:\n")[1].splitlines()[:-1]
     assert len(ranked) == 5 and all(line.startswith("           1  ") for line in ranked[:4])
+
+
+BOM = b"\xef\xbb\xbf"
+# Each TOML input file that is not a scenario, with the command that reads it.
+INPUT_FILES = {
+    "sweep": (
+        ["sweep", "in.toml", "--dry-run"],
+        'scenario = "rx-default"\n[grid]\noffered_gbps = [10]\n',
+        "sweep file",
+    ),
+    "fit": (
+        ["fit", "in.toml", "--workers", "1", "--quiet"],
+        '[parameters]\n"sim.measure_us" = [20]\n[[rows]]\nscenario = "rx-default"\nset = { "sim.warmup_us" = 10 }\n'
+        'key = "dram.read_gbps"\nmeasured = 1.0\ntolerance = 0.1\n',
+        "fit file",
+    ),
+    "set-file": (["resolve", "rx-default", "--set-file", "in.toml"], "offered_gbps = 12\n", ""),
+}
+
+
+@pytest.mark.parametrize("kind", INPUT_FILES)
+def test_sweep_fit_and_set_files_are_read_as_scenario_files_are_with_or_without_a_byte_order_mark(tmp_path, kind):
+    args, text, what = INPUT_FILES[kind]
+    (tmp_path / "in.toml").write_bytes(BOM + text.encode())
+    done = steer_cli(*args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    # Not UTF-8 (a Windows-1252 quote): said so, as the scenario loader says it, without the codec's words.
+    (tmp_path / "in.toml").write_bytes(b"#\x91\n" + text.encode())
+    done = steer_cli(*args, cwd=tmp_path)
+    assert done.returncode == 2
+    prefix = "--set-file: " if kind == "set-file" else ""
+    cannot = f"cannot read {what}" if what else "cannot read"
+    assert f"{prefix}in.toml: {cannot}: not UTF-8 text" in done.stderr
+    assert len(done.stderr.splitlines()) == 1

@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import json
 import math
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from steer import api, output, reproduce, sweep
+from steer import api, output, reproduce, sweep, tomlfile
 from steer._core import ScenarioError
 from steer.result import flatten
 from steer.store import Store, run_id
@@ -217,16 +216,7 @@ def fit_from_dict(data: Mapping[str, Any], origin: str = "fit", base: Path | Non
 
 def load_fit(path: str | Path) -> Fit:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ScenarioError(f"{path}: cannot read: {getattr(error, 'strerror', None) or error}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise ScenarioError(f"{path}: invalid TOML: {error}") from None
+    data, _ = tomlfile.read(path, "fit file")
     return fit_from_dict(data, str(path), path.parent)
 
 

@@ -32,13 +32,12 @@ import socket
 import sys
 import threading
 import time
-import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from steer import _core, api, output
+from steer import _core, api, output, tomlfile
 from steer._core import ScenarioError, __version__
 from steer.store import RECORD_FORMAT, Store, run_id
 
@@ -180,15 +179,7 @@ def sweep_from_dict(data: Mapping[str, Any], origin: str = "sweep", base: Path |
 def load_sweep(path: str | Path) -> Sweep:
     """Reads and checks a sweep file; raises ScenarioError naming the file and key for bad input."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        reason = getattr(error, "strerror", None) or str(error)
-        raise ScenarioError(f"{path}: cannot read sweep file: {reason}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise ScenarioError(f"{path}: invalid TOML: {error}") from None
+    data, text = tomlfile.read(path, "sweep file")
     return sweep_from_dict(data, str(path), path.parent, text)
 
 
