@@ -49,7 +49,7 @@ def simulated(offered: int, key: str = "write_gbps") -> float:
 
 def test_the_best_point_is_the_one_whose_row_matches(tmp_path):
     target = simulated(20)
-    result = fits.run_fit(own_row_fit(tmp_path, target), tmp_path / "out", workers=1)
+    result = fits.run_fit(own_row_fit(tmp_path, target), tmp_path / "out", workers=1, method="grid")
     assert result.best.point == {"offered_gbps": 20}
     (row,) = result.best.rows
     assert row.simulated == target and row.error == 0.0 and row.within is True
@@ -72,7 +72,7 @@ measured = {simulated(30, "read_gbps")}
 tolerance_percent = 1
 role = "validation"
 """
-    result = fits.run_fit(own_row_fit(tmp_path, simulated(20), extra), tmp_path / "out", workers=1)
+    result = fits.run_fit(own_row_fit(tmp_path, simulated(20), extra), tmp_path / "out", workers=1, method="grid")
     assert result.best.point == {"offered_gbps": 20}
     assert result.best.score("calibration") == (1, 1)
     assert result.best.score("validation") == (0, 1)
@@ -91,8 +91,8 @@ def test_a_fit_called_from_python_is_quiet_unless_asked_even_on_a_terminal(tmp_p
 
 def test_a_fit_resumes_and_the_overlay_applies_the_best_values(tmp_path):
     path = own_row_fit(tmp_path, simulated(30))
-    first = fits.run_fit(path, tmp_path / "out", workers=1)
-    again = fits.run_fit(path, tmp_path / "out", workers=1)
+    first = fits.run_fit(path, tmp_path / "out", workers=1, method="grid")
+    again = fits.run_fit(path, tmp_path / "out", workers=1, method="grid")
     assert (first.ran, first.skipped) == (3, 0)
     assert (again.ran, again.skipped) == (0, 3)
     overlay = fits.overlay_toml(again)
@@ -115,11 +115,11 @@ def test_a_resumed_fit_runs_again_only_the_point_that_failed(tmp_path, monkeypat
         return simulate(rows, overrides)
 
     monkeypatch.setattr(fits, "simulate_rows", fails_at_20_once)
-    first = fits.run_fit(path, tmp_path / "out", workers=1)
+    first = fits.run_fit(path, tmp_path / "out", workers=1, method="grid")
     assert (first.ran, first.skipped) == (3, 0)
     assert list(first.failed.values()) == ["RuntimeError: the machine went away"]
     assert sorted(p.point["offered_gbps"] for p in first.points) == [10, 30]
-    again = fits.run_fit(path, tmp_path / "out", workers=1)
+    again = fits.run_fit(path, tmp_path / "out", workers=1, method="grid")
     assert (again.ran, again.skipped, again.failed) == (1, 2, {})
     assert calls[3:] == [["offered_gbps=20"]]
     assert again.best.point == {"offered_gbps": 20}
@@ -233,7 +233,7 @@ def steer_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_steer_fit_writes_the_overlay_and_json(tmp_path):
     path = own_row_fit(tmp_path, simulated(10))
-    done = steer_cli("fit", str(path), "-r", "out", "--workers", "1", "--json", "fit.json", "--quiet", cwd=tmp_path)
+    done = steer_cli("fit", str(path), "-r", "out", "--workers", "1", "--method", "grid", "--json", "fit.json", "--quiet", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "best point: offered_gbps = 10" in done.stdout
     assert "calibration: 1 of 1 rows within tolerance" in done.stdout
@@ -285,7 +285,7 @@ def test_the_dsa_kinds_calibrated_defaults_are_the_best_points_of_their_fits(tmp
         i = min(range(len(values)), key=lambda k: abs(values[k] - defaults[key]))
         assert values[i] == pytest.approx(defaults[key]), key
         fit.parameters[key] = values[i - 1 : i + 2]
-    result = fits.run_fit(fit, tmp_path / "out", workers=1)
+    result = fits.run_fit(fit, tmp_path / "out", workers=1, method="grid")
     assert result.best.point == pytest.approx(defaults)
     assert all(row.within for row in result.best.rows)
 
@@ -339,6 +339,7 @@ def test_the_report_overlay_and_json_of_a_hand_made_result():
             "           1  platform.memory.channel_gbs = 45, offered_gbps = 10.0",
             "          10  platform.memory.channel_gbs = 50, offered_gbps = 10.0",
             "3 points: 2 simulated now, 1 done before, 1 failed",
+            "  failed at run-x: boom",
         ]
     )
     # Two points are ranked; one has no ranking to show.
@@ -394,7 +395,8 @@ def test_the_report_overlay_and_json_of_a_hand_made_result():
             {"point": {"platform.memory.channel_gbs": c, "offered_gbps": 10.0}, "calibration_cost": cost}
             for c, cost in ((40, 1.0), (45, 1.0), (50, 10.0))
         ],
-        "failed": 1,
+        "method": "grid",
+        "failed": [{"point": "run-x", "error": "boom"}],
     }
 
 
@@ -445,7 +447,7 @@ def test_a_grid_of_exactly_the_most_points_is_accepted_and_own_scenarios_are_fou
 def test_the_report_ranks_at_most_five_points():
     result = hand_made_result()
     result.points *= 3
-    ranked = fits.report(result).split("lowest calibration costs:\n")[1].splitlines()[:-1]
+    ranked = fits.report(result).split("lowest calibration costs:\n")[1].splitlines()[:-2]
     assert len(ranked) == 5 and all(line.startswith("           1  ") for line in ranked[:4])
 
 
