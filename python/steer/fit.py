@@ -359,9 +359,8 @@ def refuse_invalid(fit: Fit, tasks: list[sweep.Task], keep_going: bool) -> None:
     unless ``keep_going`` and some are valid."""
     bad = [t for t in tasks if t.resolved is None]
     if bad and (not keep_going or len(bad) == len(tasks)):
-        count = (
-            f" ({len(bad)} of {len(tasks)} points are invalid; --keep-going runs the others)" if len(bad) > 1 else ""
-        )
+        others = "; --keep-going runs the others" if len(bad) < len(tasks) else ""
+        count = f" ({len(bad)} of {len(tasks)} points checked are invalid{others})" if len(bad) > 1 else ""
         raise ScenarioError(f"{fit.origin}: {point_label(bad[0].point)}: {bad[0].error}{count}")
 
 
