@@ -785,3 +785,14 @@ def test_steer_fit_writes_the_plot_it_is_asked_for_and_refuses_a_format_it_canno
     done = steer_cli("fit", str(path), "--plot", "costs.png", "--workers", "1", "--quiet", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "costs.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_search_on_ray_starts_ray_once_for_all_its_steps(tmp_path, monkeypatch):
+    ray = pytest.importorskip("ray")
+    starts = []
+    init = ray.init
+    monkeypatch.setattr(ray, "init", lambda **options: starts.append(options) or init(**options))
+    # The start (20 and 30), then a step to 10 (the row's best): two steps of the executor.
+    result = fits.run_fit(own_row_fit(tmp_path, simulated(10)), tmp_path / "out", executor="ray", workers=2)
+    assert [p.point["offered_gbps"] for p in result.points] == [20, 30, 10]
+    assert len(starts) == 1 and not ray.is_initialized()

@@ -29,6 +29,7 @@ resumes where it stopped. The best values are written as an overlay that ``--set
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
@@ -590,7 +591,9 @@ def run_fit(
             done.extend(points)
             return [calibration_residuals(p) for p in points]
 
-        Search(fit.axes(), evaluate_points, budget).run()
+        # One Ray session for every step of the search, not one each.
+        with sweep.ray_session(workers, address) if executor == "ray" else contextlib.nullcontext():
+            Search(fit.axes(), evaluate_points, budget).run()
     points = [p for p in done if p is not None]
     if not points:
         first = next(iter(runs.failed.values()), "no point was simulated")
