@@ -213,9 +213,9 @@ def add_commands(commands, with_set: Callable[[argparse.ArgumentParser], None]) 
     fit = commands.add_parser(
         "fit",
         help="search parameters so that simulated rows match measured ones; resumes where it stopped",
-        description="Runs every row of a fit file at every point of its parameter grid (through the sweep "
-        "executor), reports the point with the least calibration error and the validation rows there, and writes "
-        "its values as an overlay for --set-file.",
+        description="Runs every row of a fit file at the points of its parameters a search chooses, or at every "
+        "point of their grid (through the sweep executor), reports the point with the least calibration error and "
+        "the validation rows there, and writes its values as an overlay for --set-file.",
     )
     fit.add_argument("fit_file", help="fit file (.toml): [parameters] and [[rows]] (docs/fit.md)")
     fit.add_argument("-r", "--results", metavar="DIR", help="results directory (default results/fit-NAME)")
