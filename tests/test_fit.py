@@ -591,6 +591,10 @@ def test_the_default_budget_is_a_fifth_of_the_grid_and_at_least_two_points_per_p
     assert fits.default_budget(fit) == 6  # a fifth of 6 is 1; two parameters searched
     with pytest.raises(steer.ScenarioError, match=r"^--budget: expected a whole number of points, at least 1"):
         fits.run_fit(fit, "unused", budget=0)
+    with pytest.raises(
+        steer.ScenarioError, match=r"^--budget: only for --method search \(the grid runs every point\)$"
+    ):
+        fits.run_fit(fit, "unused", budget=3, method="grid")
     with pytest.raises(steer.ScenarioError, match=r"^unknown method `best` \(expected search or grid\)$"):
         fits.run_fit(fit, "unused", method="best")
 

@@ -570,6 +570,8 @@ def run_fit(
         raise ScenarioError(f"unknown method `{method}` (expected {' or '.join(METHODS)})")
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
         raise ScenarioError(f"--budget: expected a whole number of points, at least 1 (got {budget!r})")
+    if budget is not None and method == "grid":
+        raise ScenarioError("--budget: only for --method search (the grid runs every point)")
     sweep.check_executor(executor, workers, address)
     runs = Runs(fit, results_dir, method, executor=executor, workers=workers, address=address, quiet=quiet)
     name = f"fit {Path(fit.origin).stem}"
@@ -584,10 +586,8 @@ def run_fit(
 
         def evaluate_points(values: list[tuple]) -> list[tuple[float, ...] | None]:
             start = len(done)
-            points = runs(
-                runs.plan([fit.point(v) for v in values]),
-                f"{name}: points {start + 1}-{start + len(values)} of at most {budget}",
-            )
+            which = f"{start + 1}" if len(values) == 1 else f"s {start + 1}-{start + len(values)}"
+            points = runs(runs.plan([fit.point(v) for v in values]), f"{name}: point{which} of at most {budget}")
             done.extend(points)
             return [calibration_residuals(p) for p in points]
 
