@@ -180,7 +180,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         files[Path(args.json)] = text
     output.write_atomically(files)
     print(fits.report(result))
-    print(f"wrote {', '.join(str(p) for p in files)}")
+    names = [str(p) for p in files]
+    print(f"wrote {' and '.join([', '.join(names[:-1]), names[-1]] if len(names) > 1 else names)}")
     return status
 
 
