@@ -4,8 +4,8 @@ A fit file is TOML::
 
     description = "the controller write queue's answer latency, from seed 004's eflatency mean"
 
-    [parameters]                        # every combination is one point of the search (a grid)
-    "platform.memory.write_queue_latency_ns" = { min = 30.0, max = 90.0, steps = 13 }
+    [parameters]                        # applied to every run of every row
+    "platform.memory.write_queue_latency_ns" = { min = 30.0, max = 90.0, steps = 13 }  # a range
     # or a list: "platform.l2.latency_cycles" = [12, 14, 16]
 
     [[rows]]                            # a row of `steer reproduce`: its published value and target
@@ -20,11 +20,15 @@ A fit file is TOML::
     tolerance = 0.3                     # or tolerance_percent = 10
     role = "validation"                 # calibration (the default for own rows) or validation
 
-Each point runs every row (through the sweep executor: a local process pool or Ray) with the
-point's values applied to every run. The best point is the one with the least sum of squared
-calibration errors, each in units of its row's tolerance; validation rows only check it. Points
-are recorded in a results directory as sweeps are (:mod:`steer.store`), so an interrupted fit
-resumes where it stopped. The best values are written as an overlay that ``--set-file`` applies.
+The points are a search's (:mod:`steer.fit_search`: a range is continuous, a list a set of
+values in order) or the grid's (every combination; a range's ``steps`` evenly spaced values).
+Before anything runs, the points (the search: its box's corners) are resolved with every run of
+every row, so a key or value a row's scenario refuses is found first. Each point runs every row
+(through the sweep executor: a local process pool or Ray) with the point's values applied to
+every run. The best point is the one with the least sum of squared calibration errors, each in
+units of its row's tolerance; validation rows only check it. Points are recorded in a results
+directory as sweeps are (:mod:`steer.store`), so an interrupted fit resumes where it stopped. The
+best values are written as an overlay that ``--set-file`` applies.
 """
 
 from __future__ import annotations
@@ -631,7 +635,7 @@ def report(result: FitResult) -> str:
     """The best point, its rows and both scores, as text."""
     best = result.best
     lines = [
-        "best point: " + ", ".join(f"{k} = {api.toml_literal(v)}" for k, v in best.point.items()),
+        "best point: " + point_label(best.point),
         "",
         output.table(
             ["row", "role", "measured", "simulated", "error", "tolerance", "within"],
@@ -656,10 +660,7 @@ def report(result: FitResult) -> str:
     ranked = sorted(result.points, key=lambda p: p.cost())[:5]
     if len(result.points) > 1:
         lines += ["", "lowest calibration costs:"]
-        lines += [
-            f"  {p.cost():10.4g}  " + ", ".join(f"{k} = {api.toml_literal(v)}" for k, v in p.point.items())
-            for p in ranked
-        ]
+        lines += [f"  {p.cost():10.4g}  " + point_label(p.point) for p in ranked]
     searched = f" (searched; the grid has {len(result.fit.points())})" if result.method == "search" else ""
     lines.append(
         f"{output.count(len(result.points), 'point')}{searched}: {result.ran} simulated now, "
