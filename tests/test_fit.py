@@ -562,7 +562,7 @@ def test_an_interrupted_search_resumes_with_the_same_points_under_the_same_ids_a
     assert calls[1:] == [f"offered_gbps={v:.1f}" for v in (10, 20, 40, 50, 60, 80, 90)]
 
 
-def test_the_search_takes_a_list_as_neighbours_and_stops_when_none_is_better(tmp_path, monkeypatch):
+def test_the_search_takes_a_list_as_neighbours_and_stops_when_none_is_left_to_try(tmp_path, monkeypatch):
     # A second parameter, a list, that the stubbed row ignores; the row's best offered load,
     # 42.053, is between two values of the range's resolution (0.01).
     calls = stub_simulation(monkeypatch)
@@ -576,10 +576,13 @@ def test_the_search_takes_a_list_as_neighbours_and_stops_when_none_is_better(tmp
         "offered_gbps=76.67 sim.measure_us=200",
         # The least-squares step, at the resolution.
         "offered_gbps=42.05 sim.measure_us=100",
-        # Its neighbours, the model's most promising first: none is better, so the search stops.
+        # Its neighbours, the model's most promising first: none is better.
         "offered_gbps=42.05 sim.measure_us=200",
         "offered_gbps=42.06 sim.measure_us=100",
         "offered_gbps=42.04 sim.measure_us=100",
+        # The list's values beside the next best combination of list values (200): then every
+        # value of the list has run beside one run, and the search stops.
+        "offered_gbps=42.05 sim.measure_us=300",
     ]
     assert result.best.point == {"offered_gbps": 42.05, "sim.measure_us": 100}
 
@@ -800,3 +803,25 @@ def test_a_search_on_ray_starts_ray_once_for_all_its_steps(tmp_path, monkeypatch
     result = fits.run_fit(own_row_fit(tmp_path, simulated(10)), tmp_path / "out", executor="ray", workers=2)
     assert [p.point["offered_gbps"] for p in result.points] == [20, 30, 10]
     assert len(starts) == 1 and not ray.is_initialized()
+
+
+def test_past_a_local_minimum_the_search_walks_the_lists_from_the_next_best_values_while_the_budget_lasts():
+    # Two lists; along b = 0 the cost falls to a local minimum at a = 4 (1.5); its least (0.5) is
+    # at (0, 1), beside only (0, 0) and (1, 1), which cost more.
+    costs = dict(zip([(a, 0) for a in range(5)], [5, 4, 3, 2, 1.5])) | dict(
+        zip([(a, 1) for a in range(5)], [0.5, 6, 6, 6, 6])
+    )
+    axes = [fit_search.Axis("a", values=(0, 1, 2, 3, 4)), fit_search.Axis("b", values=(0, 1))]
+
+    def run(points):
+        return [(math.sqrt(costs[p]),) for p in points]
+
+    history = fit_search.Search(axes, run, budget=12).run()
+    assert [e.values for e in history] == [
+        (2, 0), (1, 1), (3, 1),  # the start
+        (1, 0), (3, 0), (4, 0),  # steps of the trust region to the local minimum
+        (4, 1),  # its one neighbour not run: not better
+        (2, 1), (0, 0),  # the neighbours of the next best values: (2, 0)'s, then (1, 0)'s
+        (0, 1),  # (0, 0)'s: the least; every point has run
+    ]  # fmt: skip
+    assert fit_search.Search(axes, run, budget=6).run()[-1].values == (4, 0)  # the budget stops it

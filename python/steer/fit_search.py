@@ -7,8 +7,10 @@ nearest it), and the step is the one that minimises the modelled cost within a b
 Levenberg-Marquardt step: the derivative-free Gauss-Newton of DFO-LS and POUNDERS). The box
 grows when the model predicts well and shrinks when it does not. Where the model proposes no
 point not run yet, the search tries the best point's neighbours: a list's next values, a range's
-values one resolution step away. It stops when none of them is better (a local minimum at the
-resolution), or after ``budget`` points.
+values one resolution step away. When none of them is better (a local minimum at the
+resolution), a neighbourhood search on the lists goes on from the next best combination of their
+values while the budget lasts; it stops when no list has a value beside a point run that has not
+run itself, or after ``budget`` points.
 
 Parameters are coordinates in [0, 1]: a range (``{min, max, steps}`` in the fit file) is
 continuous, its values rounded to a resolution (the largest power of ten at most a thousandth of
@@ -113,11 +115,30 @@ class Search:
                 radius = max(self.smallest_radius, radius / 2)  # a point run before: look nearer
                 continue
             # The model sees no better point: try the neighbours one step away.
-            neighbours = self.neighbours(centre)
+            neighbours = self.neighbours(centre) or self.next_in_lists()
             if not neighbours:
-                break  # none is better: a local minimum
+                break  # none is better, and no list has a value left beside a point run
             self.run_points(neighbours[:1])
         return self.history
+
+    def next_in_lists(self) -> list[tuple]:
+        """Once every neighbour of the best point has run: the neighbours in lists of the next
+        best combination of list values that has some not run (best first), as a neighbourhood
+        search on whole values goes on past a local minimum while the budget lasts. Each
+        combination is taken at its best point; ranges are not walked so, since their neighbours
+        are a resolution step apart, where the trust region has looked already."""
+        lists = [i for i, axis in enumerate(self.axes) if axis.values]
+        ranked = sorted((e for e in self.history if e.residuals is not None), key=lambda e: e.cost)
+        combinations: set[tuple] = set()
+        for centre in ranked:
+            combination = tuple(centre.values[i] for i in lists)
+            if combination in combinations:
+                continue
+            combinations.add(combination)
+            found = self.neighbours(centre, lists_only=True)
+            if found:
+                return found
+        return []
 
     @property
     def best(self) -> Evaluated:
@@ -203,12 +224,14 @@ class Search:
         predicted = [value + sum(g * s for g, s in zip(row, moved)) for row, value in zip(jacobian, r)]
         return moved, sum(p * p for p in predicted)
 
-    def neighbours(self, centre: Evaluated) -> list[tuple]:
+    def neighbours(self, centre: Evaluated, lists_only: bool = False) -> list[tuple]:
         """Points not yet run one step from the centre along one parameter (a list's next value,
         a range's next value at its resolution), most promising by the model first."""
         jacobian = self.model(centre) if centre.residuals else None
         found: list[tuple[float, int, tuple]] = []
         for i, axis in enumerate(self.axes):
+            if lists_only and not axis.values:
+                continue
             for sign in (-1.0, 1.0):
                 coordinates = list(centre.coordinates)
                 coordinates[i] += sign * axis.step
