@@ -616,6 +616,7 @@ def test_a_ranges_resolution_is_a_power_of_ten_at_most_a_thousandth_of_it_and_wh
     axis = fit_search.Axis("k", low=30.0, high=90.0)
     assert (axis.resolution, axis.value(0.4321), axis.value(-1.0), axis.value(2.0)) == (0.01, 55.93, 30.0, 90.0)
     assert fit_search.Axis("k", low=0.19, high=0.215).value(0.5) == 0.2025  # resolution 1e-5
+    assert fit_search.Axis("k", low=1e-10, high=2e-10).value(0.123) == 1.123e-10  # 1e-13
     whole = fit_search.Axis("k", low=0, high=100, whole=True)
     assert (whole.resolution, whole.value(0.333)) == (1.0, 33)
     listed = fit_search.Axis("k", values=("a", "b", "c"))

@@ -61,7 +61,10 @@ class Axis:
             return self.values[math.floor(u * (len(self.values) - 1) + 0.5)]
         steps = round((self.low + u * (self.high - self.low)) / self.resolution)
         value = min(self.high, max(self.low, steps * self.resolution))
-        return int(round(value)) if self.whole else round(value, 12)
+        if self.whole:
+            return int(round(value))
+        # The resolution's decimals, no more: 56.46, not 56.460000000000001.
+        return round(value, max(0, round(-math.log10(self.resolution))))
 
     def coordinate(self, value: Any) -> float:
         if self.values:
