@@ -190,7 +190,7 @@ def test_report_and_export_print_what_they_wrote(monkeypatch, capsys, tmp_path):
 
 def fake_fit(monkeypatch):
     calls = []
-    result = SimpleNamespace(to_dict=lambda: {"best": {"a": 1}})
+    result = SimpleNamespace(to_dict=lambda: {"best": {"a": 1}}, failed={})
     monkeypatch.setattr(fit, "load_fit", lambda path: ("spec", path))
     monkeypatch.setattr(
         fit, "run_fit", lambda spec, results, **options: calls.append((spec, results, options)) or result
@@ -208,7 +208,15 @@ def test_fit_writes_the_overlay_into_its_results_and_reports(monkeypatch, capsys
         (
             ("spec", "dir/my.toml"),
             Path("results/fit-my"),
-            {"executor": "local", "workers": 2, "address": None, "quiet": True},
+            {
+                "executor": "local",
+                "workers": 2,
+                "address": None,
+                "quiet": True,
+                "method": "search",
+                "budget": None,
+                "keep_going": False,
+            },
         )
     ]
     assert capsys.readouterr().out == "the fit's report\nwrote results/fit-my/best.toml\n"

@@ -136,18 +136,10 @@ def override_list(overrides: Overrides) -> list[str]:
 
 def overrides_from_file(path: str | Path) -> list[str]:
     """A TOML file's values as ``KEY=VALUE`` overrides, nested tables as dotted key paths."""
-    import tomllib
-
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ScenarioError(f"{path}: cannot read: {getattr(error, 'strerror', None) or error}") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ScenarioError(f"{path}: invalid TOML: {error}") from None
-
+    from steer import tomlfile
     from steer.sweep import dotted
+
+    data, _ = tomlfile.read(path)
 
     return override_list(dotted(data))
 

@@ -4,8 +4,8 @@ A fit file is TOML::
 
     description = "the controller write queue's answer latency, from seed 004's eflatency mean"
 
-    [parameters]                        # every combination is one point of the search (a grid)
-    "platform.memory.write_queue_latency_ns" = { min = 30.0, max = 90.0, steps = 13 }
+    [parameters]                        # applied to every run of every row
+    "platform.memory.write_queue_latency_ns" = { min = 30.0, max = 90.0, steps = 13 }  # a range
     # or a list: "platform.l2.latency_cycles" = [12, 14, 16]
 
     [[rows]]                            # a row of `steer reproduce`: its published value and target
@@ -20,25 +20,31 @@ A fit file is TOML::
     tolerance = 0.3                     # or tolerance_percent = 10
     role = "validation"                 # calibration (the default for own rows) or validation
 
-Each point runs every row (through the sweep executor: a local process pool or Ray) with the
-point's values applied to every run. The best point is the one with the least sum of squared
-calibration errors, each in units of its row's tolerance; validation rows only check it. Points
-are recorded in a results directory as sweeps are (:mod:`steer.store`), so an interrupted fit
-resumes where it stopped. The best values are written as an overlay that ``--set-file`` applies.
+The points are a search's (:mod:`steer.fit_search`: a range is continuous, a list a set of
+values in order) or the grid's (every combination; a range's ``steps`` evenly spaced values).
+Before anything runs, the points (the search: its box's corners) are resolved with every run of
+every row, so a key or value a row's scenario refuses is found first. Each point runs every row
+(through the sweep executor: a local process pool or Ray) with the point's values applied to
+every run. The best point is the one with the least sum of squared calibration errors, each in
+units of its row's tolerance; validation rows only check it. Points are recorded in a results
+directory as sweeps are (:mod:`steer.store`), so an interrupted fit resumes where it stopped. The
+best values are written as an overlay that ``--set-file`` applies.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import math
-import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from steer import api, output, reproduce, sweep
+from steer import _core, api, output, reproduce, sweep, tomlfile
 from steer._core import ScenarioError
+from steer.fit_search import Axis, Search
 from steer.result import flatten
 from steer.store import Store, run_id
 
@@ -48,6 +54,9 @@ OWN_ROW_KEYS = ("name", "scenario", "set", "key", "measured", "tolerance", "tole
 # A grid larger than this is a search the sweep executor should not be asked to run point by point.
 MAX_POINTS = sweep.MAX_POINTS
 MAX_STEPS = 1000
+METHODS = ("search", "grid")
+# Failed points the report names one by one.
+SHOWN_FAILURES = 5
 
 
 @dataclass(frozen=True)
@@ -83,9 +92,37 @@ class Fit:
     rows: list[FitRow]
     description: str = ""
     origin: str = "fit"
+    # The parameters given as {min, max, steps}: their bounds, which the search takes as continuous.
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def points(self) -> list[dict[str, Any]]:
+        """The grid's points, the first parameter varying slowest."""
         return sweep.Sweep("", grid=self.parameters).points()
+
+    def axes(self) -> list[Axis]:
+        """What the search varies: every range, and every list of more than one value."""
+        axes = []
+        for key, values in self.parameters.items():
+            if key in self.ranges:
+                low, high = self.ranges[key]
+                axes.append(Axis(key, low=low, high=high, whole=all(isinstance(v, int) for v in values)))
+            elif len(values) > 1:
+                axes.append(Axis(key, values=tuple(values)))
+        return axes
+
+    def point(self, values: Iterable[Any]) -> dict[str, Any]:
+        """The point with the searched parameters at ``values`` (in :meth:`axes` order) and the
+        others at their one value, in the fit file's order."""
+        given = dict(zip((axis.key for axis in self.axes()), values))
+        return {key: given[key] if key in given else options[0] for key, options in self.parameters.items()}
+
+    def corners(self) -> list[dict[str, Any]]:
+        """Every value of every list with both ends of every range: what the search checks before it runs."""
+        ends = {
+            key: [self.parameters[key][0], self.parameters[key][-1]] if key in self.ranges else values
+            for key, values in self.parameters.items()
+        }
+        return sweep.Sweep("", grid=ends).points()
 
 
 def _number(origin: str, where: str, value: object) -> float:
@@ -208,7 +245,12 @@ def fit_from_dict(data: Mapping[str, Any], origin: str = "fit", base: Path | Non
     description = data.get("description", "")
     if not isinstance(description, str):
         raise ScenarioError(f"{origin}: description: expected a string")
-    fit = Fit(values, fit_rows, description, origin)
+    ranges = {
+        key: (float(spec["min"]), float(spec["max"]))
+        for key, spec in parameter_specs(parameters).items()
+        if isinstance(spec, dict)
+    }
+    fit = Fit(values, fit_rows, description, origin, ranges)
     count = math.prod(len(v) for v in values.values())
     if count > MAX_POINTS:
         raise ScenarioError(f"{origin}: parameters: {count} points, more than {MAX_POINTS}; use fewer values")
@@ -217,16 +259,7 @@ def fit_from_dict(data: Mapping[str, Any], origin: str = "fit", base: Path | Non
 
 def load_fit(path: str | Path) -> Fit:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ScenarioError(f"{path}: cannot read: {getattr(error, 'strerror', None) or error}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise ScenarioError(f"{path}: invalid TOML: {error}") from None
+    data, _ = tomlfile.read(path, "fit file")
     return fit_from_dict(data, str(path), path.parent)
 
 
@@ -234,15 +267,173 @@ def point_overrides(point: Mapping[str, Any]) -> list[str]:
     return [f"{key}={api.toml_literal(value)}" for key, value in point.items()]
 
 
+def task(fit: Fit, index: int, point: dict[str, Any]) -> sweep.Task:
+    """What a worker needs to simulate every row at a point. Its id depends on the rows and the
+    point alone, so the grid and the search store a point they share under one id."""
+    overrides = point_overrides(point)
+    work = json.dumps({"rows": [row.to_spec() for row in fit.rows], "overrides": overrides}, sort_keys=True)
+    return sweep.Task(index, run_id(work), point, overrides, "fit", resolved=work)
+
+
 def tasks(fit: Fit) -> list[sweep.Task]:
-    """One task per point: what a worker needs to simulate every row there."""
-    specs = [row.to_spec() for row in fit.rows]
-    result = []
-    for index, point in enumerate(fit.points()):
+    """One task per point of the grid."""
+    return [task(fit, index, point) for index, point in enumerate(fit.points())]
+
+
+def point_label(point: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key} = {api.toml_literal(value)}" for key, value in point.items())
+
+
+class _AnyPart(float):
+    """Any part of a result while an experiment's runs are listed rather than run: every key
+    gives another, it counts as 1 in arithmetic and as an empty table when iterated."""
+
+    def __new__(cls) -> _AnyPart:
+        return super().__new__(cls, 1.0)
+
+    def __getitem__(self, key: object) -> _AnyPart:
+        return _AnyPart()
+
+    def values(self) -> tuple:
+        return ()
+
+    def items(self) -> tuple:
+        return ()
+
+    def __iter__(self):
+        return iter(())
+
+
+class PlanningRunner(reproduce.Runner):
+    """Lists the runs (scenario and overrides) an experiment asks for, without running any."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[tuple[str, tuple[str, ...]]] = []
+
+    def run(self, scenario: str, *overrides: str) -> dict:
+        if (scenario, overrides) not in self.asked:
+            self.asked.append((scenario, overrides))
+        return _AnyPart()  # type: ignore[return-value]
+
+
+def row_runs(row: FitRow) -> list[tuple[str, tuple[str, ...]]]:
+    """The runs a row's value comes from: a reproduce row's experiment's, or the row's own."""
+    if row.reproduce:
+        planner = PlanningRunner()
+        # An experiment that reads its results in a way the stand-in cannot answer stops here:
+        # the runs listed so far are checked now, the others when they run (a test keeps every
+        # experiment listed whole).
+        with contextlib.suppress(Exception):
+            reproduce.EXPERIMENTS[row.reproduce.split("/")[0]](planner)
+        return planner.asked
+    return [(row.scenario, row.overrides)]
+
+
+class PointCheck:
+    """Resolves every run of every row at a point, as the simulation will, without running it:
+    a key a scenario does not have, or a value it refuses, is found before anything runs."""
+
+    def __init__(self, fit: Fit) -> None:
+        self.fit = fit
+        self.runs = {i: row_runs(row) for i, row in enumerate(fit.rows)}
+        self.sources: dict[str, tuple[str, str, str]] = {}
+        for i, runs in self.runs.items():
+            for scenario, _ in runs:
+                if scenario not in self.sources:
+                    try:
+                        self.sources[scenario] = api.scenario_source(scenario)
+                    except ScenarioError as error:
+                        raise ScenarioError(f"{fit.origin}: rows[{i}].scenario: {error}") from None
+
+    def __call__(self, point: Mapping[str, Any]) -> str | None:
+        """Why the point cannot run (the row, its run and the scenario's reason), or None."""
         overrides = point_overrides(point)
-        work = json.dumps({"rows": specs, "overrides": overrides}, sort_keys=True)
-        result.append(sweep.Task(index, run_id(work), point, overrides, "fit", resolved=work))
-    return result
+        checked: set[tuple[str, tuple[str, ...]]] = set()
+        for i, runs in self.runs.items():
+            for scenario, own in runs:
+                if (scenario, own) in checked:
+                    continue
+                checked.add((scenario, own))
+                try:
+                    _core.resolve_scenario(*self.sources[scenario], [*own, *overrides])
+                except ScenarioError as error:
+                    run = " ".join((scenario, *own))
+                    return f"rows[{i}] ({self.fit.rows[i].name}): {run}: {error}"
+        return None
+
+
+def refuse_invalid(fit: Fit, tasks: list[sweep.Task], keep_going: bool) -> None:
+    """Raises for the first invalid task (and how many there are), as ``steer sweep`` does,
+    unless ``keep_going`` and some are valid."""
+    bad = [t for t in tasks if t.resolved is None]
+    if bad and (not keep_going or len(bad) == len(tasks)):
+        others = "; --keep-going runs the others" if len(bad) < len(tasks) else ""
+        count = f" ({len(bad)} of {len(tasks)} points checked are invalid{others})" if len(bad) > 1 else ""
+        raise ScenarioError(f"{fit.origin}: {point_label(bad[0].point)}: {bad[0].error}{count}")
+
+
+class Runs:
+    """Runs points of a fit through the sweep executor into a results directory, each point at
+    most once: a point recorded there before (by the grid or the search) is read back."""
+
+    def __init__(self, fit: Fit, results_dir: str | Path, method: str, **executor: Any) -> None:
+        self.fit, self.method, self.executor = fit, method, executor
+        self.store = Store(results_dir)
+        self.check = PointCheck(fit)
+        self.asked: list[sweep.Task] = []
+        self.ran = self.skipped = 0
+        self.failed: dict[str, str] = {}
+
+    def plan(self, points: list[dict[str, Any]]) -> list[sweep.Task]:
+        """Tasks for the points, an invalid one carrying why it cannot run instead of its work."""
+        planned = []
+        for point in points:
+            planned.append(task(self.fit, len(self.asked) + len(planned), point))
+            error = self.check(point)
+            if error:
+                planned[-1].resolved, planned[-1].error = None, error
+        return planned
+
+    def __call__(self, planned: list[sweep.Task], label: str) -> list[Point | None]:
+        """Runs the tasks not done before; each one's point, or None if it failed."""
+        self.asked += planned
+        summary = sweep.run_tasks(
+            planned,
+            self.store,
+            {
+                "fit": self.fit.origin,
+                "description": self.fit.description,
+                "method": self.method,
+                "points": [{"index": t.index, "run_id": t.run_id, "point": t.point} for t in self.asked],
+            },
+            label,
+            evaluate,
+            **self.executor,
+        )
+        self.ran += len(summary.ran)
+        self.skipped += summary.skipped
+        points: list[Point | None] = []
+        for t in planned:
+            if t.run_id in summary.failed:
+                self.failed[point_label(t.point)] = summary.failed[t.run_id]
+                points.append(None)
+            else:
+                record = json.loads((self.store.runs / f"{t.run_id}.json").read_text(encoding="utf-8"))
+                points.append(point_from(self.fit, record))
+        return points
+
+
+def calibration_residuals(point: Point | None) -> tuple[float, ...] | None:
+    """Each calibration row's error in tolerances: what the search's cost is the sum of squares of."""
+    if point is None:
+        return None
+    return tuple(r.error / r.tolerance for r in point.rows if r.row.role == "calibration" and r.tolerance)
+
+
+def default_budget(fit: Fit) -> int:
+    """A fifth of the grid's points, but enough for the start and a step along each parameter."""
+    return max(len(fit.points()) // 5, 2 * len(fit.axes()) + 2)
 
 
 def simulate_rows(rows: list[dict], overrides: list[str]) -> dict[str, Any]:
@@ -327,9 +518,10 @@ class Point:
 class FitResult:
     fit: Fit
     points: list[Point]
-    failed: dict[str, str]
+    failed: dict[str, str]  # why each point that failed did, by its label
     ran: int
     skipped: int
+    method: str = "grid"
 
     @property
     def best(self) -> Point:
@@ -344,8 +536,9 @@ class FitResult:
             "validation_cost": best.cost("validation"),
             "scores": {role: list(best.score(role)) for role in reproduce.ROLES},
             "rows": [r.to_dict() for r in best.rows],
+            "method": self.method,
             "points": [{"point": p.point, "calibration_cost": p.cost()} for p in self.points],
-            "failed": len(self.failed),
+            "failed": [{"point": label, "error": error} for label, error in self.failed.items()],
         }
 
 
@@ -367,34 +560,53 @@ def run_fit(
     workers: int | None = None,
     address: str | None = None,
     quiet: bool = True,
+    method: str = "search",
+    budget: int | None = None,
+    keep_going: bool = False,
 ) -> FitResult:
-    """Simulates every row at every point not yet done in ``results_dir`` and returns the points
-    with the best first found by :attr:`FitResult.best`. Raises ScenarioError if no point could
-    be simulated (the first failure's reason)."""
+    """Runs the fit's rows at the points of ``method`` (``"search"``, at most ``budget`` points, by
+    default :func:`default_budget`; or ``"grid"``, every point) not yet done in ``results_dir``.
+
+    Every point of the grid, or for the search every corner of the parameters' box
+    (:meth:`Fit.corners`), is resolved for every run of every row before anything runs: one the
+    scenario refuses raises ScenarioError naming it, unless ``keep_going`` (then it is recorded as
+    failed and the others run). Raises ScenarioError if no point could be simulated (the first
+    failure's reason)."""
     if not isinstance(fit, Fit):
         fit = load_fit(fit)
-    todo = tasks(fit)
-    summary = sweep.run_tasks(
-        todo,
-        Store(results_dir),
-        {
-            "fit": fit.origin,
-            "description": fit.description,
-            "points": [{"index": t.index, "run_id": t.run_id, "point": t.point} for t in todo],
-        },
-        f"fit {Path(fit.origin).stem}",
-        evaluate,
-        executor=executor,
-        workers=workers,
-        address=address,
-        quiet=quiet,
-    )
-    records = {r["run_id"]: r for r in Store(results_dir).records() if r["status"] == "ok"}
-    points = [point_from(fit, records[t.run_id]) for t in todo if t.run_id in records]
+    if method not in METHODS:
+        raise ScenarioError(f"unknown method `{method}` (expected {' or '.join(METHODS)})")
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+        raise ScenarioError(f"--budget: expected a whole number of points, at least 1 (got {budget!r})")
+    if budget is not None and method == "grid":
+        raise ScenarioError("--budget: only for --method search (the grid runs every point)")
+    sweep.check_executor(executor, workers, address)
+    runs = Runs(fit, results_dir, method, executor=executor, workers=workers, address=address, quiet=quiet)
+    name = f"fit {Path(fit.origin).stem}"
+    if method == "grid":
+        planned = runs.plan(fit.points())
+        refuse_invalid(fit, planned, keep_going)
+        done = runs(planned, name)
+    else:
+        refuse_invalid(fit, runs.plan(fit.corners()), keep_going)
+        budget = budget or default_budget(fit)
+        done = []
+
+        def evaluate_points(values: list[tuple]) -> list[tuple[float, ...] | None]:
+            start = len(done)
+            which = f"{start + 1}" if len(values) == 1 else f"s {start + 1}-{start + len(values)}"
+            points = runs(runs.plan([fit.point(v) for v in values]), f"{name}: point{which} of at most {budget}")
+            done.extend(points)
+            return [calibration_residuals(p) for p in points]
+
+        # One Ray session for every step of the search, not one each.
+        with sweep.ray_session(workers, address) if executor == "ray" else contextlib.nullcontext():
+            Search(fit.axes(), evaluate_points, budget).run()
+    points = [p for p in done if p is not None]
     if not points:
-        first = next(iter(summary.failed.values()), "no point was simulated")
+        first = next(iter(runs.failed.values()), "no point was simulated")
         raise ScenarioError(f"{fit.origin}: {first}")
-    return FitResult(fit, points, summary.failed, len(summary.ran), summary.skipped)
+    return FitResult(fit, points, runs.failed, runs.ran, runs.skipped, method)
 
 
 def overlay_toml(result: FitResult) -> str:
@@ -427,7 +639,7 @@ def report(result: FitResult) -> str:
     """The best point, its rows and both scores, as text."""
     best = result.best
     lines = [
-        "best point: " + ", ".join(f"{k} = {api.toml_literal(v)}" for k, v in best.point.items()),
+        "best point: " + point_label(best.point),
         "",
         output.table(
             ["row", "role", "measured", "simulated", "error", "tolerance", "within"],
@@ -452,12 +664,73 @@ def report(result: FitResult) -> str:
     ranked = sorted(result.points, key=lambda p: p.cost())[:5]
     if len(result.points) > 1:
         lines += ["", "lowest calibration costs:"]
-        lines += [
-            f"  {p.cost():10.4g}  " + ", ".join(f"{k} = {api.toml_literal(v)}" for k, v in p.point.items())
-            for p in ranked
-        ]
+        lines += [f"  {p.cost():10.4g}  " + point_label(p.point) for p in ranked]
+    searched = f" (searched; the grid has {len(result.fit.points())})" if result.method == "search" else ""
     lines.append(
-        f"{output.count(len(result.points), 'point')}: {result.ran} simulated now, {result.skipped} done before, "
-        f"{len(result.failed)} failed"
+        f"{output.count(len(result.points), 'point')}{searched}: {result.ran} simulated now, "
+        f"{result.skipped} done before, {len(result.failed)} failed"
     )
+    failed = list(result.failed.items())
+    lines += [f"  failed at {label}: {error}" for label, error in failed[:SHOWN_FAILURES]]
+    if len(failed) > SHOWN_FAILURES:
+        lines.append(f"  and {len(failed) - SHOWN_FAILURES} more (--json lists every one)")
     return "\n".join(lines)
+
+
+@dataclass
+class CostCurve:
+    """One method's points as the plot draws them: each point's calibration cost in the order run,
+    and the least so far."""
+
+    method: str
+    costs: list[float]
+
+    @property
+    def best_so_far(self) -> list[float]:
+        return list(itertools.accumulate(self.costs, min))
+
+
+def cost_curves(result: FitResult, store: Store | None = None) -> list[CostCurve]:
+    """The fit's points; after a search, the grid's too if ``store`` holds every one of them (a
+    grid run into the same results directory), in the grid's order."""
+    curves = [CostCurve(result.method, [p.cost() for p in result.points])]
+    if result.method == "search" and store is not None:
+        finished = store.finished_ids()
+        grid = tasks(result.fit)
+        if all(t.run_id in finished for t in grid):
+            records = [json.loads((store.runs / f"{t.run_id}.json").read_text(encoding="utf-8")) for t in grid]
+            curves.append(CostCurve("grid", [point_from(result.fit, r).cost() for r in records]))
+    return curves
+
+
+def cost_figure(result: FitResult, store: Store | None = None):
+    """The calibration cost of every point in the order run (log scale; a cost of 0 at the axis'
+    floor), the least so far as a step line, and the grid's for comparison when it is there."""
+    from steer import plot
+
+    curves = cost_curves(result, store)
+    positive = [c for curve in curves for c in curve.costs if c > 0]
+    floor = min(positive) / 10 if positive else 1.0
+    fig = plot.new_figure(7.0, 4.5)
+    ax = fig.add_subplot()
+    styles = {"search": ("tab:blue", "o", "-"), "grid": ("tab:grey", ".", "--")}
+    for curve in curves:
+        colour, marker, line = styles[curve.method]
+        xs = list(range(1, len(curve.costs) + 1))
+        ax.plot(xs, [max(c, floor) for c in curve.costs], marker, color=colour, label=f"{curve.method}: each point")
+        best = curve.best_so_far
+        label = f"{curve.method}: least so far ({best[-1]:.3g} after {len(best)} points)"
+        ax.step(xs, [max(c, floor) for c in best], line, where="post", color=colour, label=label)
+    ax.set_yscale("log")
+    ax.set_xlabel("point, in the order run")
+    ax.set_ylabel("calibration cost (sum of squared errors in tolerances)")
+    ax.set_title(f"steer fit {Path(result.fit.origin).stem}: calibration cost by point ({result.method})")
+    ax.legend()
+    return fig
+
+
+def cost_plot(result: FitResult, store: Store | None, image_format: str = "png") -> bytes:
+    """:func:`cost_figure` as PNG or SVG bytes."""
+    from steer import plot
+
+    return plot.image_bytes(cost_figure(result, store), image_format)

@@ -23,6 +23,7 @@ go into a results directory (see :mod:`steer.store`) and a sweep run again skips
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
@@ -32,13 +33,12 @@ import socket
 import sys
 import threading
 import time
-import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from steer import _core, api, output
+from steer import _core, api, output, tomlfile
 from steer._core import ScenarioError, __version__
 from steer.store import RECORD_FORMAT, Store, run_id
 
@@ -180,15 +180,7 @@ def sweep_from_dict(data: Mapping[str, Any], origin: str = "sweep", base: Path |
 def load_sweep(path: str | Path) -> Sweep:
     """Reads and checks a sweep file; raises ScenarioError naming the file and key for bad input."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        reason = getattr(error, "strerror", None) or str(error)
-        raise ScenarioError(f"{path}: cannot read sweep file: {reason}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise ScenarioError(f"{path}: invalid TOML: {error}") from None
+    data, text = tomlfile.read(path, "sweep file")
     return sweep_from_dict(data, str(path), path.parent, text)
 
 
@@ -450,20 +442,10 @@ def check_reachable(address: str, timeout: float = 5.0) -> None:
         raise ScenarioError(f"--address {address}: no Ray cluster reachable there ({reason})") from None
 
 
-def run_ray(
-    tasks: list[Task],
-    workers: int | None,
-    address: str | None,
-    on_record: Callable[[dict], None],
-    work: Work = execute,
-) -> None:
-    """Runs tasks as Ray tasks: on the cluster at ``address``, or on a local Ray instance.
-
-    A local instance is started with ``workers`` CPUs and shut down afterwards; a cluster must
-    have steer installed on its workers. Results come back to this process, which writes them, so
-    workers need no shared file system. At most about two tasks per cluster CPU are in flight, so
-    killing the sweep loses little work.
-    """
+@contextlib.contextmanager
+def ray_session(workers: int | None, address: str | None) -> Iterator[Any]:
+    """Ray, connected to the cluster at ``address`` or to a local instance of ``workers`` CPUs
+    started here and shut down on leaving; if Ray is connected already, as it is."""
     from steer.store import require
 
     ray = require("ray", "--executor ray")
@@ -483,6 +465,27 @@ def run_ray(
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise ScenarioError(f"{where}: cannot start or connect to Ray: {reason}") from None
     try:
+        yield ray
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def run_ray(
+    tasks: list[Task],
+    workers: int | None,
+    address: str | None,
+    on_record: Callable[[dict], None],
+    work: Work = execute,
+) -> None:
+    """Runs tasks as Ray tasks: on the cluster at ``address``, or on a local Ray instance.
+
+    A local instance is started with ``workers`` CPUs and shut down afterwards; a cluster must
+    have steer installed on its workers. Results come back to this process, which writes them, so
+    workers need no shared file system. At most about two tasks per cluster CPU are in flight, so
+    killing the sweep loses little work.
+    """
+    with ray_session(workers, address) as ray:
         remote = ray.remote(num_cpus=1)(work)
         window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
         queue = iter(tasks)
@@ -503,9 +506,6 @@ def run_ray(
                     record = record_for(task, "failed", time.time(), 0.0, error=describe_error(error).splitlines()[0])
                 on_record(record)
             refill()
-    finally:
-        if started_here:
-            ray.shutdown()
 
 
 class SweepProgress:

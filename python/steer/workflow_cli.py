@@ -145,26 +145,44 @@ def cmd_fit(args: argparse.Namespace) -> int:
     import json
 
     from steer import fit as fits
+    from steer.store import Store, require
 
+    image_format = Path(args.plot).suffix.lower().lstrip(".") if args.plot else ""
+    if args.plot:
+        if image_format not in ("png", "svg"):
+            raise ScenarioError(f"--plot {args.plot}: unknown image format (use .png or .svg)")
+        require("matplotlib", "--plot")  # before the fit runs, not after
     spec = fits.load_fit(args.fit_file)
     stem = Path(args.fit_file).stem
     results = Path(args.results) if args.results else Path("results") / f"fit-{stem}"
     overlay = Path(args.output) if args.output else results / "best.toml"
     result = fits.run_fit(
-        spec, results, executor=args.executor, workers=args.workers, address=args.address, quiet=args.quiet
+        spec,
+        results,
+        executor=args.executor,
+        workers=args.workers,
+        address=args.address,
+        quiet=args.quiet,
+        method=args.method,
+        budget=args.budget,
+        keep_going=args.keep_going,
     )
-    files: dict[Path, str] = {overlay: fits.overlay_toml(result)}
+    files: dict[Path, str | bytes] = {overlay: fits.overlay_toml(result)}
+    if args.plot:
+        files[Path(args.plot)] = fits.cost_plot(result, Store(results), image_format)
+    status = 1 if result.failed else 0
     if args.json:
         text = json.dumps(result.to_dict(), indent=2) + "\n"
         if args.json == "-":
             output.write_atomically(files)
             print(text, end="")
-            return 0
+            return status
         files[Path(args.json)] = text
     output.write_atomically(files)
     print(fits.report(result))
-    print(f"wrote {' and '.join(str(p) for p in files)}")
-    return 0
+    names = [str(p) for p in files]
+    print(f"wrote {' and '.join([', '.join(names[:-1]), names[-1]] if len(names) > 1 else names)}")
+    return status
 
 
 def add_commands(commands, with_set: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -196,9 +214,9 @@ def add_commands(commands, with_set: Callable[[argparse.ArgumentParser], None]) 
     fit = commands.add_parser(
         "fit",
         help="search parameters so that simulated rows match measured ones; resumes where it stopped",
-        description="Runs every row of a fit file at every point of its parameter grid (through the sweep "
-        "executor), reports the point with the least calibration error and the validation rows there, and writes "
-        "its values as an overlay for --set-file.",
+        description="Runs every row of a fit file at the points of its parameters a search chooses, or at every "
+        "point of their grid (through the sweep executor), reports the point with the least calibration error and "
+        "the validation rows there, and writes its values as an overlay for --set-file.",
     )
     fit.add_argument("fit_file", help="fit file (.toml): [parameters] and [[rows]] (docs/fit.md)")
     fit.add_argument("-r", "--results", metavar="DIR", help="results directory (default results/fit-NAME)")
@@ -208,6 +226,31 @@ def add_commands(commands, with_set: Callable[[argparse.ArgumentParser], None]) 
         type=output.file_name,
         metavar="FILE",
         help="the best values as TOML (default RESULTS/best.toml)",
+    )
+    fit.add_argument(
+        "--method",
+        choices=("search", "grid"),
+        default="search",
+        help="search: a space-filling start, then a trust region on ranges and neighbours in lists, "
+        "at most --budget points (default); grid: every point",
+    )
+    fit.add_argument(
+        "--budget",
+        type=int,
+        metavar="N",
+        help="the search's most points (default: a fifth of the grid's, at least 2 per parameter and 2)",
+    )
+    fit.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="run the valid points even if some are invalid (those are recorded as failed); "
+        "without it an invalid point stops the fit before anything runs (exit 2)",
+    )
+    fit.add_argument(
+        "--plot",
+        type=output.file_name,
+        metavar="FILE",
+        help="the calibration cost of each point in the order run, and the best so far (PNG or SVG)",
     )
     add_executor_options(fit, "points")
     output.add_json_option(fit, "best point, rows {row, role, measured, simulated, error, tolerance, within}, costs")
