@@ -48,10 +48,6 @@ SKIPPED = {
     " the same decoder on a real dump",
     "steer sweep examples/rx-placement-sweep.toml -o results/rx --executor ray [--address HOST:PORT]": "a synopsis"
     " ([--address] is optional) that needs Ray, an optional extra; tests/test_sweep.py runs the Ray executor",
-    "steer fit my-fit.toml --workers 2 --json fit.json": "known failure (issue 70, H3): docs/fit.md's fit file"
-    " applies its grid key offered_gbps to a reproduce row whose scenario has no such parameter",
-    "steer run rx-default --set-file results/fit-my-fit/best.toml": "needs the best.toml the fit on the line before"
-    " writes, and that fit is skipped",
     "steer calibrate": "measures this host for about 90 s",
     "steer calibrate --quick": "measures this host (45 s on two busy cores); tests/test_calibrate.py runs calibrate"
     " and validate end to end with tiny working sets",
