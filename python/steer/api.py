@@ -90,6 +90,7 @@ def trace(
     ScenarioError unless ``allow_empty``. ``progress(fraction of the file)`` is called now and
     then; Ctrl-C stops the replay with KeyboardInterrupt.
     """
+    cpu = python_value(cpu)
     if isinstance(cpu, bool) or not isinstance(cpu, int) or not 0 <= cpu < 2**32:
         raise ScenarioError(f"cpu: expected a logical CPU number (got {cpu!r})")
     report = json.loads(_core.replay_trace(str(path), platform, cpu, override_list(overrides), progress))
@@ -100,12 +101,28 @@ def trace(
     return report
 
 
+def python_value(value: object) -> object:
+    """A value as the plain Python value it holds: a numpy scalar, 0-d array or array (anything
+    with ``tolist()`` that is not already a str, list, tuple or mapping) as a Python number, bool
+    or list, so that values from numpy and pandas pass where Python's do; numpy itself is not
+    needed for it. Other values are returned as they are."""
+    if isinstance(value, (str, bytes, list, tuple, Mapping)):
+        return value
+    tolist = getattr(value, "tolist", None)
+    return tolist() if callable(tolist) else value
+
+
 def toml_literal(value: object) -> str:
-    """A Python value as a TOML literal for a ``--set`` override."""
+    """A Python value (numpy's included, see :func:`python_value`) as a TOML literal for a
+    ``--set`` override."""
+    value = python_value(value)
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
+    # int() and float() first: a subclass's repr (an IntEnum's) is not its number.
+    if isinstance(value, int):
+        return repr(int(value))
+    if isinstance(value, float):
+        return repr(float(value))
     if isinstance(value, str):
         return json.dumps(value)
     if isinstance(value, (list, tuple)):

@@ -111,13 +111,15 @@ def axes_from(origin: str, section: str, table: object) -> dict[str, list]:
         raise ScenarioError(f"{origin}: {section}: expected a table of lists (got {type_name(table)})")
     axes = {}
     for key, values in dotted(table).items():
+        values = api.python_value(values)  # a numpy array is the list it holds
         if not isinstance(values, list):
             raise ScenarioError(f"{origin}: {section}.{key}: expected a list of values (got {type_name(values)})")
         if not values:
             raise ScenarioError(f"{origin}: {section}.{key}: expected at least one value (got an empty list)")
         for index, value in enumerate(values):
             check_value(origin, f"{section}.{key}[{index}]", value)
-        axes[key] = values
+        # Plain Python values: they are written into the records as JSON.
+        axes[key] = [api.python_value(value) for value in values]
     return axes
 
 
@@ -144,7 +146,7 @@ def sweep_from_dict(data: Mapping[str, Any], origin: str = "sweep", base: Path |
     sets = data.get("set", {})
     if not isinstance(sets, dict):
         raise ScenarioError(f"{origin}: set: expected a table (got {type_name(sets)})")
-    sets = dotted(sets)
+    sets = {key: api.python_value(value) for key, value in dotted(sets).items()}
     for key, value in sets.items():
         check_value(origin, f"set.{key}", value)
     grid = axes_from(origin, "grid", data.get("grid", {}))
