@@ -10,6 +10,7 @@ import tomllib
 import pytest
 from steer._core import ScenarioError, SteerError
 
+import steer
 from steer import cli
 from steer.cli import main
 
@@ -484,6 +485,35 @@ def test_resolve_prints_the_scenario_with_the_override_applied(capsys):
     assert tomllib.loads(capsys.readouterr().out)["sim"]["measure_us"] == 7
 
 
+def resolved(capsys, *sets):
+    assert main(["resolve", "rx-default", *(a for s in sets for a in ("--set", s))]) == 0
+    return tomllib.loads(capsys.readouterr().out)
+
+
+def test_a_table_override_merges_into_the_table_it_overrides(capsys):
+    scenario = resolved(capsys)
+    assert scenario["sim"]["warmup_us"] == 300  # the scenario's, not the built-in 200
+    sim = resolved(capsys, "sim={measure_us=100}")["sim"]
+    assert (sim["warmup_us"], sim["measure_us"]) == (300, 100)
+    # The queue stays on the CPU whose workload consumes it.
+    queue = resolved(capsys, "devices.0.queues.0={ring_entries=64}")["devices"][0]["queues"][0]
+    assert (queue["ring_entries"], queue["consumer_cpu"]) == (64, 1)
+    assert {k: v for k, v in queue.items() if k != "ring_entries"} == {
+        k: v for k, v in scenario["devices"][0]["queues"][0].items() if k != "ring_entries"
+    }
+    # An empty table changes nothing: the scenario's platform, not a made-up one.
+    assert resolved(capsys, "platform={}") == scenario
+    # Recursively, as `platform.l2={ways=8}` always merged into the preset.
+    nested = resolved(capsys, "platform={l2={ways=8}}")
+    assert nested == resolved(capsys, "platform.l2={ways=8}") == resolved(capsys, "platform.l2.ways=8")
+    assert (nested["platform"]["name"], nested["platform"]["l2"]["size_kib"]) == ("turin-9655", 1024)
+    # A preset's name is that preset alone, in place of the platform (as before).
+    assert resolved(capsys, "platform=turin-9845")["platform"]["name"] == "turin-9845"
+    assert steer.api.resolve("rx-default", {"sim": {"measure_us": 100}}) == steer.api.resolve(
+        "rx-default", ["sim={measure_us=100}"]
+    )
+
+
 def test_platforms_describe_one_with_overrides_as_a_run_or_the_preset_spells_them(capsys):
     for key in ("platform.l2.ways", "l2.ways"):
         assert main(["platforms", "turin-9655", "--set", f"{key}=8", "--json"]) == 0
@@ -674,12 +704,36 @@ def test_set_file_and_allow_large_append_overrides_in_order(tmp_path):
         cli.parser().parse_args(["trace", "f", "--allow-large"])
 
 
-def test_a_set_file_that_cannot_be_read_is_a_usage_error(tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit:
-        main(["run", "s", "--set-file", str(tmp_path / "none.toml")])
-    assert exit.value.code == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"steer run: error: --set-file: {tmp_path / 'none.toml'}: ") and err.count("\n") == 1
+def test_a_set_file_that_cannot_be_read_is_an_input_error_as_a_scenario_s_is(tmp_path, capsys):
+    assert main(["run", "s", "--set-file", str(tmp_path / "none.toml")]) == 2
+    assert capsys.readouterr().err == f"steer: error: --set-file: {tmp_path / 'none.toml'}: no such file\n"
+    bad = tmp_path / "bad.toml"
+    bad.write_text("a = [\n")
+    assert main(["resolve", "rx-default", "--set-file", str(bad)]) == 2
+    assert capsys.readouterr().err == f"steer: error: --set-file: {bad}: invalid TOML: Invalid value (at end of document)\n"
+
+
+def test_long_keys_and_values_are_shortened_in_messages(tmp_path, capsys):
+    long = "x" * 100_000
+    cases = [
+        (["resolve", "rx-default", "--set", f"{long}=1"], f"steer: error: --set {'x' * 80}…[99901 characters]…"),
+        (["resolve", "rx-default", "--set", f"placement={long}"], "unknown placement policy `"),
+    ]
+    key_file = tmp_path / "longkey.toml"
+    key_file.write_text(f"{'k' * 200_000} = 1\n")
+    cases.append((["run", str(key_file)], f"steer: error: {key_file}:1:1: {'k' * 80}…[199901 characters]…"))
+    for argv, expected in cases:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert expected in err and len(err) < 600 and err.count("\n") == 1, err[:300]
+    # Usage errors too, and a message from the Python layer (a sweep's value, say) as the core's.
+    with pytest.raises(SystemExit):
+        main(["run", "rx-default", "--format", long])
+    assert len(capsys.readouterr().err) < 600
+    assert cli.output.shortened(f"a {long} b") == f"a {'x' * 80}…[99900 characters]…{'x' * 20} b"
+    spaced = "ab " * 1000
+    assert cli.output.shortened(spaced) == f"{spaced[:700]}…[2100 characters]…{spaced[-200:]}"
+    assert cli.output.shortened("short: as it is") == "short: as it is"
 
 
 def test_no_command_is_a_usage_error_and_version_names_steer(capsys):

@@ -518,17 +518,19 @@ class Parser(argparse.ArgumentParser):
     shows the usage."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} -h)\n")
+        self.exit(2, f"{self.prog}: error: {output.shortened(message)} (see {self.prog} -h)\n")
 
 
 class SetFile(argparse.Action):
-    """``--set-file FILE``: the file's keys, as dotted paths, appended to ``--set``."""
+    """``--set-file FILE``: the file's keys, as dotted paths, appended to ``--set``. A file that
+    cannot be read or is not TOML is bad input as a bad scenario is (``steer: error: ...``), not
+    bad usage."""
 
     def __call__(self, parser, namespace, value, option_string=None) -> None:
         try:
             overrides = api.overrides_from_file(value)
         except ScenarioError as error:
-            parser.error(f"--set-file: {error}")
+            raise ScenarioError(f"--set-file: {error}") from None
         getattr(namespace, self.dest).extend(overrides)
 
 
@@ -669,14 +671,14 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
     try:
+        args = parser().parse_args(argv)  # --set-file reads its file here
         return args.handler(args)
     except ScenarioError as error:
-        print(f"steer: error: {error}", file=sys.stderr)
+        print(f"steer: error: {output.shortened(str(error))}", file=sys.stderr)
         return 2
     except SteerError as error:
-        print(f"steer: {error} (please report it)", file=sys.stderr)
+        print(f"steer: {output.shortened(str(error))} (please report it)", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("steer: interrupted", file=sys.stderr)

@@ -139,6 +139,28 @@ class Progress:
             sys.stderr.flush()
 
 
+# Characters a run without spaces (a key, a value, a path) keeps in a message, and a message keeps.
+MAX_SHOWN_WORD = 120
+MAX_SHOWN_MESSAGE = 1000
+
+
+def elided(text: str, most: int, head: int, tail: int) -> str:
+    """``text`` if at most ``most`` characters, else its first ``head`` and last ``tail`` around a
+    note of how many were left out."""
+    if len(text) <= most:
+        return text
+    return f"{text[:head]}…[{len(text) - head - tail} characters]…{text[len(text) - tail :]}"
+
+
+def shortened(message: str) -> str:
+    """A message with what the user typed kept readable: a run without spaces longer than
+    ``MAX_SHOWN_WORD`` (a 100 KB key or value) is shown by its start and end with how much was left
+    out, and a message still too long by its start and end. As the core shortens its own
+    (``steer_sim::error::shortened``)."""
+    words = " ".join(elided(word, MAX_SHOWN_WORD, 80, 20) for word in message.split(" "))
+    return elided(words, MAX_SHOWN_MESSAGE, 700, 200)
+
+
 def file_name(value: str, empty: str = "empty file name") -> str:
     """An argparse type for a file to write: refuses an empty name (saying ``empty``) and one
     spelled as a directory (its last part empty, `.` or `..`, as in `out/`), which would otherwise
