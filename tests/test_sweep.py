@@ -844,3 +844,12 @@ def test_one_point_is_one_run_its_progress_is_named_by_the_file_and_steer_plot_n
         text=True,
     )
     assert done.stdout.split() == ["steer.plot", "True"], done.stderr
+
+
+def test_a_sweep_takes_the_sdci_alias_as_steer_compare_does():
+    sweep = sweeps.sweep_from_dict({"scenario": "rx-default", "grid": {"placement": ["sdci", "l2"]}})
+    sdci, l2 = sweeps.plan(sweep)
+    policies = [tomllib.loads(t.resolved)["devices"][0]["placement"]["policy"] for t in (sdci, l2)]
+    assert policies == ["l2", "l2"]
+    with pytest.raises(steer.ScenarioError, match=r"unknown placement policy `sdcj` \(known: .*; sdci is l2\)$"):
+        sweeps.plan(sweeps.sweep_from_dict({"scenario": "rx-default", "grid": {"placement": ["sdcj"]}}))

@@ -224,7 +224,8 @@ def workload_stats(core: dict) -> list[tuple[str, str]]:
     return shown
 
 
-# The word users know SDCI by, for the placement policy that models it.
+# The word users know SDCI by, for the placement policy that models it (the core reads it so too:
+# Placements::ALIASES); compare needs it to check names and to run each policy once.
 PLACEMENT_ALIASES = {"sdci": "l2"}
 
 
