@@ -40,8 +40,9 @@ def destination(path: Path) -> Path:
 def write_atomically(files: dict[Path, str | bytes]) -> None:
     """Writes every file (text or bytes) or none. A regular file (new, or reached through a
     symlink) goes to a temporary file beside it, then all are renamed; an existing character
-    device (`/dev/null`, `/dev/stdout`) is written through. Anything else (a directory, a FIFO, a
-    path under a file or in /proc) is refused with a `ScenarioError` naming it, before any output
+    device (`/dev/null`, `/dev/stdout`) is written through. Directories are made for a path that
+    needs them, never for a symlink's target. Anything else (a directory, a FIFO, a path under a
+    file or in /proc, a symlink into a directory that does not exist) is refused with a `ScenarioError` naming it, before any output
     is replaced."""
     from steer._core import ScenarioError
 
@@ -61,6 +62,12 @@ def write_atomically(files: dict[Path, str | bytes]) -> None:
             blocking = next((a for a in reversed(target.parents) if a.exists() and not a.is_dir()), None)
             if blocking is not None:
                 raise ScenarioError(f"{path}: cannot write there: {blocking} is not a directory")
+            if target != path and not target.parent.is_dir():
+                # A link may point anywhere: directories are made for the path given, not for it.
+                raise ScenarioError(
+                    f"{path}: cannot write there: a symbolic link to {os.readlink(path)}, in a directory that does "
+                    "not exist"
+                )
             target.parent.mkdir(parents=True, exist_ok=True)
             handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
             staged.append((temporary, target))
