@@ -179,6 +179,14 @@ def file_name(value: str, empty: str = "empty file name") -> str:
     return value
 
 
+def directory_name(value: str) -> str:
+    """An argparse type for a directory to write into: refuses an empty name, which would
+    otherwise mean the default silently."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("empty directory name (leave the option out for the default)")
+    return value
+
+
 def json_target(value: str) -> str:
     """An argparse type for ``--json [FILE]``: a file name, or ``-`` (the const) for stdout."""
     return file_name(value, "empty file name (give a file, or no value to print to stdout)")
