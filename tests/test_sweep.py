@@ -853,3 +853,15 @@ def test_a_sweep_takes_the_sdci_alias_as_steer_compare_does():
     assert policies == ["l2", "l2"]
     with pytest.raises(steer.ScenarioError, match=r"unknown placement policy `sdcj` \(known: .*; sdci is l2\)$"):
         sweeps.plan(sweeps.sweep_from_dict({"scenario": "rx-default", "grid": {"placement": ["sdcj"]}}))
+
+
+def test_ray_that_cannot_start_leaves_no_results_directory(tmp_path, monkeypatch):
+    def init(**options):
+        raise RuntimeError("no cluster")
+
+    fake_ray = SimpleNamespace(is_initialized=lambda: False, init=init)
+    monkeypatch.setattr(steer.store.importlib, "import_module", lambda name: fake_ray)
+    results = tmp_path / "results"
+    with pytest.raises(steer.ScenarioError, match=r"^--executor ray: cannot start or connect to Ray: no cluster$"):
+        sweeps.run_sweep(write(tmp_path, ""), results, executor="ray")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep.toml"]

@@ -23,6 +23,7 @@ go into a results directory (see :mod:`steer.store`) and a sweep run again skips
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
@@ -33,7 +34,7 @@ import sys
 import threading
 import time
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -452,20 +453,11 @@ def check_reachable(address: str, timeout: float = 5.0) -> None:
         raise ScenarioError(f"--address {address}: no Ray cluster reachable there ({reason})") from None
 
 
-def run_ray(
-    tasks: list[Task],
-    workers: int | None,
-    address: str | None,
-    on_record: Callable[[dict], None],
-    work: Work = execute,
-) -> None:
-    """Runs tasks as Ray tasks: on the cluster at ``address``, or on a local Ray instance.
-
-    A local instance is started with ``workers`` CPUs and shut down afterwards; a cluster must
-    have steer installed on its workers. Results come back to this process, which writes them, so
-    workers need no shared file system. At most about two tasks per cluster CPU are in flight, so
-    killing the sweep loses little work.
-    """
+@contextlib.contextmanager
+def ray_started(workers: int | None, address: str | None) -> Iterator[Any]:
+    """Ray, connected to the cluster at ``address`` or started here with ``workers`` CPUs (and
+    shut down afterwards), unless this process is connected already. A cluster that cannot be
+    reached or started is a ScenarioError naming the option."""
     from steer.store import require
 
     ray = require("ray", "--executor ray")
@@ -485,6 +477,27 @@ def run_ray(
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise ScenarioError(f"{where}: cannot start or connect to Ray: {reason}") from None
     try:
+        yield ray
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def run_ray(
+    tasks: list[Task],
+    workers: int | None,
+    address: str | None,
+    on_record: Callable[[dict], None],
+    work: Work = execute,
+) -> None:
+    """Runs tasks as Ray tasks: on the cluster at ``address``, or on a local Ray instance.
+
+    A local instance is started with ``workers`` CPUs and shut down afterwards; a cluster must
+    have steer installed on its workers. Results come back to this process, which writes them, so
+    workers need no shared file system. At most about two tasks per cluster CPU are in flight, so
+    killing the sweep loses little work.
+    """
+    with ray_started(workers, address) as ray:
         remote = ray.remote(num_cpus=1)(work)
         window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
         queue = iter(tasks)
@@ -505,9 +518,6 @@ def run_ray(
                     record = record_for(task, "failed", time.time(), 0.0, error=describe_error(error).splitlines()[0])
                 on_record(record)
             refill()
-    finally:
-        if started_here:
-            ray.shutdown()
 
 
 class SweepProgress:
@@ -643,14 +653,20 @@ def run_tasks(
     clock = time.monotonic()
     if executor == "local" and (workers or os.cpu_count() or 1) > 1 and len(tasks) > 1:
         check_main_guard()
-    with store.lock():
+
+    def pending() -> list[Task]:
+        finished, failed_before = store.finished_ids(), store.failed_ids()
+        return [t for t in tasks if t.run_id not in finished and (retry_failed or t.run_id not in failed_before)]
+
+    # Ray is up, or refused in one line, before the results directory is made or touched.
+    runs_on_ray = executor == "ray" and any(t.resolved is not None for t in pending())
+    with ray_started(workers, address) if runs_on_ray else contextlib.nullcontext(), store.lock():
         store.remove_partial_files()
         store.write_manifest(
             {**manifest, "steer_version": __version__, "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         )
-        finished = store.finished_ids()
         failed_before = store.failed_ids()
-        todo = [t for t in tasks if t.run_id not in finished and (retry_failed or t.run_id not in failed_before)]
+        todo = pending()
         failed: dict[str, str] = {}
         ran: list[str] = []
         progress = SweepProgress(name, len(todo), quiet)
