@@ -37,6 +37,29 @@ def destination(path: Path) -> Path:
     return path.resolve() if path.is_symlink() else path
 
 
+def check_destination(path: Path) -> Path:
+    """Where writing ``path`` lands (see :func:`destination`), or a ScenarioError naming it if
+    :func:`write_atomically` would refuse it; writes and makes nothing, so a command can check its
+    outputs before it starts a long measurement."""
+    from steer._core import ScenarioError
+
+    target = destination(path)
+    if target.exists() and not target.is_file():
+        if target.is_char_device():
+            return target
+        kind = "a directory" if target.is_dir() else "not a regular file"
+        raise ScenarioError(f"{path}: cannot write there: {kind}")
+    blocking = next((a for a in reversed(target.parents) if a.exists() and not a.is_dir()), None)
+    if blocking is not None:
+        raise ScenarioError(f"{path}: cannot write there: {blocking} is not a directory")
+    if target != path and not target.parent.is_dir():
+        # A link may point anywhere: directories are made for the path given, not for it.
+        raise ScenarioError(
+            f"{path}: cannot write there: a symbolic link to {os.readlink(path)}, in a directory that does not exist"
+        )
+    return target
+
+
 def write_atomically(files: dict[Path, str | bytes]) -> None:
     """Writes every file (text or bytes) or none. A regular file (new, or reached through a
     symlink) goes to a temporary file beside it, then all are renamed; an existing character
@@ -52,22 +75,10 @@ def write_atomically(files: dict[Path, str | bytes]) -> None:
     try:
         for path, content in files.items():
             data = content.encode("utf-8") if isinstance(content, str) else content
-            target = destination(path)
-            if target.exists() and not target.is_file():
-                if not target.is_char_device():
-                    kind = "a directory" if target.is_dir() else "not a regular file"
-                    raise ScenarioError(f"{path}: cannot write there: {kind}")
+            target = check_destination(path)
+            if target.is_char_device():
                 devices.append((target, data))
                 continue
-            blocking = next((a for a in reversed(target.parents) if a.exists() and not a.is_dir()), None)
-            if blocking is not None:
-                raise ScenarioError(f"{path}: cannot write there: {blocking} is not a directory")
-            if target != path and not target.parent.is_dir():
-                # A link may point anywhere: directories are made for the path given, not for it.
-                raise ScenarioError(
-                    f"{path}: cannot write there: a symbolic link to {os.readlink(path)}, in a directory that does "
-                    "not exist"
-                )
             target.parent.mkdir(parents=True, exist_ok=True)
             handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
             staged.append((temporary, target))
