@@ -454,7 +454,9 @@ fn resolve(
             }
             Some(_) => return Err(not_a_parameter(&params, &key)),
             // `platform = NAME` is the preset alone, in place of the platform before it.
-            None if key == "platform" && value.is_str() => set_path(tree, &key, platform_shorthand(&key, value), false)?,
+            None if key == "platform" && value.is_str() => {
+                set_path(tree, &key, platform_shorthand(&key, value), false)?
+            }
             None => set_path(tree, &key, value, true)?,
         }
     }

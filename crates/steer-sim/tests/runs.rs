@@ -319,9 +319,15 @@ fn bad_input_names_the_key_and_the_position() {
     );
     // A file's count past the last CPU is named at its own line, not at consumer_cpu's.
     let counted = load_error(&MINIMAL.replace("consumer_cpu = 1", "consumer_cpu = 1\ncount = 100000"), &[]);
-    assert!(counted.starts_with("s.toml:10:1: devices.0.queues.0.count: 100000 queues from consumer_cpu 1"), "{counted}");
+    assert!(
+        counted.starts_with("s.toml:10:1: devices.0.queues.0.count: 100000 queues from consumer_cpu 1"),
+        "{counted}"
+    );
     let cpu = load_error(MINIMAL, &["devices.0.queues.0.consumer_cpu=192"]);
-    assert!(cpu.ends_with("--set devices.0.queues.0.consumer_cpu: CPU 192 out of range (the platform has 192)"), "{cpu}");
+    assert!(
+        cpu.ends_with("--set devices.0.queues.0.consumer_cpu: CPU 192 out of range (the platform has 192)"),
+        "{cpu}"
+    );
 
     let negative_int = load_error(MINIMAL, &["seed=-3"]);
     assert!(negative_int.starts_with("--set seed: invalid value"), "{negative_int}");
