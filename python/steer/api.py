@@ -69,8 +69,22 @@ def scenario_source(scenario: str | Path) -> tuple[str, str, str]:
 
     Returns ``(text, origin, default_name)``; raises ScenarioError with a one-line message if there
     is neither, or if the file cannot be read.
+
+    A named pipe (``steer run <(make-scenario)``, ``mkfifo``) is read here rather than by the
+    core: the core's read waits for a writer through Ctrl-C, Python's is stopped by it.
     """
-    return _core.find_scenario(str(scenario))
+    name = str(scenario)
+    if Path(name).is_fifo():
+        try:
+            data = Path(name).read_bytes()
+        except OSError as error:
+            raise ScenarioError(f"{name}: cannot read scenario: {error.strerror or error}") from None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ScenarioError(f"{name}: cannot read scenario: not UTF-8 text") from None
+        return text, name, Path(name).stem
+    return _core.find_scenario(name)
 
 
 def trace(
