@@ -310,6 +310,16 @@ def test_run_writes_the_result_and_the_resolved_scenario_beside_it(tmp_path, cap
     assert cli.run_outputs(tmp_path / "x.json", "t", "r") == beside
 
 
+def test_a_scenario_without_a_name_is_named_by_its_file_alike_everywhere(tmp_path, capsys):
+    scenario = tmp_path / "my.toml"
+    scenario.write_text(steer.api.scenario_source("rx-default")[0])
+    out = tmp_path / "result.json"
+    assert main(["run", str(scenario), *SHORT, "--json", str(out)]) == 0
+    assert capsys.readouterr().out.startswith("my on turin-9655: ")
+    assert json.loads(out.read_text())["scenario"] == "my"
+    assert tomllib.loads((tmp_path / "result.resolved.toml").read_text())["name"] == "my"
+
+
 def test_run_to_a_device_writes_only_the_json(tmp_path, capsys):
     assert cli.run_outputs(cli.Path("/dev/null"), "t", "r") == {cli.Path("/dev/null"): "t"}
     assert main(["run", "eflatency", *SHORT, "--json", "/dev/null"]) == 0
