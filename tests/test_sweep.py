@@ -865,3 +865,17 @@ def test_ray_that_cannot_start_leaves_no_results_directory(tmp_path, monkeypatch
     with pytest.raises(steer.ScenarioError, match=r"^--executor ray: cannot start or connect to Ray: no cluster$"):
         sweeps.run_sweep(write(tmp_path, ""), results, executor="ray")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep.toml"]
+
+
+def test_a_long_value_is_shortened_in_a_sweep_s_errors_and_records():
+    long = "x" * 100_000
+    sweep = sweeps.sweep_from_dict({"scenario": "rx-default", "grid": {"placement": [long, "l2"]}})
+    with pytest.raises(steer.ScenarioError) as raised:
+        sweeps.plan(sweep)
+    message = str(raised.value)
+    assert message.startswith(f'sweep: grid.placement = "{"x" * 79}…[99903 characters]…') and len(message) < 400
+    bad, _ = sweeps.plan(sweep, keep_going=True)
+    assert bad.error.startswith('sweep: grid.placement = "x') and len(bad.error) < 400
+    with pytest.raises(steer.ScenarioError) as raised:
+        steer.api.toml_literal({None: long})
+    assert len(str(raised.value)) < 200

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from steer import _core
 from steer._core import ScenarioError
+from steer.output import shortened
 from steer.result import Result
 
 # What a function taking overrides accepts: KEY=VALUE strings (one string is one), or a mapping.
@@ -106,7 +107,7 @@ def trace(
     """
     cpu = python_value(cpu)
     if isinstance(cpu, bool) or not isinstance(cpu, int) or not 0 <= cpu < 2**32:
-        raise ScenarioError(f"cpu: expected a logical CPU number (got {cpu!r})")
+        raise ScenarioError(shortened(f"cpu: expected a logical CPU number (got {cpu!r})"))
     report = json.loads(_core.replay_trace(str(path), platform, cpu, override_list(overrides), progress))
     if report["accesses"] == 0 and not allow_empty:
         count = report["skipped"]
@@ -144,7 +145,7 @@ def toml_literal(value: object) -> str:
     if isinstance(value, Mapping) and all(isinstance(key, str) for key in value):
         # An inline table, as `--set 'platform.l3.way_masks=[{agent = "cpu:1", mask = 3}]'` writes it.
         return "{" + ", ".join(f"{json.dumps(key)} = {toml_literal(v)}" for key, v in value.items()) + "}"
-    raise ScenarioError(f"cannot express {value!r} as a scenario value")
+    raise ScenarioError(shortened(f"cannot express {value!r} as a scenario value"))
 
 
 def overrides_from(overrides: Overrides, params: dict[str, object]) -> list[str]:

@@ -217,7 +217,7 @@ def override_error(message: str, sections: Mapping[str, str], origin: str, value
     if message.startswith("--set "):
         key, _, rest = message[len("--set ") :].partition(": ")
         if key in sections:
-            return f"{origin}: {sections[key]}.{key} = {api.toml_literal(values[key])}: {rest}"
+            return output.shortened(f"{origin}: {sections[key]}.{key} = {api.toml_literal(values[key])}: {rest}")
     return message
 
 
@@ -252,7 +252,9 @@ def plan(sweep: Sweep, overrides: Iterable[str] = (), keep_going: bool = False) 
             message = override_error(str(error), sections, sweep.origin, {**sweep.sets, **point})
             if first_error is None:
                 where = ", ".join(f"{k}={api.toml_literal(v)}" for k, v in point.items()) or "the scenario"
-                first_error = message if message.startswith(origin_prefix) else f"{origin_prefix}{where}: {message}"
+                first_error = output.shortened(
+                    message if message.startswith(origin_prefix) else f"{origin_prefix}{where}: {message}"
+                )
             # No resolved scenario to hash: the id comes from what was asked for instead.
             key = json.dumps([origin, text, point_overrides])
             task = Task(index, run_id(key), point, point_overrides, name, error=message)
