@@ -254,7 +254,8 @@ def test_numpy_values_pass_as_the_python_values_they_hold(tmp_path):
     literals += [(np.array(2.5), "2.5"), (np.array([1, 2]), "[1, 2]"), ({"w": np.int64(8)}, '{"w" = 8}')]
     for value, literal in literals:
         assert steer.api.toml_literal(value) == literal, value
-    by_python = steer.resolve("rx-default", {"sim.measure_us": 100, "ring": 512, "sim.allow_large": True}, offered_gbps=50.0)
+    plain = {"sim.measure_us": 100, "ring": 512, "sim.allow_large": True}
+    by_python = steer.resolve("rx-default", plain, offered_gbps=50.0)
     by_numpy = steer.resolve(
         "rx-default",
         {"sim.measure_us": np.array(100.0), "ring": np.int64(512), "sim.allow_large": np.bool_(True)},

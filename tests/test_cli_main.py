@@ -759,7 +759,8 @@ def test_a_set_file_that_cannot_be_read_is_an_input_error_as_a_scenario_s_is(tmp
     bad = tmp_path / "bad.toml"
     bad.write_text("a = [\n")
     assert main(["resolve", "rx-default", "--set-file", str(bad)]) == 2
-    assert capsys.readouterr().err == f"steer: error: --set-file: {bad}: invalid TOML: Invalid value (at end of document)\n"
+    invalid = "invalid TOML: Invalid value (at end of document)"
+    assert capsys.readouterr().err == f"steer: error: --set-file: {bad}: {invalid}\n"
 
 
 def test_long_keys_and_values_are_shortened_in_messages(tmp_path, capsys):

@@ -309,7 +309,7 @@ def why_the_same(placement: str, resolved: str) -> str:
         if untagged:
             i, device = untagged[0]
             return (
-                f": {device.get('name', f'devices.{i}')} sends no TPH hints (devices.{i}.tph.mode = \"off\"); "
+                f': {device.get("name", f"devices.{i}")} sends no TPH hints (devices.{i}.tph.mode = "off"); '
                 f"--set devices.{i}.tph.mode=iv tags its writes"
             )
     if placement == "inject":

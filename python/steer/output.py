@@ -65,8 +65,8 @@ def write_atomically(files: dict[Path, str | bytes]) -> None:
     symlink) goes to a temporary file beside it, then all are renamed; an existing character
     device (`/dev/null`, `/dev/stdout`) is written through. Directories are made for a path that
     needs them, never for a symlink's target. Anything else (a directory, a FIFO, a path under a
-    file or in /proc, a symlink into a directory that does not exist) is refused with a `ScenarioError` naming it, before any output
-    is replaced."""
+    file or in /proc, a symlink into a directory that does not exist) is refused with a
+    `ScenarioError` naming it, before any output is replaced."""
     from steer._core import ScenarioError
 
     staged: list[tuple[str, Path]] = []

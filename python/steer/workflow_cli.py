@@ -208,7 +208,11 @@ def add_commands(commands, with_set: Callable[[argparse.ArgumentParser], None]) 
     )
     fit.add_argument("fit_file", help="fit file (.toml): [parameters] and [[rows]] (docs/fit.md)")
     fit.add_argument(
-        "-r", "--results", type=output.directory_name, metavar="DIR", help="results directory (default results/fit-NAME)"
+        "-r",
+        "--results",
+        type=output.directory_name,
+        metavar="DIR",
+        help="results directory (default results/fit-NAME)",
     )
     fit.add_argument(
         "-o",
