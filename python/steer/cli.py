@@ -291,7 +291,6 @@ def per_received_byte(result: dict, dram_gbytes_per_s: float) -> float | None:
     return dram_gbytes_per_s / received if received > 0 else None
 
 
-# What differs between runs of one experiment: the host's time and the name of the policy.
 def comparable(result: dict) -> dict:
     """A result without what differs between runs that simulate the same (host time, policy name)."""
     same = json.loads(json.dumps(result))
