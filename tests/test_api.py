@@ -252,6 +252,38 @@ def test_python_values_become_toml_literals(value, literal):
     assert steer.api.toml_literal(value) == literal
 
 
+def test_numpy_values_pass_as_the_python_values_they_hold(tmp_path):
+    np = pytest.importorskip("numpy")
+    literals = [(np.float64(50), "50.0"), (np.int64(512), "512"), (np.int32(3), "3"), (np.bool_(True), "true")]
+    literals += [(np.array(2.5), "2.5"), (np.array([1, 2]), "[1, 2]"), ({"w": np.int64(8)}, '{"w" = 8}')]
+    for value, literal in literals:
+        assert steer.api.toml_literal(value) == literal, value
+    plain = {"sim.measure_us": 100, "ring": 512, "sim.allow_large": True}
+    by_python = steer.resolve("rx-default", plain, offered_gbps=50.0)
+    by_numpy = steer.resolve(
+        "rx-default",
+        {"sim.measure_us": np.array(100.0), "ring": np.int64(512), "sim.allow_large": np.bool_(True)},
+        offered_gbps=np.float64(50),
+    )
+    assert by_numpy == by_python
+    trace = tmp_path / "t.din"
+    trace.write_text("0 40\n")
+    assert steer.trace(trace, cpu=np.int64(3))["accesses"] == 1
+    # A grid given as a numpy array, and values read back from results, run as the numbers they are.
+    sweep = {
+        "scenario": "rx-default",
+        "set": {"sim.measure_us": np.float64(20), "sim.warmup_us": np.int64(0)},
+        "grid": {"offered_gbps": np.array([10.0, 20.0])},
+        "zip": {"ring": list(np.array([128, 256]))},
+    }
+    summary = steer.run_sweep(sweep, tmp_path / "results", workers=1)
+    assert summary.ok and summary.total == 4
+    df = steer.load(tmp_path / "results")
+    assert list(df["param.offered_gbps"]) == [10.0, 10.0, 20.0, 20.0] and list(df["param.ring"]) == [128, 256] * 2
+    read_back = {"offered_gbps": df["param.offered_gbps"].iloc[0], "ring": df["param.ring"].iloc[1]}
+    assert steer.resolve("rx-default", read_back) == steer.resolve("rx-default", {"offered_gbps": 10.0, "ring": 256})
+
+
 def test_a_value_toml_cannot_hold_is_refused():
     for value, shown in ((None, "None"), ({1: 2}, "{1: 2}"), ([{"a": None}], "None")):
         with pytest.raises(steer.ScenarioError) as raised:

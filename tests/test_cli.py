@@ -414,3 +414,30 @@ def test_the_profile_guided_build_s_training_script_runs():
     done = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
+
+
+def test_a_scenario_from_a_named_pipe_is_read_and_ctrl_c_stops_the_wait_for_a_writer(tmp_path):
+    """`steer run <(...)` reads a pipe; one nobody writes to waits, as `cat` does, until Ctrl-C."""
+    import signal
+    import time
+
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    source = tmp_path / "source.toml"
+    source.write_text(steer.api.scenario_source("rx-default")[0])
+    with subprocess.Popen(["sh", "-c", f"cat {source} > {fifo}"]) as writer:
+        assert steer.resolve(fifo) == steer.resolve("rx-default").replace('name = "rx-default"', 'name = "fifo"', 1)
+    assert writer.returncode == 0
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "steer", "run", str(fifo)],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    time.sleep(1.5)  # started, and waiting for a writer
+    waiting.send_signal(signal.SIGINT)
+    try:
+        assert waiting.wait(timeout=10) == 130
+    finally:
+        waiting.kill()
+    assert waiting.stderr.read() == "steer: interrupted\n"

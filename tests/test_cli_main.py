@@ -10,6 +10,7 @@ import tomllib
 import pytest
 from steer._core import ScenarioError, SteerError
 
+import steer
 from steer import cli
 from steer.cli import main
 
@@ -310,6 +311,9 @@ def test_compare_rows_put_each_metric_beside_each_placement_and_na_where_a_run_h
     assert rows == [
         ["DRAM read GB/s", "1.23", "0.00", "n/a"],
         ["DRAM write GB/s", "2.00", "2.00", "n/a"],
+        # 1.23 GB/s over 99.5 Gb/s / 8 = 12.44 GB/s received.
+        ["DRAM read bytes per rx byte", "0.099", "0.000", "n/a"],
+        ["DRAM write bytes per rx byte", "0.161", "0.161", "n/a"],
         ["nic0 rx Gb/s", "99.50", "99.50", "n/a"],
         ["nic0 tx Gb/s", "0.00", "0.00", "n/a"],
         ["nic0 drops", "3", "n/a", "n/a"],
@@ -339,6 +343,16 @@ def test_run_writes_the_result_and_the_resolved_scenario_beside_it(tmp_path, cap
     assert cli.resolved_path(tmp_path / "a.json") == tmp_path / "a.resolved.toml"
     beside = {tmp_path / "x.json": "t", tmp_path / "x.resolved.toml": "r"}
     assert cli.run_outputs(tmp_path / "x.json", "t", "r") == beside
+
+
+def test_a_scenario_without_a_name_is_named_by_its_file_alike_everywhere(tmp_path, capsys):
+    scenario = tmp_path / "my.toml"
+    scenario.write_text(steer.api.scenario_source("rx-default")[0])
+    out = tmp_path / "result.json"
+    assert main(["run", str(scenario), *SHORT, "--json", str(out)]) == 0
+    assert capsys.readouterr().out.startswith("my on turin-9655: ")
+    assert json.loads(out.read_text())["scenario"] == "my"
+    assert tomllib.loads((tmp_path / "result.resolved.toml").read_text())["name"] == "my"
 
 
 def test_run_to_a_device_writes_only_the_json(tmp_path, capsys):
@@ -377,10 +391,7 @@ def test_compare_runs_every_placement_the_scenario_accepts_and_says_which_it_cou
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["metric", "inject", "l2", "memory", "tph"]
     assert lines[1].split()[-4:] == ["6.72", "6.72", "12.49", "12.49"]
-    assert lines[-1] == (
-        "not compared: ddio: --set devices.0.placement.policy: platform `turin-9655` has no DDIO ways "
-        "(platform.io.ddio_ways = 0)"
-    )
+    assert lines[-1] == f"not compared: {NO_DDIO}"
 
 
 def test_compare_takes_sdci_as_the_l2_placement_and_writes_json(tmp_path, capsys):
@@ -393,7 +404,46 @@ def test_compare_takes_sdci_as_the_l2_placement_and_writes_json(tmp_path, capsys
     assert results["memory"]["devices"]["nic0"]["placement"] == "memory"
 
 
-NO_DDIO = "ddio: --set devices.0.placement.policy: platform `turin-9655` has no DDIO ways (platform.io.ddio_ways = 0)"
+NO_DDIO = (
+    "ddio: --set devices.0.placement.policy: platform `turin-9655` has no DDIO ways (platform.io.ddio_ways = 0); "
+    'set platform = "skylake-sp-6140" (presets with DDIO ways: skylake-sp-6140, icelake-sp-6354, xeon-max-9468) '
+    "or platform.io.ddio_ways = 2"
+)
+
+
+def test_compare_at_100_gbps_says_per_received_byte_what_memory_drops_and_which_columns_are_the_same(capsys):
+    assert main(["compare", "rx-default", "--set", "offered_gbps=100", "--quiet"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["metric", "inject", "l2", "memory", "tph"]
+    rows = {line[:33].strip(): line[33:].split() for line in lines[1:] if not line.startswith(("note", "not "))}
+    assert rows["DRAM read GB/s"] == ["6.77", "6.77", "6.29", "6.29"]
+    assert rows["nic0 rx Gb/s"] == ["100.01", "100.01", "48.61", "48.61"]
+    # 6.77 GB/s over 100.01 Gb/s / 8 and 6.29 over 48.61 / 8: memory reads more DRAM per byte received.
+    assert rows["DRAM read bytes per rx byte"] == ["0.542", "0.542", "1.035", "1.035"]
+    assert rows["DRAM write bytes per rx byte"] == ["0.542", "0.542", "1.067", "1.067"]
+    assert lines[-5:] == [
+        "note: the placements received different amounts (48.61 Gb/s under memory, 100.01 under inject): "
+        "DRAM GB/s are of different traffic; compare DRAM bytes per rx byte",
+        "note: l2 simulates the same as inject: inject's level is l2; "
+        "--set devices.0.placement.level=l3 injects into the L3",
+        'note: tph simulates the same as memory: nic0 sends no TPH hints (devices.0.tph.mode = "off"); '
+        "--set devices.0.tph.mode=iv tags its writes",
+        "note: under memory every DMA write goes to DRAM; its hit rate counts writes that found a stale copy "
+        "of their line cached (one the consumer read before), which they invalidated",
+        f"not compared: {NO_DDIO}",
+    ]
+    # Set as the note says, tph tags its writes and is no longer memory; the platform named has DDIO.
+    tagged = ["--set", "offered_gbps=100", "--set", "devices.0.tph.mode=iv", "--set", "platform=skylake-sp-6140"]
+    assert main(["compare", "rx-default", "--placement", "tph,memory,ddio", *tagged, *SHORT]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["metric", "tph", "memory", "ddio"] and "simulates the same" not in out
+
+
+def test_compare_runs_each_placement_once_whatever_it_is_called(capsys):
+    assert main(["compare", "rx-default", "--placement", "l2,l2,sdci,memory,l2", *SHORT]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["metric", "l2", "memory"]
+    assert "simulates the same" not in out
 
 
 @pytest.mark.parametrize(
@@ -405,7 +455,7 @@ NO_DDIO = "ddio: --set devices.0.placement.policy: platform `turin-9655` has no 
         ),
         (["eflatency", "--placement", ","], "--placement: unknown placement (none) (known: "),
         (["dsa-copy"], "dsa-copy: no device with a DMA placement to compare"),
-        (["sdci-l2fwd", "--placement", "ddio,ddio"], f"{NO_DDIO}; {NO_DDIO}\n"),
+        (["sdci-l2fwd", "--placement", "ddio,ddio"], f"{NO_DDIO}\n"),
     ],
 )
 def test_compare_refuses_what_it_cannot_compare(args, expected, capsys):
@@ -532,6 +582,35 @@ def test_reproduce_refuses_a_pattern_with_no_row_and_sensitivity_with_set_or_plo
 def test_resolve_prints_the_scenario_with_the_override_applied(capsys):
     assert main(["resolve", "eflatency", "--set", "sim.measure_us=7"]) == 0
     assert tomllib.loads(capsys.readouterr().out)["sim"]["measure_us"] == 7
+
+
+def resolved(capsys, *sets):
+    assert main(["resolve", "rx-default", *(a for s in sets for a in ("--set", s))]) == 0
+    return tomllib.loads(capsys.readouterr().out)
+
+
+def test_a_table_override_merges_into_the_table_it_overrides(capsys):
+    scenario = resolved(capsys)
+    assert scenario["sim"]["warmup_us"] == 300  # the scenario's, not the built-in 200
+    sim = resolved(capsys, "sim={measure_us=100}")["sim"]
+    assert (sim["warmup_us"], sim["measure_us"]) == (300, 100)
+    # The queue stays on the CPU whose workload consumes it.
+    queue = resolved(capsys, "devices.0.queues.0={ring_entries=64}")["devices"][0]["queues"][0]
+    assert (queue["ring_entries"], queue["consumer_cpu"]) == (64, 1)
+    assert {k: v for k, v in queue.items() if k != "ring_entries"} == {
+        k: v for k, v in scenario["devices"][0]["queues"][0].items() if k != "ring_entries"
+    }
+    # An empty table changes nothing: the scenario's platform, not a made-up one.
+    assert resolved(capsys, "platform={}") == scenario
+    # Recursively, as `platform.l2={ways=8}` always merged into the preset.
+    nested = resolved(capsys, "platform={l2={ways=8}}")
+    assert nested == resolved(capsys, "platform.l2={ways=8}") == resolved(capsys, "platform.l2.ways=8")
+    assert (nested["platform"]["name"], nested["platform"]["l2"]["size_kib"]) == ("turin-9655", 1024)
+    # A preset's name is that preset alone, in place of the platform (as before).
+    assert resolved(capsys, "platform=turin-9845")["platform"]["name"] == "turin-9845"
+    assert steer.api.resolve("rx-default", {"sim": {"measure_us": 100}}) == steer.api.resolve(
+        "rx-default", ["sim={measure_us=100}"]
+    )
 
 
 def test_platforms_describe_one_with_overrides_as_a_run_or_the_preset_spells_them(capsys):
@@ -724,12 +803,37 @@ def test_set_file_and_allow_large_append_overrides_in_order(tmp_path):
         cli.parser().parse_args(["trace", "f", "--allow-large"])
 
 
-def test_a_set_file_that_cannot_be_read_is_a_usage_error(tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit:
-        main(["run", "s", "--set-file", str(tmp_path / "none.toml")])
-    assert exit.value.code == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"steer run: error: --set-file: {tmp_path / 'none.toml'}: ") and err.count("\n") == 1
+def test_a_set_file_that_cannot_be_read_is_an_input_error_as_a_scenario_s_is(tmp_path, capsys):
+    assert main(["run", "s", "--set-file", str(tmp_path / "none.toml")]) == 2
+    assert capsys.readouterr().err == f"steer: error: --set-file: {tmp_path / 'none.toml'}: no such file\n"
+    bad = tmp_path / "bad.toml"
+    bad.write_text("a = [\n")
+    assert main(["resolve", "rx-default", "--set-file", str(bad)]) == 2
+    invalid = "invalid TOML: Invalid value (at end of document)"
+    assert capsys.readouterr().err == f"steer: error: --set-file: {bad}: {invalid}\n"
+
+
+def test_long_keys_and_values_are_shortened_in_messages(tmp_path, capsys):
+    long = "x" * 100_000
+    cases = [
+        (["resolve", "rx-default", "--set", f"{long}=1"], f"steer: error: --set {'x' * 80}…[99901 characters]…"),
+        (["resolve", "rx-default", "--set", f"placement={long}"], "unknown placement policy `"),
+    ]
+    key_file = tmp_path / "longkey.toml"
+    key_file.write_text(f"{'k' * 200_000} = 1\n")
+    cases.append((["run", str(key_file)], f"steer: error: {key_file}:1:1: {'k' * 80}…[199901 characters]…"))
+    for argv, expected in cases:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert expected in err and len(err) < 600 and err.count("\n") == 1, err[:300]
+    # Usage errors too, and a message from the Python layer (a sweep's value, say) as the core's.
+    with pytest.raises(SystemExit):
+        main(["run", "rx-default", "--format", long])
+    assert len(capsys.readouterr().err) < 600
+    assert cli.output.shortened(f"a {long} b") == f"a {'x' * 80}…[99900 characters]…{'x' * 20} b"
+    spaced = "ab " * 1000
+    assert cli.output.shortened(spaced) == f"{spaced[:700]}…[2100 characters]…{spaced[-200:]}"
+    assert cli.output.shortened("short: as it is") == "short: as it is"
 
 
 def test_no_command_is_a_usage_error_and_version_names_steer(capsys):

@@ -90,6 +90,38 @@ def test_a_calibration_that_cannot_be_written_leaves_nothing(calibration, capsys
     assert list(Path(tmp_path / "dir").iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["calibrate", "--json", "dir"],
+        ["calibrate", "--plot", "dir"],
+        ["calibrate", "--out", "dir"],
+        ["validate", "--json", "dir"],
+    ],
+)
+def test_an_output_that_cannot_be_written_is_refused_before_anything_is_measured(
+    argv, calibration, monkeypatch, capsys, tmp_path
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dir").mkdir()
+    monkeypatch.setattr(calibrate, "measure", lambda *args: pytest.fail("measured"))
+    monkeypatch.setattr(validate, "validate", lambda *args: pytest.fail("measured"))
+    assert cli.main([*argv, "--quiet"]) == 2
+    assert capsys.readouterr().err == "steer: error: dir: cannot write there: a directory\n"
+    assert calibration.plans == [] and sorted(p.name for p in tmp_path.iterdir()) == ["dir"]
+
+
+def test_a_calibration_path_that_cannot_be_written_is_refused_before_anything_is_measured(
+    calibration, monkeypatch, capsys
+):
+    """STEER_HOST_CALIBRATION naming a directory, say."""
+    calibration.default.mkdir()
+    monkeypatch.setattr(calibrate, "measure", lambda *args: pytest.fail("measured"))
+    assert cli.main(["calibrate", "--quick", "--quiet"]) == 2
+    assert capsys.readouterr().err == f"steer: error: {calibration.default}: cannot write there: a directory\n"
+    assert calibration.plans == []
+
+
 class Bars:
     """`output.Progress` as a record of the labels of the bars made."""
 

@@ -72,6 +72,22 @@ def test_a_symlink_is_followed_and_stays_a_symlink(tmp_path):
     assert link.is_symlink() and target.read_text() == "new"
 
 
+def test_a_dangling_symlink_into_no_directory_is_refused_and_none_is_made(tmp_path):
+    link = tmp_path / "dangling.json"
+    link.symlink_to("nowhere/x.json")
+    kept = tmp_path / "kept.json"
+    with pytest.raises(steer.ScenarioError) as raised:
+        output.write_atomically({kept: "x", link: "x"})
+    assert str(raised.value) == (
+        f"{link}: cannot write there: a symbolic link to nowhere/x.json, in a directory that does not exist"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling.json"]
+    # Into a directory that exists, a dangling link makes its file.
+    (tmp_path / "nowhere").mkdir()
+    output.write_atomically({link: "x"})
+    assert (tmp_path / "nowhere" / "x.json").read_text() == "x"
+
+
 def test_an_error_while_writing_names_the_file_and_leaves_nothing(tmp_path, monkeypatch):
     staged = []
 

@@ -844,3 +844,38 @@ def test_one_point_is_one_run_its_progress_is_named_by_the_file_and_steer_plot_n
         text=True,
     )
     assert done.stdout.split() == ["steer.plot", "True"], done.stderr
+
+
+def test_a_sweep_takes_the_sdci_alias_as_steer_compare_does():
+    sweep = sweeps.sweep_from_dict({"scenario": "rx-default", "grid": {"placement": ["sdci", "l2"]}})
+    sdci, l2 = sweeps.plan(sweep)
+    policies = [tomllib.loads(t.resolved)["devices"][0]["placement"]["policy"] for t in (sdci, l2)]
+    assert policies == ["l2", "l2"]
+    with pytest.raises(steer.ScenarioError, match=r"unknown placement policy `sdcj` \(known: .*; sdci is l2\)$"):
+        sweeps.plan(sweeps.sweep_from_dict({"scenario": "rx-default", "grid": {"placement": ["sdcj"]}}))
+
+
+def test_ray_that_cannot_start_leaves_no_results_directory(tmp_path, monkeypatch):
+    def init(**options):
+        raise RuntimeError("no cluster")
+
+    fake_ray = SimpleNamespace(is_initialized=lambda: False, init=init)
+    monkeypatch.setattr(steer.store.importlib, "import_module", lambda name: fake_ray)
+    results = tmp_path / "results"
+    with pytest.raises(steer.ScenarioError, match=r"^--executor ray: cannot start or connect to Ray: no cluster$"):
+        sweeps.run_sweep(write(tmp_path, ""), results, executor="ray")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep.toml"]
+
+
+def test_a_long_value_is_shortened_in_a_sweep_s_errors_and_records():
+    long = "x" * 100_000
+    sweep = sweeps.sweep_from_dict({"scenario": "rx-default", "grid": {"placement": [long, "l2"]}})
+    with pytest.raises(steer.ScenarioError) as raised:
+        sweeps.plan(sweep)
+    message = str(raised.value)
+    assert message.startswith(f'sweep: grid.placement = "{"x" * 79}…[99903 characters]…') and len(message) < 400
+    bad, _ = sweeps.plan(sweep, keep_going=True)
+    assert bad.error.startswith('sweep: grid.placement = "x') and len(bad.error) < 400
+    with pytest.raises(steer.ScenarioError) as raised:
+        steer.api.toml_literal({None: long})
+    assert len(str(raised.value)) < 200

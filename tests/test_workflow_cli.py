@@ -243,3 +243,20 @@ def test_a_required_option_missing_or_an_unknown_choice_is_a_usage_error(argv, c
     assert exit.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith(f"steer {argv[0]}: error: ") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"), [(["sweep", "s.toml", "-o"], "-o/--results"), (["fit", "f.toml", "-r"], "-r/--results")]
+)
+def test_an_empty_results_directory_is_refused_as_an_empty_json_file_is(argv, option, monkeypatch, capsys, tmp_path):
+    """Not the default results directory, silently."""
+    monkeypatch.chdir(tmp_path)
+    for empty in ("", " "):
+        with pytest.raises(SystemExit) as exit:
+            main([*argv, empty])
+        assert exit.value.code == 2
+        assert capsys.readouterr().err == (
+            f"steer {argv[0]}: error: argument {option}: empty directory name (leave the option out for the default) "
+            f"(see steer {argv[0]} -h)\n"
+        )
+    assert list(tmp_path.iterdir()) == []

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from steer import _core
 from steer._core import ScenarioError
+from steer.output import shortened
 from steer.result import Result
 
 # What a function taking overrides accepts: KEY=VALUE strings (one string is one), or a mapping.
@@ -69,8 +70,22 @@ def scenario_source(scenario: str | Path) -> tuple[str, str, str]:
 
     Returns ``(text, origin, default_name)``; raises ScenarioError with a one-line message if there
     is neither, or if the file cannot be read.
+
+    A named pipe (``steer run <(make-scenario)``, ``mkfifo``) is read here rather than by the
+    core: the core's read waits for a writer through Ctrl-C, Python's is stopped by it.
     """
-    return _core.find_scenario(str(scenario))
+    name = str(scenario)
+    if Path(name).is_fifo():
+        try:
+            data = Path(name).read_bytes()
+        except OSError as error:
+            raise ScenarioError(f"{name}: cannot read scenario: {error.strerror or error}") from None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ScenarioError(f"{name}: cannot read scenario: not UTF-8 text") from None
+        return text, name, Path(name).stem
+    return _core.find_scenario(name)
 
 
 def trace(
@@ -90,8 +105,9 @@ def trace(
     ScenarioError unless ``allow_empty``. ``progress(fraction of the file)`` is called now and
     then; Ctrl-C stops the replay with KeyboardInterrupt.
     """
+    cpu = python_value(cpu)
     if isinstance(cpu, bool) or not isinstance(cpu, int) or not 0 <= cpu < 2**32:
-        raise ScenarioError(f"cpu: expected a logical CPU number (got {cpu!r})")
+        raise ScenarioError(shortened(f"cpu: expected a logical CPU number (got {cpu!r})"))
     report = json.loads(_core.replay_trace(str(path), platform, cpu, override_list(overrides), progress))
     if report["accesses"] == 0 and not allow_empty:
         count = report["skipped"]
@@ -100,12 +116,28 @@ def trace(
     return report
 
 
+def python_value(value: object) -> object:
+    """A value as the plain Python value it holds: a numpy scalar, 0-d array or array (anything
+    with ``tolist()`` that is not already a str, list, tuple or mapping) as a Python number, bool
+    or list, so that values from numpy and pandas pass where Python's do; numpy itself is not
+    needed for it. Other values are returned as they are."""
+    if isinstance(value, (str, bytes, list, tuple, Mapping)):
+        return value
+    tolist = getattr(value, "tolist", None)
+    return tolist() if callable(tolist) else value
+
+
 def toml_literal(value: object) -> str:
-    """A Python value as a TOML literal for a ``--set`` override."""
+    """A Python value (numpy's included, see :func:`python_value`) as a TOML literal for a
+    ``--set`` override."""
+    value = python_value(value)
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
+    # int() and float() first: a subclass's repr (an IntEnum's) is not its number.
+    if isinstance(value, int):
+        return repr(int(value))
+    if isinstance(value, float):
+        return repr(float(value))
     if isinstance(value, str):
         return json.dumps(value)
     if isinstance(value, (list, tuple)):
@@ -113,7 +145,7 @@ def toml_literal(value: object) -> str:
     if isinstance(value, Mapping) and all(isinstance(key, str) for key in value):
         # An inline table, as `--set 'platform.l3.way_masks=[{agent = "cpu:1", mask = 3}]'` writes it.
         return "{" + ", ".join(f"{json.dumps(key)} = {toml_literal(v)}" for key, v in value.items()) + "}"
-    raise ScenarioError(f"cannot express {value!r} as a scenario value")
+    raise ScenarioError(shortened(f"cannot express {value!r} as a scenario value"))
 
 
 def overrides_from(overrides: Overrides, params: dict[str, object]) -> list[str]:

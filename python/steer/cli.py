@@ -241,7 +241,8 @@ def workload_stats(core: dict) -> list[tuple[str, str]]:
     return shown
 
 
-# The word users know SDCI by, for the placement policy that models it.
+# The word users know SDCI by, for the placement policy that models it (the core reads it so too:
+# Placements::ALIASES); compare needs it to check names and to run each policy once.
 PLACEMENT_ALIASES = {"sdci": "l2"}
 
 
@@ -260,6 +261,12 @@ def compare_rows(results: dict[str, dict | None]) -> list[list[str]]:
         ["DRAM write GB/s", lambda r: r["dram"]["write_gbps"], ".2f"],
     ]
     first = next((r for r in results.values() if r), None)
+    if any("rx_gbps" in d for d in (first or {}).get("devices", {}).values()):
+        # Per second, a placement that drops packets moves less data: per received byte, it does not.
+        rows += [
+            [f"DRAM {way} bytes per rx byte", lambda r, w=way: per_received_byte(r, r["dram"][f"{w}_gbps"]), ".3f"]
+            for way in ("read", "write")
+        ]
     for name in (first or {}).get("devices", {}):
 
         def device(r, name=name):
@@ -290,6 +297,80 @@ def compare_rows(results: dict[str, dict | None]) -> list[list[str]]:
     return [[label] + [cell(result, get, fmt) for result in results.values()] for label, get, fmt in rows]
 
 
+def received_gbps(result: dict) -> float:
+    """What every device of a result received, in Gb/s."""
+    return sum(d.get("rx_gbps", 0.0) for d in result["devices"].values())
+
+
+def per_received_byte(result: dict, dram_gbytes_per_s: float) -> float | None:
+    """DRAM bytes per byte received (None if nothing was): GB/s against Gb/s."""
+    received = received_gbps(result) / 8
+    return dram_gbytes_per_s / received if received > 0 else None
+
+
+def comparable(result: dict) -> dict:
+    """A result without what differs between runs that simulate the same (host time, policy name)."""
+    same = json.loads(json.dumps(result))
+    same["sim"].pop("host_seconds", None)
+    for device in same.get("devices", {}).values():
+        device.pop("placement", None)
+    return same
+
+
+def why_the_same(placement: str, resolved: str) -> str:
+    """Why ``placement`` simulates what another does, where steer knows: the settings that make it so."""
+    devices = [(i, d) for i, d in enumerate(tomllib.loads(resolved).get("devices", [])) if "placement" in d]
+    if placement == "tph":
+        untagged = [(i, d) for i, d in devices if d.get("tph", {}).get("mode", "off") == "off"]
+        if untagged:
+            i, device = untagged[0]
+            return (
+                f': {device.get("name", f"devices.{i}")} sends no TPH hints (devices.{i}.tph.mode = "off"); '
+                f"--set devices.{i}.tph.mode=iv tags its writes"
+            )
+    if placement == "inject":
+        at_l2 = [i for i, d in devices if d["placement"].get("level", "l2") == "l2"]
+        if at_l2:
+            return f": inject's level is l2; --set devices.{at_l2[0]}.placement.level=l3 injects into the L3"
+    return ""
+
+
+def resolved_of(result: dict) -> str:
+    """The resolved scenario a result was run from, if it carries it (a :class:`Result` does)."""
+    return getattr(result, "resolved", None) or ""
+
+
+def compare_notes(results: dict[str, dict | None]) -> list[str]:
+    """Lines under the comparison that keep it from being misread: placements that received
+    different amounts, columns that simulate the same as another, and what the DMA write hit rate
+    counts under `memory`."""
+    notes = []
+    ran = {placement: result for placement, result in results.items() if result}
+    received = {placement: received_gbps(result) for placement, result in ran.items()}
+    if received and max(received.values()) > 1.01 * min(received.values()):
+        least, most = min(received, key=received.get), max(received, key=received.get)
+        notes.append(
+            f"note: the placements received different amounts ({received[least]:.2f} Gb/s under {least}, "
+            f"{received[most]:.2f} under {most}): DRAM GB/s are of different traffic; compare DRAM bytes per rx byte"
+        )
+    seen: dict[str, str] = {}
+    for placement, result in ran.items():
+        key = json.dumps(comparable(result), sort_keys=True)
+        if key in seen:
+            earlier = seen[key]
+            why = why_the_same(placement, resolved_of(result)) or why_the_same(earlier, resolved_of(ran[earlier]))
+            notes.append(f"note: {placement} simulates the same as {earlier}{why}")
+        else:
+            seen[key] = placement
+    memory = ran.get("memory")
+    if memory and any((d.get("dma_write_hit_rate") or 0) > 0 for d in memory["devices"].values()):
+        notes.append(
+            "note: under memory every DMA write goes to DRAM; its hit rate counts writes that found a stale copy "
+            "of their line cached (one the consumer read before), which they invalidated"
+        )
+    return notes
+
+
 def placement_policies() -> list[str]:
     return [entry["name"] for entry in api.catalog("placement")]
 
@@ -316,11 +397,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
             except ScenarioError as error:
                 failures.append(f"{policy}: {error}")
     else:
-        placements = [p.strip() for p in args.placement.split(",") if p.strip()]
-        unknown = [p for p in placements if PLACEMENT_ALIASES.get(p, p) not in known]
-        if unknown or not placements:
+        asked = [p.strip() for p in args.placement.split(",") if p.strip()]
+        unknown = [p for p in asked if PLACEMENT_ALIASES.get(p, p) not in known]
+        if unknown or not asked:
             names = ", ".join([*known, *PLACEMENT_ALIASES])
             raise ScenarioError(f"--placement: unknown placement {', '.join(unknown) or '(none)'} (known: {names})")
+        # Each policy once, under the name first given for it (l2,sdci is one run).
+        by_policy = {}
+        for placement in asked:
+            by_policy.setdefault(PLACEMENT_ALIASES.get(placement, placement), placement)
+        placements = list(by_policy.values())
     for placement in placements:
         progress = output.Progress(f"steer compare {placement}", quiet=args.quiet)
         try:
@@ -337,6 +423,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         output.emit_json(args.json, results)
         return 0
     print(output.table(["metric", *results], compare_rows(results)))
+    for note in compare_notes(results):
+        print(note)
     for failure in failures:
         print(f"not compared: {failure}")
     return 0
@@ -540,17 +628,19 @@ class Parser(argparse.ArgumentParser):
     shows the usage."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} -h)\n")
+        self.exit(2, f"{self.prog}: error: {output.shortened(message)} (see {self.prog} -h)\n")
 
 
 class SetFile(argparse.Action):
-    """``--set-file FILE``: the file's keys, as dotted paths, appended to ``--set``."""
+    """``--set-file FILE``: the file's keys, as dotted paths, appended to ``--set``. A file that
+    cannot be read or is not TOML is bad input as a bad scenario is (``steer: error: ...``), not
+    bad usage."""
 
     def __call__(self, parser, namespace, value, option_string=None) -> None:
         try:
             overrides = api.overrides_from_file(value)
         except ScenarioError as error:
-            parser.error(f"--set-file: {error}")
+            raise ScenarioError(f"--set-file: {error}") from None
         getattr(namespace, self.dest).extend(overrides)
 
 
@@ -698,14 +788,14 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
     try:
+        args = parser().parse_args(argv)  # --set-file reads its file here
         return args.handler(args)
     except ScenarioError as error:
-        print(f"steer: error: {error}", file=sys.stderr)
+        print(f"steer: error: {output.shortened(str(error))}", file=sys.stderr)
         return 2
     except SteerError as error:
-        print(f"steer: {error} (please report it)", file=sys.stderr)
+        print(f"steer: {output.shortened(str(error))} (please report it)", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("steer: interrupted", file=sys.stderr)

@@ -49,10 +49,19 @@ def max_bytes(args: argparse.Namespace) -> int | None:
     return largest
 
 
+def check_outputs(args: argparse.Namespace, *paths: Path) -> None:
+    """Refuses, before anything is measured, a file the command could not write at the end: a
+    measurement takes seconds to minutes."""
+    for path in [*paths, args.plot, None if args.json == "-" else args.json]:
+        if path is not None:
+            output.check_destination(Path(path))
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from steer import calibrate
 
     out = Path(args.out) if args.out else calibrate.calibration_path()
+    check_outputs(args, out)
     mode = "quick" if args.quick else "full" if args.full else "default"
     measured, values = calibrate_and_write(args, mode, out, {})
     files: dict[Path, str | bytes] = {}
@@ -78,6 +87,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     # Bad options are refused before any calibration starts.
     cpus = list(calibrate.parse_cpus(args.cpus)) if args.cpus else None
     largest = max_bytes(args)
+    check_outputs(args, *([] if path.exists() else [path]))
     if not path.exists():
         print(f"steer: no calibration of this machine yet: measuring first ({path})", file=sys.stderr)
         calibrate_and_write(args, "quick", path, {})

@@ -37,12 +37,36 @@ def destination(path: Path) -> Path:
     return path.resolve() if path.is_symlink() else path
 
 
+def check_destination(path: Path) -> Path:
+    """Where writing ``path`` lands (see :func:`destination`), or a ScenarioError naming it if
+    :func:`write_atomically` would refuse it; writes and makes nothing, so a command can check its
+    outputs before it starts a long measurement."""
+    from steer._core import ScenarioError
+
+    target = destination(path)
+    if target.exists() and not target.is_file():
+        if target.is_char_device():
+            return target
+        kind = "a directory" if target.is_dir() else "not a regular file"
+        raise ScenarioError(f"{path}: cannot write there: {kind}")
+    blocking = next((a for a in reversed(target.parents) if a.exists() and not a.is_dir()), None)
+    if blocking is not None:
+        raise ScenarioError(f"{path}: cannot write there: {blocking} is not a directory")
+    if target != path and not target.parent.is_dir():
+        # A link may point anywhere: directories are made for the path given, not for it.
+        raise ScenarioError(
+            f"{path}: cannot write there: a symbolic link to {os.readlink(path)}, in a directory that does not exist"
+        )
+    return target
+
+
 def write_atomically(files: dict[Path, str | bytes]) -> None:
     """Writes every file (text or bytes) or none. A regular file (new, or reached through a
     symlink) goes to a temporary file beside it, then all are renamed; an existing character
-    device (`/dev/null`, `/dev/stdout`) is written through. Anything else (a directory, a FIFO, a
-    path under a file or in /proc) is refused with a `ScenarioError` naming it, before any output
-    is replaced."""
+    device (`/dev/null`, `/dev/stdout`) is written through. Directories are made for a path that
+    needs them, never for a symlink's target. Anything else (a directory, a FIFO, a path under a
+    file or in /proc, a symlink into a directory that does not exist) is refused with a
+    `ScenarioError` naming it, before any output is replaced."""
     from steer._core import ScenarioError
 
     staged: list[tuple[str, Path]] = []
@@ -51,16 +75,10 @@ def write_atomically(files: dict[Path, str | bytes]) -> None:
     try:
         for path, content in files.items():
             data = content.encode("utf-8") if isinstance(content, str) else content
-            target = destination(path)
-            if target.exists() and not target.is_file():
-                if not target.is_char_device():
-                    kind = "a directory" if target.is_dir() else "not a regular file"
-                    raise ScenarioError(f"{path}: cannot write there: {kind}")
+            target = check_destination(path)
+            if target.is_char_device():
                 devices.append((target, data))
                 continue
-            blocking = next((a for a in reversed(target.parents) if a.exists() and not a.is_dir()), None)
-            if blocking is not None:
-                raise ScenarioError(f"{path}: cannot write there: {blocking} is not a directory")
             target.parent.mkdir(parents=True, exist_ok=True)
             handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
             staged.append((temporary, target))
@@ -139,6 +157,28 @@ class Progress:
             sys.stderr.flush()
 
 
+# Characters a run without spaces (a key, a value, a path) keeps in a message, and a message keeps.
+MAX_SHOWN_WORD = 120
+MAX_SHOWN_MESSAGE = 1000
+
+
+def elided(text: str, most: int, head: int, tail: int) -> str:
+    """``text`` if at most ``most`` characters, else its first ``head`` and last ``tail`` around a
+    note of how many were left out."""
+    if len(text) <= most:
+        return text
+    return f"{text[:head]}…[{len(text) - head - tail} characters]…{text[len(text) - tail :]}"
+
+
+def shortened(message: str) -> str:
+    """A message with what the user typed kept readable: a run without spaces longer than
+    ``MAX_SHOWN_WORD`` (a 100 KB key or value) is shown by its start and end with how much was left
+    out, and a message still too long by its start and end. As the core shortens its own
+    (``steer_sim::error::shortened``)."""
+    words = " ".join(elided(word, MAX_SHOWN_WORD, 80, 20) for word in message.split(" "))
+    return elided(words, MAX_SHOWN_MESSAGE, 700, 200)
+
+
 def file_name(value: str, empty: str = "empty file name") -> str:
     """An argparse type for a file to write: refuses an empty name (saying ``empty``) and one
     spelled as a directory (its last part empty, `.` or `..`, as in `out/`), which would otherwise
@@ -147,6 +187,14 @@ def file_name(value: str, empty: str = "empty file name") -> str:
         raise argparse.ArgumentTypeError(empty)
     if value.rsplit("/", 1)[-1] in ("", ".", ".."):
         raise argparse.ArgumentTypeError(f"{value}: a directory, not a file name")
+    return value
+
+
+def directory_name(value: str) -> str:
+    """An argparse type for a directory to write into: refuses an empty name, which would
+    otherwise mean the default silently."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("empty directory name (leave the option out for the default)")
     return value
 
 

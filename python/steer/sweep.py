@@ -111,13 +111,15 @@ def axes_from(origin: str, section: str, table: object) -> dict[str, list]:
         raise ScenarioError(f"{origin}: {section}: expected a table of lists (got {type_name(table)})")
     axes = {}
     for key, values in dotted(table).items():
+        values = api.python_value(values)  # a numpy array is the list it holds
         if not isinstance(values, list):
             raise ScenarioError(f"{origin}: {section}.{key}: expected a list of values (got {type_name(values)})")
         if not values:
             raise ScenarioError(f"{origin}: {section}.{key}: expected at least one value (got an empty list)")
         for index, value in enumerate(values):
             check_value(origin, f"{section}.{key}[{index}]", value)
-        axes[key] = values
+        # Plain Python values: they are written into the records as JSON.
+        axes[key] = [api.python_value(value) for value in values]
     return axes
 
 
@@ -144,7 +146,7 @@ def sweep_from_dict(data: Mapping[str, Any], origin: str = "sweep", base: Path |
     sets = data.get("set", {})
     if not isinstance(sets, dict):
         raise ScenarioError(f"{origin}: set: expected a table (got {type_name(sets)})")
-    sets = dotted(sets)
+    sets = {key: api.python_value(value) for key, value in dotted(sets).items()}
     for key, value in sets.items():
         check_value(origin, f"set.{key}", value)
     grid = axes_from(origin, "grid", data.get("grid", {}))
@@ -206,7 +208,7 @@ def override_error(message: str, sections: Mapping[str, str], origin: str, value
     if message.startswith("--set "):
         key, _, rest = message[len("--set ") :].partition(": ")
         if key in sections:
-            return f"{origin}: {sections[key]}.{key} = {api.toml_literal(values[key])}: {rest}"
+            return output.shortened(f"{origin}: {sections[key]}.{key} = {api.toml_literal(values[key])}: {rest}")
     return message
 
 
@@ -241,7 +243,9 @@ def plan(sweep: Sweep, overrides: Iterable[str] = (), keep_going: bool = False) 
             message = override_error(str(error), sections, sweep.origin, {**sweep.sets, **point})
             if first_error is None:
                 where = ", ".join(f"{k}={api.toml_literal(v)}" for k, v in point.items()) or "the scenario"
-                first_error = message if message.startswith(origin_prefix) else f"{origin_prefix}{where}: {message}"
+                first_error = output.shortened(
+                    message if message.startswith(origin_prefix) else f"{origin_prefix}{where}: {message}"
+                )
             # No resolved scenario to hash: the id comes from what was asked for instead.
             key = json.dumps([origin, text, point_overrides])
             task = Task(index, run_id(key), point, point_overrides, name, error=message)
@@ -444,8 +448,9 @@ def check_reachable(address: str, timeout: float = 5.0) -> None:
 
 @contextlib.contextmanager
 def ray_session(workers: int | None, address: str | None) -> Iterator[Any]:
-    """Ray, connected to the cluster at ``address`` or to a local instance of ``workers`` CPUs
-    started here and shut down on leaving; if Ray is connected already, as it is."""
+    """Ray, connected to the cluster at ``address`` or started here with ``workers`` CPUs (and
+    shut down afterwards), unless this process is connected already. A cluster that cannot be
+    reached or started is a ScenarioError naming the option."""
     from steer.store import require
 
     ray = require("ray", "--executor ray")
@@ -641,14 +646,20 @@ def run_tasks(
     clock = time.monotonic()
     if executor == "local" and (workers or os.cpu_count() or 1) > 1 and len(tasks) > 1:
         check_main_guard()
-    with store.lock():
+
+    def pending() -> list[Task]:
+        finished, failed_before = store.finished_ids(), store.failed_ids()
+        return [t for t in tasks if t.run_id not in finished and (retry_failed or t.run_id not in failed_before)]
+
+    # Ray is up, or refused in one line, before the results directory is made or touched.
+    runs_on_ray = executor == "ray" and any(t.resolved is not None for t in pending())
+    with ray_started(workers, address) if runs_on_ray else contextlib.nullcontext(), store.lock():
         store.remove_partial_files()
         store.write_manifest(
             {**manifest, "steer_version": __version__, "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         )
-        finished = store.finished_ids()
         failed_before = store.failed_ids()
-        todo = [t for t in tasks if t.run_id not in finished and (retry_failed or t.run_id not in failed_before)]
+        todo = pending()
         failed: dict[str, str] = {}
         ran: list[str] = []
         progress = SweepProgress(name, len(todo), quiet)

@@ -25,7 +25,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from steer import sweep as sweeps
     from steer.store import Store
 
-    results = Path(args.results) if args.results else default_results(args.sweep_file)
+    results = Path(args.results) if args.results is not None else default_results(args.sweep_file)
     if args.dry_run:
         return dry_run(sweeps.load_sweep(args.sweep_file), args.set, results)
     summary = sweeps.run_sweep(
@@ -154,7 +154,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         require("matplotlib", "--plot")  # before the fit runs, not after
     spec = fits.load_fit(args.fit_file)
     stem = Path(args.fit_file).stem
-    results = Path(args.results) if args.results else Path("results") / f"fit-{stem}"
+    results = Path(args.results) if args.results is not None else Path("results") / f"fit-{stem}"
     overlay = Path(args.output) if args.output else results / "best.toml"
     result = fits.run_fit(
         spec,
@@ -197,7 +197,13 @@ def add_commands(commands, with_set: Callable[[argparse.ArgumentParser], None]) 
         "written to the results directory at once; running the sweep again skips finished runs.",
     )
     sweep.add_argument("sweep_file", help="sweep file (.toml): scenario, [set], [grid], [zip]")
-    sweep.add_argument("-o", "--results", metavar="DIR", help="results directory (default results/SWEEP_NAME)")
+    sweep.add_argument(
+        "-o",
+        "--results",
+        type=output.directory_name,
+        metavar="DIR",
+        help="results directory (default results/SWEEP_NAME)",
+    )
     add_executor_options(sweep, "runs")
     sweep.add_argument("--skip-failed", action="store_true", help="do not retry runs that failed before")
     sweep.add_argument(
@@ -219,7 +225,13 @@ def add_commands(commands, with_set: Callable[[argparse.ArgumentParser], None]) 
         "the validation rows there, and writes its values as an overlay for --set-file.",
     )
     fit.add_argument("fit_file", help="fit file (.toml): [parameters] and [[rows]] (docs/fit.md)")
-    fit.add_argument("-r", "--results", metavar="DIR", help="results directory (default results/fit-NAME)")
+    fit.add_argument(
+        "-r",
+        "--results",
+        type=output.directory_name,
+        metavar="DIR",
+        help="results directory (default results/fit-NAME)",
+    )
     fit.add_argument(
         "-o",
         "--output",

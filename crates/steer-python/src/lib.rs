@@ -9,6 +9,7 @@ mod offload;
 mod probe;
 mod tph;
 
+use steer_sim::error::shortened;
 use steer_sim::params::Describe;
 use steer_sim::{platform, scenario, ScenarioSource};
 
@@ -24,7 +25,7 @@ create_exception!(_core, InternalError, SteerError, "A broken invariant inside s
 
 /// The Python exception of each kind of error.
 fn to_py(error: steer_sim::Error) -> PyErr {
-    let message = error.to_string();
+    let message = shortened(&error.to_string());
     match error {
         steer_sim::Error::Input(_) => ScenarioError::new_err(message),
         steer_sim::Error::TooLarge(_) => TooLargeError::new_err(message),
@@ -152,7 +153,8 @@ fn resolve_platform(name: &str, overrides: &[String]) -> PyResult<platform::Plat
     // Named here: the scenario built below is not the user's, so its line numbers would mislead.
     let known = platform::preset_names();
     if !known.contains(&name) {
-        return Err(ScenarioError::new_err(format!("`{name}`: no such platform preset (known: {})", known.join(", "))));
+        let message = format!("`{name}`: no such platform preset (known: {})", known.join(", "));
+        return Err(ScenarioError::new_err(shortened(&message)));
     }
     let text = format!("[platform]\npreset = {}\n", toml_string(name));
     let overrides: Vec<String> = overrides.iter().map(|o| platform_override(o)).collect();
@@ -204,7 +206,7 @@ fn replay_trace(
     match (report, failure) {
         (Ok(report), _) => Ok(serde_json::to_string(&report).expect("a report serializes")),
         (Err(_), Some(error)) => Err(error),
-        (Err(error), None) => Err(ScenarioError::new_err(error.to_string())),
+        (Err(error), None) => Err(ScenarioError::new_err(shortened(&error.to_string()))),
     }
 }
 

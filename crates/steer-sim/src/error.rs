@@ -56,6 +56,32 @@ pub fn io_reason(error: &std::io::Error) -> String {
     }
 }
 
+/// Characters a run without spaces (a key, a value, a path) keeps in a message.
+const MAX_SHOWN_WORD: usize = 120;
+/// Characters a message keeps.
+const MAX_SHOWN_MESSAGE: usize = 1000;
+
+/// A message with what the user typed kept readable: a run without spaces longer than
+/// `MAX_SHOWN_WORD` characters (a 100 KB key or value) is shown by its start and end with how
+/// much was left out, and a message still longer than `MAX_SHOWN_MESSAGE` by its start and end.
+/// The Python layer shortens its own messages the same way (`steer.output.shortened`).
+pub fn shortened(message: &str) -> String {
+    let words: Vec<String> = message.split(' ').map(|word| elided(word, MAX_SHOWN_WORD, 80, 20)).collect();
+    elided(&words.join(" "), MAX_SHOWN_MESSAGE, 700, 200)
+}
+
+/// `text` if at most `most` characters, else its first `head` and last `tail` characters around a
+/// note of how many were left out.
+fn elided(text: &str, most: usize, head: usize, tail: usize) -> String {
+    let count = text.chars().count();
+    if count <= most {
+        return text.to_string();
+    }
+    let start: String = text.chars().take(head).collect();
+    let end: String = text.chars().skip(count - tail).collect();
+    format!("{start}…[{} characters]…{end}", count - head - tail)
+}
+
 /// Fails with `message` at `path` unless `ok`.
 pub fn ensure(ok: bool, path: &str, message: impl FnOnce() -> String) -> ConfigResult<()> {
     if ok {
@@ -111,6 +137,22 @@ mod tests {
         for (x, shown) in cases {
             assert_eq!(Shown(x).to_string(), shown);
         }
+    }
+
+    #[test]
+    fn long_words_and_long_messages_are_shortened_keeping_their_ends() {
+        assert_eq!(shortened("short: message"), "short: message");
+        let key = "k".repeat(200_000);
+        let message = format!("--set {key}: not a parameter");
+        let expected = format!("--set {}…[199901 characters]…{}: not a parameter", "k".repeat(80), "k".repeat(19));
+        assert_eq!(shortened(&message), expected);
+        let exactly = "w".repeat(MAX_SHOWN_WORD);
+        assert_eq!(shortened(&exactly), exactly);
+        // Many short words: the message is cut as a whole.
+        let spaced = "ab ".repeat(1000);
+        let cut = shortened(&spaced);
+        assert_eq!(cut.chars().count(), 700 + 200 + "…[2100 characters]…".chars().count());
+        assert!(cut.starts_with("ab ab") && cut.ends_with("ab ab "), "{cut}");
     }
 
     #[test]

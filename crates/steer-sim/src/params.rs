@@ -241,6 +241,9 @@ pub trait Registry: 'static {
     const WHAT: &'static str;
     /// Every entry's name and one-line description, in registration order.
     fn entries() -> Vec<(&'static str, &'static str)>;
+    /// Other names of entries, as `(alias, name)`: a scenario may write either, and the alias
+    /// reads as the name it stands for.
+    const ALIASES: &'static [(&'static str, &'static str)] = &[];
 
     fn names() -> Vec<&'static str> {
         Self::entries().into_iter().map(|(name, _)| name).collect()
@@ -265,7 +268,8 @@ impl<R: Registry> Name<R> {
     /// Fails at `path` unless the name is registered; the message lists the registered names.
     pub fn check(&self, path: &str) -> crate::error::ConfigResult<()> {
         crate::error::ensure(R::names().contains(&self.name.as_str()), path, || {
-            format!("unknown {} `{}` (known: {})", R::WHAT, self.name, R::names().join(", "))
+            let aliases: String = R::ALIASES.iter().map(|(alias, name)| format!("; {alias} is {name}")).collect();
+            format!("unknown {} `{}` (known: {}{aliases})", R::WHAT, self.name, R::names().join(", "))
         })
     }
 }
@@ -313,9 +317,11 @@ impl<R> Serialize for Name<R> {
     }
 }
 
-impl<'de, R> serde::Deserialize<'de> for Name<R> {
+impl<'de, R: Registry> serde::Deserialize<'de> for Name<R> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Ok(Name { name: String::deserialize(deserializer)?, registry: std::marker::PhantomData })
+        let name = String::deserialize(deserializer)?;
+        let name = R::ALIASES.iter().find(|(alias, _)| *alias == name).map_or(name, |(_, named)| named.to_string());
+        Ok(Name { name, registry: std::marker::PhantomData })
     }
 }
 
@@ -373,6 +379,7 @@ mod tests {
     struct Colours;
     impl Registry for Colours {
         const WHAT: &'static str = "colour";
+        const ALIASES: &'static [(&'static str, &'static str)] = &[("crimson", "red")];
         fn entries() -> Vec<(&'static str, &'static str)> {
             vec![("red", "warm"), ("blue", "cold")]
         }
@@ -427,8 +434,19 @@ mod tests {
         assert_eq!(out, vec![doc("paint", "\"red\"", "The colour. One of: red, blue.")]);
         assert_eq!(
             Name::<Colours>::new("green").check("paint").unwrap_err().to_string(),
-            "paint: unknown colour `green` (known: red, blue)"
+            "paint: unknown colour `green` (known: red, blue; crimson is red)"
         );
+    }
+
+    #[test]
+    fn an_alias_reads_as_the_name_it_stands_for() {
+        #[derive(serde::Deserialize)]
+        struct Paint {
+            colour: Name<Colours>,
+        }
+        let read = |text: &str| toml::from_str::<Paint>(text).unwrap().colour;
+        assert!(read("colour = \"crimson\"") == "red");
+        assert!(read("colour = \"blue\"") == "blue");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::devices::{DeviceSpec, DEVICES};
-use crate::error::{ensure, io_reason, ConfigError, ConfigResult, Error, Shown};
+use crate::error::{ensure, io_reason, shortened, ConfigError, ConfigResult, Error, Shown};
 use crate::kinds::{deserialize_at, Kind, SpecBase};
 use crate::params::{join_key, params, Describe, ParamDoc};
 use crate::platform::{self, MaskAgent, PlatformSpec};
@@ -227,10 +227,11 @@ impl Scenario {
         ensure(sim.measure_us >= 0.001, "sim.measure_us", || {
             format!("must be at least 0.001 µs (got {})", Shown(sim.measure_us))
         })?;
-        let simulated = sim.warmup_us + sim.measure_us;
-        ensure(simulated <= MAX_CLOCK_US, "sim", || {
-            let (simulated, most) = (Shown(simulated), Shown(MAX_CLOCK_US));
-            format!("{simulated} µs of simulated time is more than steer's clock runs ({most} µs)")
+        // Named by the larger part: the value to change.
+        let larger = if sim.warmup_us >= sim.measure_us { "sim.warmup_us" } else { "sim.measure_us" };
+        ensure(sim.warmup_us + sim.measure_us <= MAX_CLOCK_US, larger, || {
+            let (warmup, measure, most) = (Shown(sim.warmup_us), Shown(sim.measure_us), Shown(MAX_CLOCK_US));
+            format!("{warmup} µs of warm-up and {measure} µs measured are more than steer's clock runs ({most} µs)")
         })?;
         ensure(sim.max_runahead_ns >= 0.0, "sim.max_runahead_ns", || {
             format!("must not be negative (got {})", Shown(sim.max_runahead_ns))
@@ -362,9 +363,9 @@ pub struct ScenarioSource<'a> {
     pub default_name: &'a str,
 }
 
-/// Loads, resolves and validates a scenario. The error is one line.
+/// Loads, resolves and validates a scenario. The error is one line, of a readable length.
 pub fn load(source: &ScenarioSource, overrides: &[String]) -> Result<Scenario, Error> {
-    load_located(source, overrides).map_err(|message| Error::Input(one_line(&message)))
+    load_located(source, overrides).map_err(|message| Error::Input(shortened(&one_line(&message))))
 }
 
 /// The message with control characters a user typed (a newline in a `--set` key) escaped.
@@ -452,7 +453,11 @@ fn resolve(
                 set_parameter(tree, &mut params, name, &key, value, overridden)?;
             }
             Some(_) => return Err(not_a_parameter(&params, &key)),
-            None => set_path(tree, &key, platform_shorthand(&key, value))?,
+            // `platform = NAME` is the preset alone, in place of the platform before it.
+            None if key == "platform" && value.is_str() => {
+                set_path(tree, &key, platform_shorthand(&key, value), false)?
+            }
+            None => set_path(tree, &key, value, true)?,
         }
     }
     substitute_table(tree, &params, "")?;
@@ -570,9 +575,11 @@ fn is_whole_number(text: &str) -> bool {
     !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// Sets the value at a dotted key path, making the tables on the way (the last step's too, which
-/// the value then replaces); a numeric step indexes into a list.
-fn set_path(tree: &mut toml::Table, key: &str, value: toml::Value) -> ConfigResult<()> {
+/// Sets the value at a dotted key path, making the tables on the way; a numeric step indexes into
+/// a list. With `merge`, a table laid on a table merges into it key by key (recursively, as a
+/// preset's overrides do): `sim={measure_us=100}` keeps the scenario's `sim.warmup_us`. Anything
+/// else replaces what was there.
+fn set_path(tree: &mut toml::Table, key: &str, value: toml::Value, merge: bool) -> ConfigResult<()> {
     let segments: Vec<&str> = key.split('.').collect();
     let bad = |message: String| ConfigError::new(key, message);
     if segments.contains(&"") {
@@ -592,7 +599,10 @@ fn set_path(tree: &mut toml::Table, key: &str, value: toml::Value) -> ConfigResu
             _ => return Err(bad(format!("`{}` is not a table", segments[..depth].join(".")))),
         };
     }
-    *node = value;
+    match (node, value) {
+        (toml::Value::Table(table), toml::Value::Table(over)) if merge => deep_merge(table, over),
+        (node, value) => *node = value,
+    }
     Ok(())
 }
 
@@ -738,7 +748,7 @@ pub struct FoundScenario {
 pub fn find(name: &str) -> Result<FoundScenario, Error> {
     let path = std::path::Path::new(name);
     if path.exists() || name.ends_with(".toml") || name.contains('/') {
-        let cannot = |reason: &str| Error::Input(format!("{name}: cannot read scenario: {reason}"));
+        let cannot = |reason: &str| Error::Input(shortened(&format!("{name}: cannot read scenario: {reason}")));
         let bytes = std::fs::read(path).map_err(|e| cannot(&io_reason(&e)))?;
         let text = String::from_utf8(bytes).map_err(|_| cannot("not UTF-8 text"))?;
         let default_name = path.file_stem().map_or_else(|| name.to_string(), |s| s.to_string_lossy().into_owned());
@@ -752,10 +762,10 @@ pub fn find(name: &str) -> Result<FoundScenario, Error> {
         }),
         None => {
             let known: Vec<&str> = BUILTINS.iter().map(|b| b.name).collect();
-            Err(Error::Input(format!(
+            Err(Error::Input(shortened(&format!(
                 "{name}: no such scenario file or built-in scenario (built-in: {})",
                 known.join(", ")
-            )))
+            ))))
         }
     }
 }

@@ -311,8 +311,22 @@ fn bad_input_names_the_key_and_the_position() {
     // Queues from CPU 0 on, one CPU more than the platform has.
     let queues = load_error(MINIMAL, &["devices.0.queues.0.consumer_cpu=0", "devices.0.queues.0.count=193"]);
     assert!(
-        queues.contains("devices.0.queues.0.consumer_cpu: CPU 192 out of range (the platform has 192)"),
+        queues.ends_with(
+            "--set devices.0.queues.0.count: 193 queues from consumer_cpu 0 need CPUs up to 192, \
+             out of range (the platform has 192)"
+        ),
         "{queues}"
+    );
+    // A file's count past the last CPU is named at its own line, not at consumer_cpu's.
+    let counted = load_error(&MINIMAL.replace("consumer_cpu = 1", "consumer_cpu = 1\ncount = 100000"), &[]);
+    assert!(
+        counted.starts_with("s.toml:10:1: devices.0.queues.0.count: 100000 queues from consumer_cpu 1"),
+        "{counted}"
+    );
+    let cpu = load_error(MINIMAL, &["devices.0.queues.0.consumer_cpu=192"]);
+    assert!(
+        cpu.ends_with("--set devices.0.queues.0.consumer_cpu: CPU 192 out of range (the platform has 192)"),
+        "{cpu}"
     );
 
     let negative_int = load_error(MINIMAL, &["seed=-3"]);
@@ -840,7 +854,13 @@ fn runs_beyond_the_limits_are_refused_before_anything_is_allocated_unless_allowe
     let beyond = ["sim.measure_us=1e12", "sim.allow_large=true"];
     assert_eq!(
         load_error(source, &beyond),
-        "--set sim.measure_us: sim: 1.0000000003e12 µs of simulated time is more than steer's clock runs (1e12 µs)"
+        "--set sim.measure_us: 300 µs of warm-up and 1e12 µs measured are more than steer's clock runs (1e12 µs)"
+    );
+    // The override named is the part to change, whatever else was set.
+    let warmup = ["sim.measure_us=100", "sim.warmup_us=1e12", "sim.allow_large=true"];
+    assert_eq!(
+        load_error(source, &warmup),
+        "--set sim.warmup_us: 1e12 µs of warm-up and 100 µs measured are more than steer's clock runs (1e12 µs)"
     );
     let _ = loaded(source, &["sim.measure_us=999999999700", "sim.allow_large=true"]);
 }
@@ -934,7 +954,10 @@ fn queue_counts_and_per_sk_buff_structures_are_refused_past_their_bound_not_run(
     let iperf = steer_sim::scenario::builtin("iperf-rx").unwrap().source;
     let error = load_error(iperf, &["devices.0.queues.0.count=4000000000"]);
     assert!(
-        error.ends_with("devices.0.queues.0.consumer_cpu: CPU 3999999999 out of range (the platform has 192)"),
+        error.ends_with(
+            "--set devices.0.queues.0.count: 4000000000 queues from consumer_cpu 0 need CPUs up to 3999999999, \
+             out of range (the platform has 192)"
+        ),
         "{error}"
     );
     let accepted = |set: &str| {

@@ -205,9 +205,16 @@ impl DeviceSpec for NicSpec {
                 format!("must be at most {MAX_TX_ENTRIES} (got {})", q.tx_entries)
             })?;
             ensure(q.count >= 1, &qkey("count"), || "must be at least 1".into())?;
+            ensure(q.consumer_cpu < cpus, &qkey("consumer_cpu"), || {
+                format!("CPU {} out of range (the platform has {cpus})", q.consumer_cpu)
+            })?;
+            // The queues `count` expands into are consumed by the CPUs from `consumer_cpu` up.
             let last_cpu = q.consumer_cpu as u64 + q.count as u64 - 1;
-            ensure(last_cpu < cpus as u64, &qkey("consumer_cpu"), || {
-                format!("CPU {last_cpu} out of range (the platform has {cpus})")
+            ensure(last_cpu < cpus as u64, &qkey("count"), || {
+                format!(
+                    "{} queues from consumer_cpu {} need CPUs up to {last_cpu}, out of range (the platform has {cpus})",
+                    q.count, q.consumer_cpu
+                )
             })?;
             ensure(
                 q.buffer_stride_bytes == 0 || q.buffer_stride_bytes >= q.buffer_bytes,

@@ -103,6 +103,8 @@ pub struct Placements;
 
 impl Registry for Placements {
     const WHAT: &'static str = "placement policy";
+    // The word users know SDCI by (`steer compare --placement sdci` takes it too).
+    const ALIASES: &'static [(&'static str, &'static str)] = &[("sdci", "l2")];
     fn entries() -> Vec<(&'static str, &'static str)> {
         POLICIES.iter().map(|p| (p.name, p.description)).collect()
     }
