@@ -653,7 +653,7 @@ def run_tasks(
 
     # Ray is up, or refused in one line, before the results directory is made or touched.
     runs_on_ray = executor == "ray" and any(t.resolved is not None for t in pending())
-    with ray_started(workers, address) if runs_on_ray else contextlib.nullcontext(), store.lock():
+    with ray_session(workers, address) if runs_on_ray else contextlib.nullcontext(), store.lock():
         store.remove_partial_files()
         store.write_manifest(
             {**manifest, "steer_version": __version__, "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
