@@ -9,15 +9,22 @@ the numbers the docs quote from it, so that a change to the model refreshes both
   rx-default with DMA to memory below, at and past the load its loop keeps up with.
 - seed001-transfer-size.png and seed001-ddr-to-hbm.png (docs/dsa.md): seed 001's two curves, as
   `steer reproduce --only seed001 --plot DIR` draws them. Prints their points.
+- reproduce-parity.png and reproduce-rows.png (docs/reproduce.md): `steer reproduce --plot DIR`'s
+  parity figure of every row, and its row panels of `--only seed004 --only leon`. Prints the scores.
+- fit-turin-write-queue.png (docs/fit.md): `steer fit fits/turin-write-queue.toml --plot FILE`'s
+  cost of each point the search ran. Prints the fit's result.
 
-Not drawn here: calibrate-vm.png and validate-vm.png (docs/calibrate.md) are measurements of the
-host they were taken on (`steer calibrate --plot`, `steer validate --plot`, a 2-vCPU VM); another
-machine gives other figures, so only measuring that machine again refreshes them.
+Not drawn here: calibrate-vm.png, validate-vm.png and validate-parity.png (docs/calibrate.md) are
+measurements of the host they were taken on (`steer calibrate --plot`, `steer validate --plot`, a
+2-vCPU VM); another machine gives other figures, so only measuring that machine again refreshes
+them.
 
-About 15 s of simulation. The figures are written into docs/img, each atomically.
+About a minute of simulation. The figures are written into docs/img, each atomically.
 """
 
 import argparse
+import subprocess
+import sys
 import tempfile
 import tomllib
 from pathlib import Path
@@ -30,7 +37,7 @@ from steer.output import fmt_bytes, table, write_atomically
 ROOT = Path(__file__).resolve().parent.parent
 IMG = ROOT / "docs" / "img"
 # The figures of docs/img that are measurements of a host, not simulations.
-HOST_MEASURED = ("calibrate-vm.png", "validate-vm.png")
+HOST_MEASURED = ("calibrate-vm.png", "validate-vm.png", "validate-parity.png")
 
 # docs/sweeps.md's table: rx-default with DMA to memory over the sweep's window, from a load at
 # which the prefetcher's run into the next buffer misses the controller's write queue, through
@@ -142,10 +149,43 @@ def seed001() -> dict[str, bytes]:
     return figures
 
 
+def steer_command(*args: str) -> str:
+    """Runs `steer ARGS` as a user would; its standard output."""
+    return subprocess.run([sys.executable, "-m", "steer", *args], check=True, capture_output=True, text=True).stdout
+
+
+def reproduce_figures() -> dict[str, bytes]:
+    """`steer reproduce --plot`'s parity figure of every row, and the row panels of two sources."""
+    with tempfile.TemporaryDirectory() as every, tempfile.TemporaryDirectory() as some:
+        summary = steer_command("reproduce", "--quiet", "--plot", every).strip().splitlines()
+        steer_command("reproduce", "--quiet", "--only", "seed004", "--only", "leon", "--plot", some)
+        print(
+            "reproduce-parity.png, reproduce-rows.png: "
+            + next(line for line in summary if line.startswith("calibration:"))
+        )
+        return {
+            "reproduce-parity.png": (Path(every) / "reproduce-parity.png").read_bytes(),
+            "reproduce-rows.png": (Path(some) / "reproduce.png").read_bytes(),
+        }
+
+
+def fit_costs() -> dict[str, bytes]:
+    """`steer fit fits/turin-write-queue.toml --plot`: the cost of each point the search ran."""
+    with tempfile.TemporaryDirectory() as results:
+        image = Path(results) / "fit.png"
+        out = steer_command(
+            "fit", str(ROOT / "fits" / "turin-write-queue.toml"), "--quiet", "-r", results, "--plot", str(image)
+        )
+        print("fit-turin-write-queue.png: " + " ".join(out.split()[:40]))
+        return {"fit-turin-write-queue.png": image.read_bytes()}
+
+
 # Each drawing, with the files of docs/img it writes.
 DRAWINGS = {
     rx_placement: ("rx-placement-dram.png",),
     seed001: ("seed001-transfer-size.png", "seed001-ddr-to-hbm.png"),
+    reproduce_figures: ("reproduce-parity.png", "reproduce-rows.png"),
+    fit_costs: ("fit-turin-write-queue.png",),
 }
 FIGURES = tuple(name for names in DRAWINGS.values() for name in names)
 
