@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use steer_sim::error::io_reason;
 use steer_sim::hierarchy::{Hierarchy, LevelStats};
+use steer_sim::params::OrNone;
 use steer_sim::platform::{PlatformSpec, TopologySpec};
 use steer_sim::units::{Line, Time};
 
@@ -603,9 +604,10 @@ impl From<&LevelStats> for LevelReport {
 /// Lines moved between the caches and DRAM.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct MemoryReport {
-    /// Lines read from DRAM (L3 misses, write-allocate fetches included).
+    /// Lines read from memory: the L3's read misses, a non-inclusive L3's write misses
+    /// (write-allocate) and the L3's own prefetches.
     pub reads: u64,
-    /// Lines written to DRAM (dirty L3 evictions).
+    /// Lines written to memory: the L3's writebacks.
     pub writes: u64,
 }
 
@@ -698,6 +700,9 @@ impl Replayer {
         } else {
             let mut one_core = platform.clone();
             one_core.topology = TopologySpec { sockets: 1, ccx_per_socket: 1, cores_per_ccx: 1, threads_per_core: 1 };
+            // An L3 rinses at a rate in time, and a trace has none: its 1 ns steps would make the
+            // counts depend on them (`SingleCore` does not rinse either).
+            one_core.l3.rinse_gbs = OrNone(None);
             Caches::General(Box::new(GeneralPath { hierarchy: Hierarchy::new(&one_core), now: Time::ZERO }))
         };
         Ok(Replayer {
@@ -800,17 +805,8 @@ impl Replayer {
                 (caches.line_ops(), caches.level_stats(), MemoryReport { reads, writes })
             }
             Caches::General(general) => {
-                let hierarchy = &general.hierarchy;
-                let (read_bytes, write_bytes) = hierarchy
-                    .memory
-                    .stats()
-                    .fold((0, 0), |(r, w), channel| (r + channel.read_bytes, w + channel.write_bytes));
-                let stats = &hierarchy.stats;
-                (
-                    stats.line_ops,
-                    [stats.l1d.clone(), stats.l2.clone(), stats.l3.clone()],
-                    MemoryReport { reads: read_bytes / self.line_bytes, writes: write_bytes / self.line_bytes },
-                )
+                let (levels, memory) = chain_counts(&general.hierarchy, self.line_bytes);
+                (general.hierarchy.stats.line_ops, levels, memory)
             }
         };
         TraceReport {
@@ -824,6 +820,26 @@ impl Replayer {
             host_seconds,
         }
     }
+}
+
+/// A hierarchy's counters as a replay reports them (docs/trace-format.md): its level counters
+/// plus the writes to the level below that a chain of caches counts and they leave out
+/// (`ChainWrites`), and the lines the caches read from memory (those its controller answered
+/// from the write queue included) and wrote to it.
+pub fn chain_counts(hierarchy: &Hierarchy, line_bytes: u64) -> ([LevelStats; 3], MemoryReport) {
+    let stats = &hierarchy.stats;
+    let chain = &stats.chain_writes;
+    let mut l2 = stats.l2.clone();
+    l2.writebacks += chain.l2_dirty_l1_copies;
+    let mut l3 = stats.l3.clone();
+    l3.writes += chain.l3_write_hits + chain.l3_write_misses;
+    l3.write_hits += chain.l3_write_hits;
+    l3.misses += chain.l3_write_misses;
+    let memory = hierarchy.memory.stats().fold(MemoryReport { reads: 0, writes: 0 }, |sum, channel| MemoryReport {
+        reads: sum.reads + channel.reads + channel.write_queue_reads,
+        writes: sum.writes + channel.write_bytes / line_bytes,
+    });
+    ([stats.l1d.clone(), l2, l3], memory)
 }
 
 /// Replays the reads and writes among `records` into `caches`, each line an access touches in
