@@ -379,6 +379,28 @@ fn truncated_record(origin: &str, index: u64, got: usize) -> TraceError {
     TraceError::new(origin, None, format!("truncated {}: {got} of 8 bytes (the file was cut short)", record_at(index)))
 }
 
+/// Most characters of the input a message quotes.
+const QUOTED_CHARS: usize = 40;
+
+/// A field of the input as a message quotes it: characters that do not print (NULs, other control
+/// characters) as `\u{..}` escapes, and at most `QUOTED_CHARS` of them, then `...`: a message is
+/// one readable line whatever the input holds (a binary file read as din, say).
+fn quoted(field: &str) -> String {
+    let mut shown = String::new();
+    for (count, c) in field.chars().enumerate() {
+        if count == QUOTED_CHARS {
+            shown.push_str("...");
+            break;
+        }
+        if c.is_control() {
+            shown.extend(c.escape_default());
+        } else {
+            shown.push(c);
+        }
+    }
+    shown
+}
+
 enum DinLine {
     Access(TraceRecord),
     /// An escape or flush record.
@@ -401,12 +423,14 @@ fn parse_din_line(bytes: &[u8]) -> Result<DinLine, String> {
         "3" | "4" => return Ok(DinLine::Skipped),
         other => {
             return Err(format!(
-                "unknown label `{other}` (expected 0 read, 1 write, 2 instruction fetch, 3 escape or 4 flush)"
+                "unknown label `{}` (expected 0 read, 1 write, 2 instruction fetch, 3 escape or 4 flush)",
+                quoted(other)
             ))
         }
     };
     let addr_text = fields.next().ok_or("missing address after the label")?;
-    let addr = parse_hex(addr_text).ok_or_else(|| format!("`{addr_text}` is not a 64-bit hexadecimal address"))?;
+    let addr =
+        parse_hex(addr_text).ok_or_else(|| format!("`{}` is not a 64-bit hexadecimal address", quoted(addr_text)))?;
     let size = match fields.next() {
         None => 1,
         Some(size_text) => match parse_decimal(size_text) {
@@ -420,11 +444,13 @@ fn parse_din_line(bytes: &[u8]) -> Result<DinLine, String> {
                 ))
             }
             Some(size) => size,
-            None => return Err(format!("`{size_text}` is not a size in bytes (a decimal number up to 2^32-1)")),
+            None => {
+                return Err(format!("`{}` is not a size in bytes (a decimal number up to 2^32-1)", quoted(size_text)))
+            }
         },
     };
     if let Some(extra) = fields.next() {
-        return Err(format!("unexpected `{extra}` after the size (expected LABEL ADDRESS [SIZE])"));
+        return Err(format!("unexpected `{}` after the size (expected LABEL ADDRESS [SIZE])", quoted(extra)));
     }
     if addr.checked_add(size as u64 - 1).is_none() {
         return Err(format!("a {size}-byte access at {addr:#x} runs past the end of the address space"));
@@ -926,7 +952,8 @@ pub fn replay<R: BufRead>(
     Ok(replayer.report(start.elapsed().as_secs_f64()))
 }
 
-/// Opens a trace file (either format) and replays it as `replay` does; errors name the file.
+/// Opens a trace file (either format), or standard input for `-`, and replays it as `replay`
+/// does; errors name the file (or `stdin`).
 ///
 /// A binary trace in a regular file replayed by `SetGroups` is read by every host thread, each
 /// the parts of a batch it takes, at their place in the file: one thread copying the whole file would leave
@@ -934,6 +961,9 @@ pub fn replay<R: BufRead>(
 pub fn replay_path(path: impl AsRef<Path>, platform: &PlatformSpec, cpu: u32) -> Result<TraceReport, TraceError> {
     replay_path_with(path, platform, cpu, &mut |_| true)
 }
+
+/// The path that names standard input (`steer trace -`): read as a stream, never mapped.
+pub const STDIN_PATH: &str = "-";
 
 /// `replay_path` reporting its progress: `progress(bytes of the file replayed)` is called after each
 /// block, and the replay stops with the error [`STOPPED`] when it returns false.
@@ -944,6 +974,12 @@ pub fn replay_path_with(
     progress: Progress,
 ) -> Result<TraceReport, TraceError> {
     let start = Instant::now();
+    if path.as_ref() == Path::new(STDIN_PATH) {
+        let reader = TraceReader::new(io::stdin().lock(), "stdin")?;
+        let mut replayer = Replayer::new(platform, cpu)?;
+        replayer.replay_reader(reader, progress)?;
+        return Ok(replayer.report(start.elapsed().as_secs_f64()));
+    }
     let reader = TraceReader::open(path)?;
     let mut replayer = Replayer::new(platform, cpu)?;
     // A binary file is sorted straight from memory where it can be mapped; the rest is read.
@@ -1082,6 +1118,15 @@ mod tests {
             (b"0 10 4 7\n", 1, "unexpected `7`"),
             (b"0 ffffffffffffffff 2\n", 1, "past the end of the address space"),
             (b"\n\n0 \xff\n", 3, "not UTF-8"),
+            // Bytes that do not print are escaped, and a long field is cut short.
+            (b"\0\0\x07 10\n", 1, "unknown label `\\u{0}\\u{0}\\u{7}` (expected"),
+            (b"0 10\x1b[31m\n", 1, "`10\\u{1b}[31m` is not a 64-bit"),
+            (b"0 10 4\x7f\n", 1, "`4\\u{7f}` is not a size"),
+            (
+                b"STEERTR2\0\x01\0\0\0\0\0\x40STEERTR2STEERTR2STEERTR2STEERTR2STEERTR2 x\n",
+                1,
+                "unknown label `STEERTR2\\u{0}\\u{1}\\u{0}\\u{0}\\u{0}\\u{0}\\u{0}@STEERTR2STEERTR2STEERTR2...` (",
+            ),
         ];
         for &(text, line, expected) in cases {
             let error = read_all(text).unwrap_err();
