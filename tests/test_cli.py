@@ -233,7 +233,8 @@ def test_tph_reads_dumps_with_stray_bytes_or_the_mail_around_them(steer_cli, tmp
     short = steer_cli("tph", str(ten))
     assert (short.returncode, short.stderr) == (
         2,
-        f"steer: error: {ten}: not a config-space dump: 10 bytes, fewer than the 64-byte header of every PCI function\n",
+        f"steer: error: {ten}: not a config-space dump: 10 bytes, "
+        "fewer than the 64-byte header of every PCI function\n",
     )
 
 
@@ -250,7 +251,10 @@ def test_trace_reads_stdin_and_escapes_what_it_quotes(tmp_path):
     binary = trace(b"STEERTR1" + (0x1000).to_bytes(8, "little") + (1 << 62 | 0x2000).to_bytes(8, "little"))
     assert json.loads(binary.stdout)["l1d"] == report["l1d"], binary.stderr
     empty = trace(b"")
-    assert (empty.returncode, empty.stderr) == (2, b"steer: error: stdin: nothing to replay: no data accesses; allow_empty accepts it\n")
+    assert (empty.returncode, empty.stderr) == (
+        2,
+        b"steer: error: stdin: nothing to replay: no data accesses; allow_empty accepts it\n",
+    )
     labelled = trace(b"0 10\n\0\0\x1b 10\n")
     assert labelled.stderr == (
         b"steer: error: stdin:2: unknown label `\\u{0}\\u{0}\\u{1b}` "
