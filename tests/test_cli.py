@@ -205,6 +205,68 @@ def test_tph_json_real_dumps_and_stdin(steer_cli, tmp_path):
     assert empty.returncode == 2 and "--json: empty file name" in empty.stderr
 
 
+def test_tph_reads_dumps_with_stray_bytes_or_the_mail_around_them(steer_cli, tmp_path):
+    clean = steer_cli("tph", str(TPH_DATA / "lspci-xxxx-tph.txt"))
+    for name in ["latin1-line.txt", "nul-bytes.txt", "mail-quoted-hex.eml", "prose-around-hex.txt"]:
+        done = steer_cli("tph", str(TPH_DATA / "damaged" / name))
+        assert (done.returncode, done.stdout, done.stderr) == (0, clean.stdout, ""), name
+    # A config space read from sysfs is named by the bus address in its path.
+    config = tmp_path / "0000:41:00.0" / "config"
+    config.parent.mkdir()
+    (nic,) = json.loads(steer_cli("tph", str(TPH_DATA / "lspci-xxxx-tph.txt"), "--json").stdout)[:1]
+    raw = bytes.fromhex(
+        "".join(
+            line.split(":", 1)[1]
+            for line in (TPH_DATA / "lspci-xxxx-tph.txt").read_text().split("\n\n")[0].splitlines()
+            if line[:1] in "0123456789abcdef" and not line.startswith("41:00.0")
+        )
+    )
+    config.write_bytes(raw)
+    named = steer_cli("tph", str(config))
+    assert named.returncode == 0 and named.stdout.startswith("0000:41:00.0\n"), named.stderr
+    assert json.loads(steer_cli("tph", str(config), "--json").stdout)[0]["requester"] == nic["requester"]
+    other = tmp_path / "dump.bin"
+    other.write_bytes(raw)
+    assert steer_cli("tph", str(other)).stdout.startswith("device\n")
+    ten = tmp_path / "ten.bin"
+    ten.write_bytes(raw[:10])
+    short = steer_cli("tph", str(ten))
+    assert (short.returncode, short.stderr) == (
+        2,
+        f"steer: error: {ten}: not a config-space dump: 10 bytes, "
+        "fewer than the 64-byte header of every PCI function\n",
+    )
+
+
+def test_trace_reads_stdin_and_escapes_what_it_quotes(tmp_path):
+    def trace(data: bytes, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "steer", "trace", "-", "--quiet", "--json", *args], input=data, capture_output=True
+        )
+
+    din = trace(b"0 1000\n1 2000 8\n")
+    assert din.returncode == 0, din.stderr
+    report = json.loads(din.stdout)
+    assert (report["accesses"], report["l1d"]["reads"], report["l1d"]["writes"]) == (2, 1, 1)
+    binary = trace(b"STEERTR1" + (0x1000).to_bytes(8, "little") + (1 << 62 | 0x2000).to_bytes(8, "little"))
+    assert json.loads(binary.stdout)["l1d"] == report["l1d"], binary.stderr
+    empty = trace(b"")
+    assert (empty.returncode, empty.stderr) == (
+        2,
+        b"steer: error: stdin: nothing to replay: no data accesses; allow_empty accepts it\n",
+    )
+    labelled = trace(b"0 10\n\0\0\x1b 10\n")
+    assert labelled.stderr == (
+        b"steer: error: stdin:2: unknown label `\\u{0}\\u{0}\\u{1b}` "
+        b"(expected 0 read, 1 write, 2 instruction fetch, 3 escape or 4 flush)\n"
+    )
+    # A binary trace with the wrong magic is read as din: its first line is quoted escaped and cut short.
+    wrong = trace(b"STEERTR2" + bytes(range(1, 9)) * 8 + b"\n")
+    assert wrong.returncode == 2
+    assert wrong.stderr.startswith(b"steer: error: stdin:1: unknown label `STEERTR2\\u{1}\\u{2}")
+    assert b"...` (expected" in wrong.stderr and wrong.stderr.isascii() and len(wrong.stderr) < 400
+
+
 def test_compare_runs_each_placement_side_by_side(steer_cli):
     short = ["--set", "sim.warmup_us=200", "--set", "sim.measure_us=200", "--set", "rx_ring=256"]
     done = steer_cli("compare", "ddio-l2fwd", *short, "--quiet")

@@ -305,14 +305,16 @@ def test_a_real_xeon_silver_4108_host(tmp_path):
     unread = (
         "0 IRQs on the consumer's CPUs, 0 on its CCX, 0 elsewhere, 99 with no readable /proc/irq/N/smp_affinity_list"
     )
+    no_queue = "(no RX queue listed)"
     assert verdicts(doctor.diagnose(root, cpus="0")[0]) == {
         "cpu/vendor": ("ok", "GenuineIntel, family 0x6, Intel(R) Xeon(R) Silver 4108 CPU @ 1.80GHz"),
         **NOT_CAPTURED,
         "kernel/pci=notph": ("ok", "not on the command line"),
         # Once for the 28 functions (each was "malformed" too before).
         "pci/config space": ("unknown", "only the first 64 bytes of 28 devices are readable (not root)"),
-        "nic/enp96s0f0": ("ok", f"driver i40e, 0 RX queues, IRQs {irqs(52)}"),
-        "nic/enp96s0f1": ("ok", f"driver i40e, 0 RX queues, IRQs {irqs(159)}"),
+        # No RX queue captured: found, with nothing to check (was "ok").
+        "nic/enp96s0f0": ("not checked", f"driver i40e, 0 RX queues, IRQs {irqs(52)} {no_queue}"),
+        "nic/enp96s0f1": ("not checked", f"driver i40e, 0 RX queues, IRQs {irqs(159)} {no_queue}"),
         # IRQs whose affinity is unknown (was "ok" on 0 of 99 IRQs).
         "nic/enp96s0f0 injection target": ("unknown", unread),
         "nic/enp96s0f1 injection target": ("unknown", unread),
@@ -361,7 +363,7 @@ def test_this_machine_gets_a_verdict_for_every_check(steer_cli):
     assert done.returncode == 0, done.stderr
     checks = json.loads(done.stdout)["checks"]
     assert {c["area"] for c in checks} >= {"cpu", "kernel", "pci", "dsa", "hbm"}
-    assert all(c["verdict"] in {"ok", "not usable", "misconfigured", "unknown"} for c in checks)
+    assert all(c["verdict"] in {"ok", "not usable", "misconfigured", "unknown", "not checked"} for c in checks)
 
 
 @pytest.mark.parametrize(
@@ -490,3 +492,46 @@ def test_a_config_space_the_codec_refuses_is_said_malformed_and_the_rest_are_sti
 def test_a_cpu_list_takes_ranges_and_caps_an_absurd_one():
     assert doctor.cpu_lists("0-2,7, 9") == [0, 1, 2, 7, 9]
     assert len(doctor.cpu_lists("5-100000000")) == 65537  # 5 and the 65536 after it
+
+
+def test_consumer_cpus_the_host_does_not_have_are_refused(steer_cli, tmp_path):
+    root = real_host("epyc-7451", tmp_path)  # CPUs 0-95
+    done = steer_cli("doctor", "--root", str(root), "--cpus", "5-300")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "steer: error: --cpus 5-300: no CPU 96-300 on this host (it has CPUs 0-95)\n"
+    assert doctor.consumer_cpus(doctor.Host(root), None, "90-95") == [*range(90, 96)]
+    # A tree that does not list its CPUs takes any list.
+    assert doctor.consumer_cpus(doctor.Host(tmp_path / "proc"), None, "5-7") == [5, 6, 7]
+    assert doctor.cpu_list_text([3, 0, 1, 2, 8, 10, 11]) == "0-3,8,10-11"
+
+
+def test_a_root_one_level_too_deep_is_said_to_be_so(tmp_path):
+    root = real_host("epyc-7451", tmp_path)
+    checks, _ = doctor.diagnose(root / "proc")
+    assert checks[0] == doctor.Check(
+        "host",
+        "tree",
+        "unknown",
+        "--root holds neither proc/ nor sys/: not a host's tree",
+        f"give --root {root} (the directory that holds proc/)",
+    )
+    assert all(c.area != "host" for c in doctor.diagnose(root)[0])
+
+
+def test_a_nic_without_irqs_is_not_called_ok_and_the_consumer_question_gets_an_answer(tmp_path):
+    root = turin_tree(tmp_path)
+    (root / "sys/class/net/eth9").mkdir(parents=True)
+    os.symlink("../../../bus/pci/devices/0000:40:01.1", root / "sys/class/net/eth9/device")
+    write(root, "sys/class/net/eth9/queues/rx-0/rps_cpus", "0\n")
+    got = verdicts(doctor.diagnose(root, cpus="0-1")[0])
+    assert got["nic/eth9"] == ("not checked", "driver ?, 1 RX queue, IRQs none (no MSI IRQ listed)")
+    assert got["nic/eth9 injection target"] == (
+        "unknown",
+        "no MSI IRQ listed in /sys/class/net/eth9/device/msi_irqs: which CPU its queues steer to cannot be told",
+    )
+
+
+def test_a_captured_tree_read_without_root_is_not_answered_with_sudo_steer_doctor(tmp_path):
+    root = real_host("xeon-silver-4108", tmp_path)
+    (check,) = [c for c in doctor.diagnose(root)[0] if c.name == "config space"]
+    assert check.fix == "capture the tree again as root (sudo steer doctor --capture FILE)"

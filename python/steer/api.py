@@ -102,8 +102,9 @@ def trace(
     ``overrides`` are ``KEY=VALUE`` strings relative to the platform (``l2.size_kib=512``, or
     as a scenario spells them, ``platform.l2.size_kib=512``). A trace with no access to replay
     (empty, comments or skipped records only, a binary file that is only its magic) raises
-    ScenarioError unless ``allow_empty``. ``progress(fraction of the file)`` is called now and
-    then; Ctrl-C stops the replay with KeyboardInterrupt.
+    ScenarioError unless ``allow_empty``. ``path`` ``"-"`` reads the trace from standard input
+    (either format, as a stream). ``progress(fraction of the file)`` is called now and then (not
+    for standard input, whose length is unknown); Ctrl-C stops the replay with KeyboardInterrupt.
     """
     cpu = python_value(cpu)
     if isinstance(cpu, bool) or not isinstance(cpu, int) or not 0 <= cpu < 2**32:
@@ -112,7 +113,8 @@ def trace(
     if report["accesses"] == 0 and not allow_empty:
         count = report["skipped"]
         skipped = f" ({count:,} record{'' if count == 1 else 's'} skipped)" if count else ""
-        raise ScenarioError(f"{path}: nothing to replay: no data accesses{skipped}; allow_empty accepts it")
+        name = "stdin" if str(path) == "-" else path
+        raise ScenarioError(f"{name}: nothing to replay: no data accesses{skipped}; allow_empty accepts it")
     return report
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 import tomllib
@@ -566,8 +567,20 @@ def cmd_trace(args: argparse.Namespace) -> int:
 TPH_INPUT_LIMIT = 16 << 20
 
 
+# `0000:41:00.0`: the directory sysfs keeps a PCI function's `config` in.
+PCI_ADDRESS = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
+
+
+def sysfs_label(path: str) -> str | None:
+    """The bus address of a sysfs ``config`` file (``/sys/bus/pci/devices/0000:41:00.0/config``),
+    to name the device by; None for any other file."""
+    file = Path(path)
+    return file.parent.name if file.name == "config" and PCI_ADDRESS.fullmatch(file.parent.name) else None
+
+
 def cmd_tph(args: argparse.Namespace) -> int:
     name = "stdin" if args.file == "-" else args.file
+    label = None if args.file == "-" else sysfs_label(args.file)
     try:
         if args.file == "-":
             data = sys.stdin.buffer.read(TPH_INPUT_LIMIT + 1)
@@ -580,9 +593,9 @@ def cmd_tph(args: argparse.Namespace) -> int:
         raise ScenarioError(f"{name}: more than {TPH_INPUT_LIMIT >> 20} MiB: not a config-space dump or lspci output")
     try:
         if args.json is None:
-            sys.stdout.write(api._core.describe_tph(data))
+            sys.stdout.write(api._core.describe_tph(data, label))
             return 0
-        text = json.dumps(json.loads(api._core.tph_devices(data)), indent=2) + "\n"
+        text = json.dumps(json.loads(api._core.tph_devices(data, label)), indent=2) + "\n"
     except ScenarioError as error:
         raise ScenarioError(f"{name}: {error}") from None
     if args.json == "-":
@@ -748,7 +761,7 @@ def parser() -> argparse.ArgumentParser:
     plat.set_defaults(handler=cmd_platforms)
 
     trc = commands.add_parser("trace", help="replay a memory-access trace (din or binary) through one core's caches")
-    trc.add_argument("file")
+    trc.add_argument("file", help="the trace (din text or steer's binary format); - reads stdin")
     trc.add_argument("--platform", default="turin-9655", help="platform preset (default turin-9655)")
     trc.add_argument("--core", type=int, default=0, help="logical CPU whose hierarchy replays the trace")
     with_set(trc, allow_large=False)

@@ -20,6 +20,8 @@ from steer.api import ScenarioError
 from steer.output import count
 
 OK, NOT_USABLE, MISCONFIGURED, UNKNOWN = "ok", "not usable", "misconfigured", "unknown"
+# Found, but with nothing to check: a NIC with no RX queue or MSI IRQ listed.
+NOT_CHECKED = "not checked"
 
 # Kernel releases that brought each feature (docs/doctor.md gives the sources).
 KERNEL_FEATURES = (
@@ -177,6 +179,30 @@ def cpu_lists(text: str) -> list[int]:
     return cpus
 
 
+def cpu_list_text(cpus: list[int]) -> str:
+    """CPU numbers as a CPU list (``0-3,8``), the inverse of ``cpu_lists``."""
+    runs: list[list[int]] = []
+    for cpu in sorted(set(cpus)):
+        if runs and cpu == runs[-1][1] + 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    return ",".join(f"{low}" if low == high else f"{low}-{high}" for low, high in runs)
+
+
+def host_cpus(host: Host) -> list[int] | None:
+    """The host's CPU numbers (those the kernel could bring online), or None where the tree does
+    not say."""
+    possible = host.text("/sys/devices/system/cpu/possible")
+    if possible and cpu_lists(possible):
+        return cpu_lists(possible)
+    listed = [int(n[3:]) for n in host.listdir("/sys/devices/system/cpu") if re.fullmatch(r"cpu\d+", n)]
+    if listed:
+        return sorted(listed)
+    processors = re.findall(r"^processor\s*:\s*(\d+)", host.text("/proc/cpuinfo") or "", re.M)
+    return sorted(int(p) for p in processors) or None
+
+
 def cpu_info(host: Host) -> dict[str, str]:
     text = host.text("/proc/cpuinfo") or ""
     info: dict[str, str] = {}
@@ -274,6 +300,12 @@ def pci_devices(host: Host) -> dict[str, dict]:
 
 
 def check_pci(host: Host, devices: dict[str, dict]) -> list[Check]:
+    # On a captured tree, running the doctor as root again reads nothing more: the capture must be.
+    as_root = (
+        "capture the tree again as root (sudo steer doctor --capture FILE)"
+        if host.root.resolve() != Path("/")
+        else "run `sudo steer doctor`, or `sudo lspci -vv -xxxx | steer tph -`"
+    )
     if not devices:
         return [Check("pci", "devices", UNKNOWN, "no /sys/bus/pci/devices")]
     checks = []
@@ -285,7 +317,7 @@ def check_pci(host: Host, devices: dict[str, dict]) -> list[Check]:
                 "config space",
                 UNKNOWN,
                 f"only the first 64 bytes of {count(len(short), 'device')} are readable (not root)",
-                "run `sudo steer doctor`, or `sudo lspci -vv -xxxx | steer tph -`",
+                as_root,
             )
         )
     unreadable = [bdf for bdf, d in devices.items() if d["bytes"] == 0]
@@ -333,6 +365,12 @@ def consumer_cpus(host: Host, pid: int | None, cpus: str | None) -> list[int] | 
         chosen = cpu_lists(cpus)
         if not chosen:
             raise ScenarioError(f"--cpus {cpus!r}: not a CPU list (e.g. 0-3,8)")
+        present = host_cpus(host)
+        absent = sorted(set(chosen) - set(present or chosen))
+        if absent:
+            raise ScenarioError(
+                f"--cpus {cpus}: no CPU {cpu_list_text(absent)} on this host (it has CPUs {cpu_list_text(present)})"
+            )
         return chosen
     if pid is None:
         return None
@@ -366,8 +404,23 @@ def check_nics(host: Host, consumers: list[int] | None) -> list[Check]:
             f"driver {driver}{' ' + version if version else ''}, {count(len(rx), 'RX queue')}, "
             f"IRQs {shown or 'none'}{more}"
         )
-        checks.append(Check("nic", name, OK, evidence))
-        if consumers is None or not irqs:
+        # A NIC that receives has both: without them it was found, but nothing of it is known.
+        missing = [what for what, listed in (("RX queue", rx), ("MSI IRQ", irqs)) if not listed]
+        if missing:
+            evidence += f" (no {' nor '.join(missing)} listed)"
+        checks.append(Check("nic", name, NOT_CHECKED if missing else OK, evidence))
+        if consumers is None:
+            continue
+        if not irqs:
+            checks.append(
+                Check(
+                    "nic",
+                    f"{name} injection target",
+                    UNKNOWN,
+                    f"no MSI IRQ listed in /sys/class/net/{name}/device/msi_irqs: which CPU its queues steer "
+                    "to cannot be told",
+                )
+            )
             continue
         # bnxt tags each queue's IRQ with its first CPU: injection lands in that CPU's L2.
         firsts = {irq: cpu_lists(cpus)[0] for irq, cpus in affinity.items() if cpu_lists(cpus)}
@@ -570,11 +623,29 @@ def check_hbm(host: Host) -> list[Check]:
     return [Check("hbm", "memory-only nodes", OK, ", ".join(memory_only))]
 
 
+# The top directories of a host's tree: given one of them as --root, the tree is one level up.
+TREE_TOPS = ("proc", "sys", "dev", "boot", "etc")
+
+
+def check_tree(host: Host) -> list[Check]:
+    """Whether ``--root`` looks like a host's tree: one holding neither proc/ nor sys/ gives
+    only unknowns, most often because the directory given is one level too deep."""
+    if host.is_dir("/proc") or host.is_dir("/sys"):
+        return []
+    root = host.root
+    fix = (
+        f"give --root {root.parent} (the directory that holds {root.name}/)"
+        if root.name in TREE_TOPS
+        else "give --root the directory that holds proc/ and sys/"
+    )
+    return [Check("host", "tree", UNKNOWN, "--root holds neither proc/ nor sys/: not a host's tree", fix)]
+
+
 def diagnose(root: str | Path = "/", pid: int | None = None, cpus: str | None = None) -> tuple[list[Check], Host]:
     """Every check on the host under ``root``, and the host view (what was read)."""
     host = Host(root)
     consumers = consumer_cpus(host, pid, cpus)
-    checks = check_cpu(host) + check_kernel(host)
+    checks = check_tree(host) + check_cpu(host) + check_kernel(host)
     checks += check_pci(host, pci_devices(host))
     checks += check_nics(host, consumers)
     checks += check_resctrl(host) + check_ddio(host, cpu_info(host).get("vendor_id"))
@@ -586,7 +657,13 @@ def as_json(checks: list[Check], root: str | Path) -> str:
     return json.dumps({"root": str(root), "checks": [asdict(c) for c in checks]}, indent=2) + "\n"
 
 
-VERDICT_STYLES = {"ok": "green", "not usable": "yellow", "misconfigured": "bold red", "unknown": "dim"}
+VERDICT_STYLES = {
+    "ok": "green",
+    "not usable": "yellow",
+    "misconfigured": "bold red",
+    "unknown": "dim",
+    "not checked": "dim",
+}
 
 
 def rich_table(checks: list[Check], console) -> None:

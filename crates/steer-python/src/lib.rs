@@ -189,15 +189,20 @@ fn replay_trace(
     progress: Option<PyObject>,
 ) -> PyResult<String> {
     let spec = resolve_platform(platform, &overrides)?;
-    let total = std::fs::metadata(path).map(|m| m.len().max(1)).unwrap_or(1);
+    // Standard input has no length to take a fraction of: the callback still runs, to check
+    // for Ctrl-C, but is told nothing.
+    let total = match path {
+        steer_trace::STDIN_PATH => None,
+        _ => Some(std::fs::metadata(path).map(|m| m.len().max(1)).unwrap_or(1)),
+    };
     let mut failure: Option<PyErr> = None;
     let report = py.allow_threads(|| {
         // Once per block read (tens of KiB): taking the GIL that often costs little.
         steer_trace::replay_path_with(path, &spec, cpu, &mut |done| {
             Python::with_gil(|py| {
-                let outcome = py.check_signals().and_then(|_| match &progress {
-                    Some(callback) => callback.call1(py, (done as f64 / total as f64,)).map(|_| ()),
-                    None => Ok(()),
+                let outcome = py.check_signals().and_then(|_| match (&progress, total) {
+                    (Some(callback), Some(total)) => callback.call1(py, (done as f64 / total as f64,)).map(|_| ()),
+                    _ => Ok(()),
                 });
                 outcome.map_err(|error| failure = Some(error)).is_ok()
             })

@@ -3,20 +3,23 @@
 
 use pyo3::prelude::*;
 use serde_json::{json, Value};
-use steer_tph::report::{from_registers, read_devices, DeviceReport, Source};
+use steer_tph::report::{from_registers, read_named_devices, DeviceReport, Source};
 
 use crate::ScenarioError;
 
 /// The TPH capability of every device in a config-space dump or lspci text, as `steer tph` prints it.
+/// A binary config space is labelled `label` (its bus address), else `device`.
 #[pyfunction]
-fn describe_tph(data: &[u8]) -> PyResult<String> {
-    steer_tph::report::describe(data).map_err(ScenarioError::new_err)
+#[pyo3(signature = (data, label=None))]
+fn describe_tph(data: &[u8], label: Option<&str>) -> PyResult<String> {
+    steer_tph::report::describe_named(data, label).map_err(ScenarioError::new_err)
 }
 
 /// Every device of a config-space dump or lspci text as JSON (`steer tph --json`).
 #[pyfunction]
-fn tph_devices(data: &[u8]) -> PyResult<String> {
-    let devices = read_devices(data).map_err(ScenarioError::new_err)?;
+#[pyo3(signature = (data, label=None))]
+fn tph_devices(data: &[u8], label: Option<&str>) -> PyResult<String> {
+    let devices = read_named_devices(data, label).map_err(ScenarioError::new_err)?;
     Ok(Value::Array(devices.iter().map(device_json).collect()).to_string())
 }
 

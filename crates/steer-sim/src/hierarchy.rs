@@ -260,6 +260,11 @@ pub struct HierarchyStats {
     pub dma_reads_from_memory: u64,
     /// Dirty lines the L3 wrote back while keeping them (`cache::rinse`), counted when they left it.
     pub l3_rinses: u64,
+    /// What a chain of caches counts as writes that the level counters above leave out (they are
+    /// not in scenario results; `steer trace` adds them, docs/trace-format.md): clean L2 victims
+    /// that carried a dirty L1 copy down (an inclusive L2's back-invalidation), and the dirty L2
+    /// victims an inclusive or exclusive L3 took in, as write requests there.
+    pub chain_writes: ChainWrites,
     /// Lines steered into an L2 that found the fabric's queue full and went by way of memory.
     pub steered_through_memory: u64,
     /// Per registered device, by device id.
@@ -279,6 +284,17 @@ impl HierarchyStats {
             ..Default::default()
         }
     }
+}
+
+/// Writes to the level below that `LevelStats` leaves out; see `HierarchyStats::chain_writes`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ChainWrites {
+    /// Clean L2 victims whose L1 copy, dropped with them, was dirty.
+    pub l2_dirty_l1_copies: u64,
+    /// Dirty L2 victims an inclusive or exclusive L3 took in that it held already.
+    pub l3_write_hits: u64,
+    /// Dirty L2 victims an inclusive or exclusive L3 took in that it did not hold.
+    pub l3_write_misses: u64,
 }
 
 /// Ids of the hierarchy's random streams (`units::stream_seed`): each cache's replacement draws
@@ -979,9 +995,19 @@ impl Hierarchy {
         }
         if victim.dirty {
             self.stats.l2.writebacks += 1;
+        } else if dirty {
+            self.stats.chain_writes.l2_dirty_l1_copies += 1;
         }
         let ccx = self.ccx_of(core);
         let l3 = &mut self.l3[ccx as usize];
+        if dirty && self.l3_relation != Relation::NonInclusive {
+            let chain = &mut self.stats.chain_writes;
+            if l3.contains(victim.line) {
+                chain.l3_write_hits += 1;
+            } else {
+                chain.l3_write_misses += 1;
+            }
+        }
         match self.l3_relation {
             Relation::Exclusive => {
                 if l3.contains(victim.line) {

@@ -55,6 +55,8 @@ impl std::error::Error for ConfigError {}
 pub enum HexLineError {
     /// The offset label before the colon is not a hexadecimal number.
     BadOffset(String),
+    /// The offset label is a hexadecimal number past the end of configuration space.
+    OffsetOutOfRange(String),
     /// The line's offset does not continue the current device's dump
     /// (lines must be contiguous and in order, starting at 0).
     OutOfOrder {
@@ -98,6 +100,9 @@ impl fmt::Display for HexError {
                 write!(f, "line {line}: ")?;
                 match kind {
                     HexLineError::BadOffset(s) => write!(f, "bad offset label {s:?}"),
+                    HexLineError::OffsetOutOfRange(s) => {
+                        write!(f, "offset {s} out of range (configuration space ends at {:#x})", CONFIG_SPACE_SIZE - 1)
+                    }
                     HexLineError::OutOfOrder { expected, found } => {
                         write!(f, "offset {found:#x} out of order, expected {expected:#x}")
                     }
@@ -268,8 +273,12 @@ impl ConfigSpace {
 
             let first = line.split_whitespace().next().unwrap_or("");
             if let Some(offset_text) = first.strip_suffix(':') {
-                let offset = parse_hex_offset(offset_text)
-                    .ok_or_else(|| err(HexLineError::BadOffset(offset_text.to_string())))?;
+                let is_hex = !offset_text.is_empty() && offset_text.bytes().all(|b| b.is_ascii_hexdigit());
+                let offset = match parse_hex_offset(offset_text) {
+                    Some(offset) if offset < CONFIG_SPACE_SIZE => offset,
+                    _ if is_hex => return Err(err(HexLineError::OffsetOutOfRange(offset_text.to_string()))),
+                    _ => return Err(err(HexLineError::BadOffset(offset_text.to_string()))),
+                };
                 if offset == 0 && !data.is_empty() {
                     finish(&mut devices, &mut label, &mut data);
                 }
@@ -466,6 +475,14 @@ mod tests {
         // Past 4096 bytes.
         let mut text = ConfigSpace::zeroed(4096).unwrap().to_lspci_hex();
         text.push_str("1000: 00\n");
+        let past = HexError::Line { line: 257, kind: HexLineError::OffsetOutOfRange("1000".into()) };
+        assert_eq!(ConfigSpace::parse_lspci_hex(&text), Err(past));
+        assert_eq!(
+            ConfigSpace::parse_lspci_hex("ffff0: 00\n").unwrap_err().to_string(),
+            "line 1: offset ffff0 out of range (configuration space ends at 0xfff)"
+        );
+        let mut text = ConfigSpace::zeroed(4088).unwrap().to_lspci_hex();
+        text.push_str("ff8: 00 00 00 00 00 00 00 00 00\n");
         assert_eq!(ConfigSpace::parse_lspci_hex(&text), Err(HexError::Line { line: 257, kind: HexLineError::PastEnd }));
     }
 

@@ -7,8 +7,9 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
-use crate::caps::{ext_caps, CapError};
-use crate::config::{is_pci_address, ConfigSpace};
+use crate::caps::{ext_caps, std_caps, CapError};
+use crate::config::{is_pci_address, ConfigSpace, CONFIG_SPACE_SIZE};
+use crate::error::TphError;
 use crate::lspci::{format_lspci_like, parse_lspci_devices, LspciTph};
 use crate::pcie::{find_pcie, TphCompleter};
 use crate::tph::{decode_at, TphCapability, TPH_CAP_ID};
@@ -38,6 +39,9 @@ pub struct DeviceReport {
     pub capability: Option<TphCapability>,
     /// The TPH Requester capability as lspci's text shows it (offset `None`: lspci shows none).
     pub shown: Option<LspciTph>,
+    /// Where a TPH Requester capability is whose registers could not be decoded (`problems`
+    /// says why).
+    pub unreadable_requester: Option<u16>,
     /// Whether the whole capability list was read, so that no capability means none.
     pub list_complete: bool,
     /// Damage found: a broken capability list, an unreadable capability (one line each).
@@ -55,6 +59,7 @@ impl DeviceReport {
             completer: None,
             capability: None,
             shown: None,
+            unreadable_requester: None,
             list_complete: true,
             problems: Vec::new(),
             missing: None,
@@ -64,17 +69,21 @@ impl DeviceReport {
 
 /// Every device in `bytes`; the error is one line.
 pub fn read_devices(bytes: &[u8]) -> Result<Vec<DeviceReport>, String> {
-    // Text is UTF-8 without control characters but tabs and line ends; anything else is a
-    // binary config space (which has zero bytes).
-    let is_text = |t: &str| !t.chars().any(|c| c.is_control() && !matches!(c, '\t' | '\r' | '\n'));
-    let text = match std::str::from_utf8(bytes) {
-        Ok(text) if is_text(text) => normalized(text),
-        _ => return Ok(vec![from_registers(None, &binary(bytes)?)]),
+    read_named_devices(bytes, None)
+}
+
+/// Every device in `bytes`, a binary config space labelled `binary_label` (its bus address,
+/// from the sysfs path it was read from) rather than `device`; the error is one line.
+pub fn read_named_devices(bytes: &[u8], binary_label: Option<&str>) -> Result<Vec<DeviceReport>, String> {
+    let Some(text) = as_text(bytes) else {
+        return Ok(vec![from_registers(binary_label, &binary(bytes)?)]);
     };
+    let text = normalized(&text);
     // A hex dump that reaches the extended space (`-xxxx`) holds every register; lspci's decoded
     // text says more than the 64 or 256 bytes an `-x`/`-xxx` adds to it, so the text wins then.
-    let has_hex = text.lines().any(|l| l.starts_with("00: "));
-    let hex = if has_hex { ConfigSpace::parse_lspci_hex(&text).ok() } else { None };
+    let has_hex = text.lines().any(is_dump_line);
+    let hex_text = if has_hex { without_prose(&text) } else { String::new() };
+    let hex = if has_hex { ConfigSpace::parse_lspci_hex(&hex_text).ok() } else { None };
     let hex_is_complete = hex.as_ref().is_some_and(|d| !d.is_empty() && d.iter().all(|(_, s)| s.len() > 0x100));
     let has_text = text.contains("Capabilities:") || text.contains("DevCap2:");
     let devices: Vec<DeviceReport> = if has_text && !hex_is_complete {
@@ -82,7 +91,7 @@ pub fn read_devices(bytes: &[u8]) -> Result<Vec<DeviceReport>, String> {
     } else if has_hex {
         let devices = match hex {
             Some(devices) => devices,
-            None => ConfigSpace::parse_lspci_hex(&text).map_err(|e| e.to_string())?,
+            None => ConfigSpace::parse_lspci_hex(&hex_text).map_err(|e| e.to_string())?,
         };
         devices.iter().map(|(label, space)| from_registers(label.as_deref(), space)).collect()
     } else {
@@ -98,7 +107,40 @@ pub fn read_devices(bytes: &[u8]) -> Result<Vec<DeviceReport>, String> {
 
 /// Describes every device in `bytes`; the error is one line.
 pub fn describe(bytes: &[u8]) -> Result<String, String> {
-    Ok(read_devices(bytes)?.iter().map(describe_device).collect())
+    describe_named(bytes, None)
+}
+
+/// Describes every device in `bytes`, a binary config space labelled `binary_label`.
+pub fn describe_named(bytes: &[u8], binary_label: Option<&str>) -> Result<String, String> {
+    Ok(read_named_devices(bytes, binary_label)?.iter().map(describe_device).collect())
+}
+
+/// Share of printable ASCII and white space from which bytes are text. A config space is mostly
+/// zeros and register values; text is nearly all printable, though a mailer or an editor may
+/// have left a stray byte (a Latin-1 letter, NUL padding) in it.
+const TEXT_SHARE: f64 = 0.9;
+
+/// `bytes` as text, or `None` for a binary config space. Text need not be clean UTF-8: NULs
+/// are dropped, and invalid UTF-8 and other control characters become U+FFFD, so that the line
+/// they are on, if it matters, is the one an error names.
+fn as_text(bytes: &[u8]) -> Option<Cow<'_, str>> {
+    let clean = |t: &str| !t.chars().any(|c| c.is_control() && !matches!(c, '\t' | '\r' | '\n'));
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        if clean(text) {
+            return Some(Cow::Borrowed(text));
+        }
+    }
+    let printable = bytes.iter().filter(|&&b| b.is_ascii_graphic() || b.is_ascii_whitespace()).count();
+    if bytes.is_empty() || (printable as f64) < TEXT_SHARE * bytes.len() as f64 {
+        return None;
+    }
+    let lenient = String::from_utf8_lossy(bytes);
+    let text = lenient
+        .chars()
+        .filter(|&c| c != '\0')
+        .map(|c| if c.is_control() && !matches!(c, '\t' | '\r' | '\n') { char::REPLACEMENT_CHARACTER } else { c })
+        .collect();
+    Some(Cow::Owned(text))
 }
 
 /// Text as lspci printed it: quoted-printable decoded, e-mail quoting (`> `, `>`, at any depth)
@@ -110,11 +152,15 @@ fn normalized(text: &str) -> Cow<'_, str> {
     };
     let mut out = String::with_capacity(text.len());
     let mut in_device = false;
+    let mut after_hex = false;
     for line in text.lines().map(unquoted) {
         let column_zero = !line.is_empty() && !line.starts_with(char::is_whitespace);
         let header = column_zero && line.split_whitespace().next().is_some_and(is_pci_address);
         let hex = column_zero && is_hex_line(line);
-        if in_device && column_zero && !header && !hex && !line.starts_with('#') {
+        // A hex line is far shorter than a mailer's wrap: what follows one is a line of its own.
+        let wrapped = in_device && column_zero && !header && !hex && !line.starts_with('#') && !after_hex;
+        after_hex = hex;
+        if wrapped {
             // lspci indents every line of a device but its header and hex: a mailer wrapped this.
             out.pop();
             if !line.starts_with(']') {
@@ -139,6 +185,58 @@ fn normalized(text: &str) -> Cow<'_, str> {
 fn is_hex_line(line: &str) -> bool {
     line.split_once(": ")
         .is_some_and(|(offset, _)| (2..=3).contains(&offset.len()) && offset.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// A line at column 0 that is meant as a line of a hex dump, well formed or not: an lspci hex
+/// line, or a hex label of any length followed by a byte (`ffff0: 00 ...`, a dump gone wrong).
+fn is_dump_line(line: &str) -> bool {
+    let mut tokens = line.split_whitespace();
+    let label = tokens.next().filter(|_| !line.starts_with(char::is_whitespace)).and_then(|t| t.strip_suffix(':'));
+    let is_hex = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_hexdigit());
+    label.is_some_and(|label| {
+        is_hex(label) && (is_hex_line(line) || tokens.next().is_some_and(|t| t.len() == 2 && is_hex(t)))
+    })
+}
+
+/// A line of lspci's own at column 0: a device header, a hex line, a comment or a blank line.
+/// Everything else lspci indents.
+fn is_lspci_line(line: &str) -> bool {
+    line.trim().is_empty()
+        || line.starts_with(char::is_whitespace)
+        || line.starts_with('#')
+        || is_dump_line(line)
+        || line.split_whitespace().next().is_some_and(is_pci_address)
+}
+
+/// The text with what surrounds a hex dump blanked (keeping the line numbers): the e-mail
+/// headers it opens with (up to the first blank line), and the prose around and between the
+/// dumps (a greeting, `On ... wrote:`, a signature). A line that is not lspci's between two hex
+/// lines is kept: it is damage inside a dump, for the parser to name.
+fn without_prose(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let header = |line: &str| {
+        line.split_once(": ").is_some_and(|(name, _)| {
+            name.starts_with(|c: char| c.is_ascii_alphabetic())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+    };
+    let mail_headers = match lines.first() {
+        Some(first) if first.starts_with("From ") || (header(first) && !is_dump_line(first)) => {
+            lines.iter().position(|line| line.trim().is_empty()).unwrap_or(lines.len())
+        }
+        _ => 0,
+    };
+    let mut out = String::with_capacity(text.len());
+    for (i, line) in lines.iter().enumerate() {
+        let inside_dump = i > 0
+            && lines.get(i - 1).is_some_and(|l| is_dump_line(l))
+            && lines.get(i + 1).is_some_and(|l| is_dump_line(l));
+        if i >= mail_headers && (is_lspci_line(line) || inside_dump) {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// A line without its e-mail quote marks.
@@ -193,7 +291,24 @@ fn quoted_printable(text: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
+/// The 64-byte header every PCI function has: a binary dump holds at least that (an
+/// unprivileged read of sysfs `config` gives exactly it).
+const HEADER_BYTES: usize = 64;
+
 fn binary(bytes: &[u8]) -> Result<ConfigSpace, String> {
+    if bytes.len() > CONFIG_SPACE_SIZE {
+        return Err(format!(
+            "neither text nor a config-space dump: {} bytes of binary data (a config space has at most \
+             {CONFIG_SPACE_SIZE})",
+            bytes.len()
+        ));
+    }
+    if bytes.len() < HEADER_BYTES {
+        return Err(format!(
+            "not a config-space dump: {} bytes, fewer than the {HEADER_BYTES}-byte header of every PCI function",
+            bytes.len()
+        ));
+    }
     ConfigSpace::from_bytes(bytes).map_err(|e| format!("not a config-space dump: {e}"))
 }
 
@@ -201,13 +316,20 @@ fn binary(bytes: &[u8]) -> Result<ConfigSpace, String> {
 /// capability or the first break in the list.
 pub fn from_registers(label: Option<&str>, space: &ConfigSpace) -> DeviceReport {
     let mut report = DeviceReport::new(label.unwrap_or("device"), Source::Registers);
+    // The whole standard list is walked: damage after the PCI Express capability (one pointing
+    // to itself, say) is damage all the same. A dump cut short is the PCIe capability's concern.
+    let std_broken = std_caps(space).find_map(Result::err).filter(|e| !matches!(e, CapError::Truncated { .. }));
     match find_pcie(space) {
         Ok(Some(pcie)) => {
             report.root_port = Some(pcie.is_root_port());
             report.completer = Some(pcie.tph_completer());
         }
         Ok(None) => report.root_port = Some(false),
+        Err(TphError::Walk(_)) if std_broken.is_some() => {}
         Err(error) => report.problems.push(format!("PCI Express capability unreadable: {error}")),
+    }
+    if let Some(error) = std_broken {
+        report.problems.push(format!("standard capability list broken: {error}; nothing past it is read"));
     }
     // A 256-byte dump has no extended capabilities to decode; say so rather than fail.
     if space.len() <= 0x100 {
@@ -215,12 +337,12 @@ pub fn from_registers(label: Option<&str>, space: &ConfigSpace) -> DeviceReport 
         report.list_complete = false;
         return report;
     }
+    // Walked to its end past the TPH capability, so that a list that loops there is reported.
     let mut tph_at = None;
     for header in ext_caps(space) {
         match header {
             Ok(header) if header.id == TPH_CAP_ID => {
-                tph_at = Some(header.offset);
-                break;
+                tph_at = tph_at.or(Some(header.offset));
             }
             Ok(_) => {}
             Err(error @ CapError::Truncated { .. }) => {
@@ -238,7 +360,10 @@ pub fn from_registers(label: Option<&str>, space: &ConfigSpace) -> DeviceReport 
     if let Some(offset) = tph_at {
         match decode_at(space, offset) {
             Ok(capability) => report.capability = Some(capability),
-            Err(error) => report.problems.push(format!("TPH Requester capability at {offset:#x} unreadable: {error}")),
+            Err(error) => {
+                report.unreadable_requester = Some(offset);
+                report.problems.push(format!("TPH Requester capability at {offset:#x} unreadable: {error}"));
+            }
         }
     }
     report
@@ -276,6 +401,8 @@ fn describe_device(report: &DeviceReport) -> String {
         out.push_str(&format_lspci_like(capability, root_completer));
     } else if let Some(shown) = report.shown.as_ref().filter(|s| s.cap_offset.is_some()) {
         out.push_str(&describe_shown(shown));
+    } else if let Some(offset) = report.unreadable_requester {
+        let _ = writeln!(out, "\tTPH Requester capability at {offset:#x}: present but unreadable");
     } else if report.list_complete {
         out.push_str("\tno TPH Requester capability\n");
     } else {

@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use steer_sim::error::io_reason;
 use steer_sim::hierarchy::{Hierarchy, LevelStats};
+use steer_sim::params::OrNone;
 use steer_sim::platform::{PlatformSpec, TopologySpec};
 use steer_sim::units::{Line, Time};
 
@@ -378,6 +379,28 @@ fn truncated_record(origin: &str, index: u64, got: usize) -> TraceError {
     TraceError::new(origin, None, format!("truncated {}: {got} of 8 bytes (the file was cut short)", record_at(index)))
 }
 
+/// Most characters of the input a message quotes.
+const QUOTED_CHARS: usize = 40;
+
+/// A field of the input as a message quotes it: characters that do not print (NULs, other control
+/// characters) as `\u{..}` escapes, and at most `QUOTED_CHARS` of them, then `...`: a message is
+/// one readable line whatever the input holds (a binary file read as din, say).
+fn quoted(field: &str) -> String {
+    let mut shown = String::new();
+    for (count, c) in field.chars().enumerate() {
+        if count == QUOTED_CHARS {
+            shown.push_str("...");
+            break;
+        }
+        if c.is_control() {
+            shown.extend(c.escape_default());
+        } else {
+            shown.push(c);
+        }
+    }
+    shown
+}
+
 enum DinLine {
     Access(TraceRecord),
     /// An escape or flush record.
@@ -400,12 +423,14 @@ fn parse_din_line(bytes: &[u8]) -> Result<DinLine, String> {
         "3" | "4" => return Ok(DinLine::Skipped),
         other => {
             return Err(format!(
-                "unknown label `{other}` (expected 0 read, 1 write, 2 instruction fetch, 3 escape or 4 flush)"
+                "unknown label `{}` (expected 0 read, 1 write, 2 instruction fetch, 3 escape or 4 flush)",
+                quoted(other)
             ))
         }
     };
     let addr_text = fields.next().ok_or("missing address after the label")?;
-    let addr = parse_hex(addr_text).ok_or_else(|| format!("`{addr_text}` is not a 64-bit hexadecimal address"))?;
+    let addr =
+        parse_hex(addr_text).ok_or_else(|| format!("`{}` is not a 64-bit hexadecimal address", quoted(addr_text)))?;
     let size = match fields.next() {
         None => 1,
         Some(size_text) => match parse_decimal(size_text) {
@@ -419,11 +444,13 @@ fn parse_din_line(bytes: &[u8]) -> Result<DinLine, String> {
                 ))
             }
             Some(size) => size,
-            None => return Err(format!("`{size_text}` is not a size in bytes (a decimal number up to 2^32-1)")),
+            None => {
+                return Err(format!("`{}` is not a size in bytes (a decimal number up to 2^32-1)", quoted(size_text)))
+            }
         },
     };
     if let Some(extra) = fields.next() {
-        return Err(format!("unexpected `{extra}` after the size (expected LABEL ADDRESS [SIZE])"));
+        return Err(format!("unexpected `{}` after the size (expected LABEL ADDRESS [SIZE])", quoted(extra)));
     }
     if addr.checked_add(size as u64 - 1).is_none() {
         return Err(format!("a {size}-byte access at {addr:#x} runs past the end of the address space"));
@@ -603,9 +630,10 @@ impl From<&LevelStats> for LevelReport {
 /// Lines moved between the caches and DRAM.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct MemoryReport {
-    /// Lines read from DRAM (L3 misses, write-allocate fetches included).
+    /// Lines read from memory: the L3's read misses, a non-inclusive L3's write misses
+    /// (write-allocate) and the L3's own prefetches.
     pub reads: u64,
-    /// Lines written to DRAM (dirty L3 evictions).
+    /// Lines written to memory: the L3's writebacks.
     pub writes: u64,
 }
 
@@ -698,6 +726,9 @@ impl Replayer {
         } else {
             let mut one_core = platform.clone();
             one_core.topology = TopologySpec { sockets: 1, ccx_per_socket: 1, cores_per_ccx: 1, threads_per_core: 1 };
+            // An L3 rinses at a rate in time, and a trace has none: its 1 ns steps would make the
+            // counts depend on them (`SingleCore` does not rinse either).
+            one_core.l3.rinse_gbs = OrNone(None);
             Caches::General(Box::new(GeneralPath { hierarchy: Hierarchy::new(&one_core), now: Time::ZERO }))
         };
         Ok(Replayer {
@@ -800,17 +831,8 @@ impl Replayer {
                 (caches.line_ops(), caches.level_stats(), MemoryReport { reads, writes })
             }
             Caches::General(general) => {
-                let hierarchy = &general.hierarchy;
-                let (read_bytes, write_bytes) = hierarchy
-                    .memory
-                    .stats()
-                    .fold((0, 0), |(r, w), channel| (r + channel.read_bytes, w + channel.write_bytes));
-                let stats = &hierarchy.stats;
-                (
-                    stats.line_ops,
-                    [stats.l1d.clone(), stats.l2.clone(), stats.l3.clone()],
-                    MemoryReport { reads: read_bytes / self.line_bytes, writes: write_bytes / self.line_bytes },
-                )
+                let (levels, memory) = chain_counts(&general.hierarchy, self.line_bytes);
+                (general.hierarchy.stats.line_ops, levels, memory)
             }
         };
         TraceReport {
@@ -824,6 +846,26 @@ impl Replayer {
             host_seconds,
         }
     }
+}
+
+/// A hierarchy's counters as a replay reports them (docs/trace-format.md): its level counters
+/// plus the writes to the level below that a chain of caches counts and they leave out
+/// (`ChainWrites`), and the lines the caches read from memory (those its controller answered
+/// from the write queue included) and wrote to it.
+pub fn chain_counts(hierarchy: &Hierarchy, line_bytes: u64) -> ([LevelStats; 3], MemoryReport) {
+    let stats = &hierarchy.stats;
+    let chain = &stats.chain_writes;
+    let mut l2 = stats.l2.clone();
+    l2.writebacks += chain.l2_dirty_l1_copies;
+    let mut l3 = stats.l3.clone();
+    l3.writes += chain.l3_write_hits + chain.l3_write_misses;
+    l3.write_hits += chain.l3_write_hits;
+    l3.misses += chain.l3_write_misses;
+    let memory = hierarchy.memory.stats().fold(MemoryReport { reads: 0, writes: 0 }, |sum, channel| MemoryReport {
+        reads: sum.reads + channel.reads + channel.write_queue_reads,
+        writes: sum.writes + channel.write_bytes / line_bytes,
+    });
+    ([stats.l1d.clone(), l2, l3], memory)
 }
 
 /// Replays the reads and writes among `records` into `caches`, each line an access touches in
@@ -910,7 +952,8 @@ pub fn replay<R: BufRead>(
     Ok(replayer.report(start.elapsed().as_secs_f64()))
 }
 
-/// Opens a trace file (either format) and replays it as `replay` does; errors name the file.
+/// Opens a trace file (either format), or standard input for `-`, and replays it as `replay`
+/// does; errors name the file (or `stdin`).
 ///
 /// A binary trace in a regular file replayed by `SetGroups` is read by every host thread, each
 /// the parts of a batch it takes, at their place in the file: one thread copying the whole file would leave
@@ -918,6 +961,9 @@ pub fn replay<R: BufRead>(
 pub fn replay_path(path: impl AsRef<Path>, platform: &PlatformSpec, cpu: u32) -> Result<TraceReport, TraceError> {
     replay_path_with(path, platform, cpu, &mut |_| true)
 }
+
+/// The path that names standard input (`steer trace -`): read as a stream, never mapped.
+pub const STDIN_PATH: &str = "-";
 
 /// `replay_path` reporting its progress: `progress(bytes of the file replayed)` is called after each
 /// block, and the replay stops with the error [`STOPPED`] when it returns false.
@@ -928,6 +974,12 @@ pub fn replay_path_with(
     progress: Progress,
 ) -> Result<TraceReport, TraceError> {
     let start = Instant::now();
+    if path.as_ref() == Path::new(STDIN_PATH) {
+        let reader = TraceReader::new(io::stdin().lock(), "stdin")?;
+        let mut replayer = Replayer::new(platform, cpu)?;
+        replayer.replay_reader(reader, progress)?;
+        return Ok(replayer.report(start.elapsed().as_secs_f64()));
+    }
     let reader = TraceReader::open(path)?;
     let mut replayer = Replayer::new(platform, cpu)?;
     // A binary file is sorted straight from memory where it can be mapped; the rest is read.
@@ -1066,6 +1118,15 @@ mod tests {
             (b"0 10 4 7\n", 1, "unexpected `7`"),
             (b"0 ffffffffffffffff 2\n", 1, "past the end of the address space"),
             (b"\n\n0 \xff\n", 3, "not UTF-8"),
+            // Bytes that do not print are escaped, and a long field is cut short.
+            (b"\0\0\x07 10\n", 1, "unknown label `\\u{0}\\u{0}\\u{7}` (expected"),
+            (b"0 10\x1b[31m\n", 1, "`10\\u{1b}[31m` is not a 64-bit"),
+            (b"0 10 4\x7f\n", 1, "`4\\u{7f}` is not a size"),
+            (
+                b"STEERTR2\0\x01\0\0\0\0\0\x40STEERTR2STEERTR2STEERTR2STEERTR2STEERTR2 x\n",
+                1,
+                "unknown label `STEERTR2\\u{0}\\u{1}\\u{0}\\u{0}\\u{0}\\u{0}\\u{0}@STEERTR2STEERTR2STEERTR2...` (",
+            ),
         ];
         for &(text, line, expected) in cases {
             let error = read_all(text).unwrap_err();

@@ -928,16 +928,27 @@ impl<A: Array> SingleCore<A> {
         if self.l2_relation == Relation::Inclusive {
             dirty |= self.l1.remove(victim.line).unwrap_or(false);
         }
-        if victim.dirty {
+        // A clean victim whose L1 copy was dirty carries that data down: a writeback as a chain of
+        // caches counts it (`ChainWrites`), and a write request to the L3 as every dirty victim.
+        if dirty {
             self.counts[1].writebacks += 1;
         }
         match self.l3_relation {
             // A line leaves an exclusive L3 when the L2 takes it, and one core's L2 is the only
             // way in, so the victim has no copy there.
-            Relation::Exclusive => self.install_l3(victim.line, dirty),
+            Relation::Exclusive => {
+                if dirty {
+                    self.counts[2].request(true, false);
+                }
+                self.install_l3(victim.line, dirty)
+            }
             Relation::Inclusive => {
-                if dirty && !self.l3.mark_dirty(victim.line) {
-                    self.install_l3(victim.line, true);
+                if dirty {
+                    let hit = self.l3.mark_dirty(victim.line);
+                    self.counts[2].request(true, hit);
+                    if !hit {
+                        self.install_l3(victim.line, true);
+                    }
                 }
             }
             Relation::NonInclusive => {

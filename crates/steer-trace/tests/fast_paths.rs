@@ -18,7 +18,7 @@ use steer_sim::cache::{Cache, Evicted, Geometry, Lookup};
 use steer_sim::hierarchy::{Hierarchy, Holding, LevelStats};
 use steer_sim::platform::{CacheSpec, PlatformSpec, Relation, TopologySpec, WayMaskSpec};
 use steer_sim::units::{Line, Rng, Time};
-use steer_trace::{AccessKind, ReplayEngine, Replayer, TraceRecord, TraceReport};
+use steer_trace::{chain_counts, AccessKind, ReplayEngine, Replayer, TraceRecord, TraceReport};
 
 const POLICIES: [&str; 5] = ["lru", "tree_plru", "srrip", "brrip", "drrip"];
 const L2_RELATIONS: [Relation; 2] = [Relation::Inclusive, Relation::NonInclusive];
@@ -100,9 +100,8 @@ fn general_path(platform: &PlatformSpec, directory: bool, trace: &[TraceRecord])
         }
     }
     hierarchy.check_invariants().unwrap();
-    let stats = &hierarchy.stats;
-    let (reads, writes) = hierarchy.memory.stats().fold((0, 0), |(r, w), c| (r + c.read_bytes, w + c.write_bytes));
-    ([stats.l1d.clone(), stats.l2.clone(), stats.l3.clone()], (reads / LINE_BYTES, writes / LINE_BYTES))
+    let (levels, memory) = chain_counts(&hierarchy, LINE_BYTES);
+    (levels, (memory.reads, memory.writes))
 }
 
 /// Replays `trace` with a `Replayer`, which must pick `engine`, in two calls (so that a batch
