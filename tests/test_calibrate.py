@@ -32,7 +32,7 @@ def exact(value: float) -> Figure:
 def made_up(**changes) -> Measurements:
     """A 2 GHz machine: chase 2.5 ns in L1, 8 in L2, 20.5 in L3 (4 MiB), 100.5 in DRAM at 64 MiB
     (the L3 is 8 MiB, not the 32 sysfs says) and 110.5 at 512 MiB (page walks), 11.05 ns a load
-    with many chases; one core reads its L1 at 64 GB/s (writes it at 128), its L2 at 30 and DRAM at
+    with many chases; one core reads its L1 at 64 GB/s (copies it at 128), its L2 at 30 and DRAM at
     10 (12 loading a word a line), all cores DRAM at 40."""
     fields = {
         "host": "box",
@@ -51,7 +51,7 @@ def made_up(**changes) -> Measurements:
         },
         "parallel_ns": exact(11.05),
         "bandwidth_gbs": {
-            a: {16 * KIB: exact(128.0 if a == "write" else 64.0), MIB: exact(30.0), 512 * MIB: exact(10.0)}
+            a: {16 * KIB: exact(128.0 if a == "copy" else 64.0), MIB: exact(30.0), 512 * MIB: exact(10.0)}
             for a in calibrate.ACCESSES
         },
         "all_cores_gbs": {a: exact(40.0) for a in calibrate.ACCESSES},
@@ -71,7 +71,7 @@ def test_the_fit_takes_each_value_from_its_own_measurement():
         "core.freq_ghz": 2.0,
         # 64 B at 64 GB/s is 1 ns, 2 cycles.
         "core.issue_cycles_per_line": 2.0,
-        # The store port: 64 B written at 128 GB/s, 1 cycle.
+        # The store port: 64 B copied at 128 GB/s, 1 cycle.
         "core.store_issue_cycles_per_line": 1.0,
         # The L1D's fill path: 64 B read from the L2 (1 MiB) at 30 GB/s, 4.267 cycles.
         "core.fill_cycles_per_line": 4.267,

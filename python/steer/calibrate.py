@@ -352,14 +352,17 @@ def fit(m: Measurements, geometry: dict[str, object]) -> list[Value]:
 
 
 def port_values(m: Measurements, ghz: float, measured: str, l1_ws: int, l2: int) -> list[Value]:
-    """The store port from one core's writes inside the L1D, and the L1D's fill path from its reads
-    inside the L2 (every line an L1D miss, so the L2-to-L1D bandwidth bounds them)."""
-    write = m.bandwidth_gbs["write"][l1_ws]
+    """The store port from one core's copy (memcpy) inside the L1D, and the L1D's fill path from its
+    reads inside the L2 (every line an L1D miss, so the L2-to-L1D bandwidth bounds them). A copy
+    loads and stores each line, its loads on their own port at least as fast as a read's: the
+    stores bound it. (A loop storing one word at a time, the write figure, stores narrower than a
+    copy and is no measure of the port.)"""
+    copy = m.bandwidth_gbs["copy"][l1_ws]
     values = [
         Value(
             "core.store_issue_cycles_per_line",
-            round(LINE / write.median * ghz, 3),
-            f"{measured}: one core writing {fmt_bytes(l1_ws)} at {write.median:.1f} GB/s ({write.spread()})",
+            round(LINE / copy.median * ghz, 3),
+            f"{measured}: one core copying {fmt_bytes(l1_ws)} (memcpy) at {copy.median:.1f} GB/s ({copy.spread()})",
         )
     ]
     inside_l2 = [ws for ws in m.bandwidth_gbs["read"] if l1_ws < ws <= l2 // 2]
