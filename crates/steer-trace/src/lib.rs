@@ -383,19 +383,21 @@ fn truncated_record(origin: &str, index: u64, got: usize) -> TraceError {
 const QUOTED_CHARS: usize = 40;
 
 /// A field of the input as a message quotes it: characters that do not print (NULs, other control
-/// characters) as `\u{..}` escapes, and at most `QUOTED_CHARS` of them, then `...`: a message is
-/// one readable line whatever the input holds (a binary file read as din, say).
+/// characters) as `\u{..}` escapes, and at most `QUOTED_CHARS` characters of that, then `...`: a
+/// message is one short readable line whatever the input holds (a binary file read as din, say).
 fn quoted(field: &str) -> String {
     let mut shown = String::new();
-    for (count, c) in field.chars().enumerate() {
-        if count == QUOTED_CHARS {
-            shown.push_str("...");
-            break;
-        }
+    for c in field.chars() {
+        let start = shown.len();
         if c.is_control() {
             shown.extend(c.escape_default());
         } else {
             shown.push(c);
+        }
+        if shown.chars().count() > QUOTED_CHARS {
+            shown.truncate(start);
+            shown.push_str("...");
+            break;
         }
     }
     shown
@@ -1125,7 +1127,7 @@ mod tests {
             (
                 b"STEERTR2\0\x01\0\0\0\0\0\x40STEERTR2STEERTR2STEERTR2STEERTR2STEERTR2 x\n",
                 1,
-                "unknown label `STEERTR2\\u{0}\\u{1}\\u{0}\\u{0}\\u{0}\\u{0}\\u{0}@STEERTR2STEERTR2STEERTR2...` (",
+                "unknown label `STEERTR2\\u{0}\\u{1}\\u{0}\\u{0}\\u{0}\\u{0}...` (",
             ),
         ];
         for &(text, line, expected) in cases {
