@@ -76,15 +76,9 @@ def scenario_source(scenario: str | Path) -> tuple[str, str, str]:
     """
     name = str(scenario)
     if Path(name).is_fifo():
-        try:
-            data = Path(name).read_bytes()
-        except OSError as error:
-            raise ScenarioError(f"{name}: cannot read scenario: {error.strerror or error}") from None
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ScenarioError(f"{name}: cannot read scenario: not UTF-8 text") from None
-        return text, name, Path(name).stem
+        from steer.tomlfile import read_text
+
+        return read_text(name, "scenario"), name, Path(name).stem
     return _core.find_scenario(name)
 
 

@@ -11,9 +11,9 @@ from typing import Any
 from steer._core import ScenarioError
 
 
-def read(path: str | Path, what: str = "") -> tuple[dict[str, Any], str]:
-    """The parsed file and its text (without a byte-order mark). Raises ScenarioError as one line:
-    ``PATH: cannot read WHAT: REASON`` or ``PATH: invalid TOML: ...``."""
+def read_text(path: str | Path, what: str = "") -> str:
+    """The file's text (without a byte-order mark). Raises ScenarioError as one line:
+    ``PATH: cannot read WHAT: REASON``."""
     cannot = f"{path}: cannot read{' ' + what if what else ''}"
     try:
         data = Path(path).read_bytes()
@@ -22,9 +22,15 @@ def read(path: str | Path, what: str = "") -> tuple[dict[str, Any], str]:
     try:
         # A byte-order mark is allowed before UTF-8 text (Windows editors write one); TOML's
         # grammar has no place for it, so it goes here.
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise ScenarioError(f"{cannot}: not UTF-8 text") from None
+
+
+def read(path: str | Path, what: str = "") -> tuple[dict[str, Any], str]:
+    """The parsed file and its text (without a byte-order mark). Raises ScenarioError as one line:
+    ``PATH: cannot read WHAT: REASON`` or ``PATH: invalid TOML: ...``."""
+    text = read_text(path, what)
     try:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as error:

@@ -1,6 +1,9 @@
 //! The DSA copy model on the `dsa-copy` scenario: hand-worked times of single and batched
 //! descriptors, where throughput is limited, byte conservation, and bad input.
 
+mod common;
+
+use common::{f, node_bytes};
 use serde_json::Value;
 use steer_sim::{load, run, ScenarioSource};
 
@@ -20,10 +23,6 @@ fn error(overrides: &[&str]) -> String {
         Err(e) => e.to_string(),
         Ok(s) => steer_sim::Simulation::new(s).err().expect("an error").to_string(),
     }
-}
-
-fn f(value: &Value) -> f64 {
-    value.as_f64().unwrap()
 }
 
 /// 64 B at the device's 31.4 GB/s port: 2.0382 ns, rounded up to the picosecond by the flow.
@@ -362,20 +361,6 @@ fn a_dsa_reading_another_socket_is_held_by_its_read_buffers() {
     let r = copy(&["copy_policy=[0]", "src_node=15", "dst_node=8", "queue_depth=4", "total_bytes=268435456"]);
     let gbs = f(&r["copy"]["gibps"]) * 1.073741824;
     assert!(gbs <= 30.72 && gbs > 0.99 * 30.72, "{gbs}");
-}
-
-/// Bytes the result puts on memory node `node` over its measured window, (read, written): its two
-/// DDR channels' on this platform (nodes 0-7), or its HBM's (nodes 8-15).
-fn node_bytes(r: &Value, node: usize) -> (f64, f64) {
-    let window = f(&r["sim"]["measured_ns"]);
-    let entries: Vec<&Value> = if node < 8 {
-        r["dram"]["channels"].as_array().unwrap()[2 * node..2 * node + 2].iter().collect()
-    } else {
-        vec![&r["dram"]["hbm"][node - 8]]
-    };
-    entries
-        .iter()
-        .fold((0.0, 0.0), |(read, write), e| (read + f(&e["read_gbps"]) * window, write + f(&e["write_gbps"]) * window))
 }
 
 fn same_bytes(a: f64, b: f64) -> bool {

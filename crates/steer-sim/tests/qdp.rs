@@ -2,6 +2,9 @@
 //! offloading cache does (one copy per block, split by the copy policy, flushes under pressure),
 //! and bad input.
 
+mod common;
+
+use common::{f, node_bytes};
 use serde_json::Value;
 use steer_sim::{load, run, ScenarioSource};
 
@@ -20,10 +23,6 @@ fn error(overrides: &[&str]) -> String {
         Err(e) => e.to_string(),
         Ok(s) => steer_sim::Simulation::new(s).err().expect("an error").to_string(),
     }
-}
-
-fn f(value: &Value) -> f64 {
-    value.as_f64().unwrap()
 }
 
 /// A small query: one group, one thread per pipeline, `blocks` blocks of 1 MiB.
@@ -245,20 +244,6 @@ fn the_cache_needs_shared_work_queues_and_a_dsa() {
     let ddr = text.replace("[[devices]]\nkind = \"dsa\"\n", "");
     let scenario = load(&ScenarioSource { text: &ddr, origin: "qdp", default_name: "qdp" }, &["column_b=ddr".into()]);
     assert!(scenario.is_ok());
-}
-
-/// Bytes the result puts on memory node `node` over its measured window, (read, written): its two
-/// DDR channels' on this platform (nodes 0-7), or its HBM's (nodes 8-15).
-fn node_bytes(r: &Value, node: usize) -> (f64, f64) {
-    let window = f(&r["sim"]["measured_ns"]);
-    let entries: Vec<&Value> = if node < 8 {
-        r["dram"]["channels"].as_array().unwrap()[2 * node..2 * node + 2].iter().collect()
-    } else {
-        vec![&r["dram"]["hbm"][node - 8]]
-    };
-    entries
-        .iter()
-        .fold((0.0, 0.0), |(read, write), e| (read + f(&e["read_gbps"]) * window, write + f(&e["write_gbps"]) * window))
 }
 
 #[test]
