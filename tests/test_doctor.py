@@ -535,3 +535,16 @@ def test_a_captured_tree_read_without_root_is_not_answered_with_sudo_steer_docto
     root = real_host("xeon-silver-4108", tmp_path)
     (check,) = [c for c in doctor.diagnose(root)[0] if c.name == "config space"]
     assert check.fix == "capture the tree again as root (sudo steer doctor --capture FILE)"
+
+
+def test_a_guest_is_told_by_the_hypervisor_flag(tmp_path):
+    cpuinfo = tmp_path / "proc/cpuinfo"
+    cpuinfo.parent.mkdir()
+    cpuinfo.write_text(
+        "vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel name\t: Xeon\nflags\t\t: fpu hypervisor avx2\n"
+    )
+    [vendor] = [c for c in doctor.check_cpu(doctor.Host(tmp_path)) if c.name == "vendor"]
+    assert vendor.evidence.startswith("GenuineIntel, family 0x6, Xeon; a virtual machine (the hypervisor flag)")
+    cpuinfo.write_text("vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel name\t: Xeon\nflags\t\t: fpu avx2\n")
+    [vendor] = [c for c in doctor.check_cpu(doctor.Host(tmp_path)) if c.name == "vendor"]
+    assert vendor.evidence == "GenuineIntel, family 0x6, Xeon"

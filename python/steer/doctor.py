@@ -220,7 +220,14 @@ def check_cpu(host: Host) -> list[Check]:
     if vendor is None:
         return [Check("cpu", "vendor", UNKNOWN, "/proc/cpuinfo unreadable or empty")]
     family = int(info.get("cpu family", "0") or 0)
-    checks = [Check("cpu", "vendor", OK, f"{vendor}, family {family:#x}, {model}")]
+    guest = ""
+    if "hypervisor" in info.get("flags", "").split():
+        # What a guest's sysfs says of the caches is the host's; what it can use is its share.
+        guest = (
+            "; a virtual machine (the hypervisor flag): its share of the L3 and its nested page walks are what "
+            "steer calibrate measures, not what sysfs says"
+        )
+    checks = [Check("cpu", "vendor", OK, f"{vendor}, family {family:#x}, {model}{guest}")]
     if vendor == "AuthenticAMD":
         # SDCI came with EPYC 9005 (Zen 5, family 0x1a).
         usable = family >= 0x1A
