@@ -118,7 +118,12 @@ impl CoreTimer {
         let at = self.now.max(self.store_port_free) + self.store_issue;
         self.store_port_free = at;
         let access = hierarchy.core_access(self.cpu, line, true, at);
-        let ready = if access.source == Source::L1 { at } else { self.take_slot(at, access.latency).1 };
+        let ready = match access.source {
+            Source::L1 if access.ownership == Time::ZERO => at,
+            // A hit on a line other caches share: the ownership request holds a miss slot.
+            Source::L1 => self.take_slot(at, access.ownership).1,
+            _ => self.take_slot(at, access.latency).1,
+        };
         let commit = ready.max(self.store_buffer.back().copied().unwrap_or(Time::ZERO));
         self.store_buffer.push_back(commit);
         commit
@@ -810,6 +815,23 @@ mod tests {
         // A fifth line stored: its miss starts when the first slot frees, 101, and ends at 201.
         assert_eq!(timer.store(&mut h, Line(0x9000)), ns(201.0));
         assert_eq!(timer.now, ns(4.0));
+    }
+
+    #[test]
+    fn a_store_to_a_line_another_core_shares_commits_once_that_copy_is_invalidated() {
+        let (mut timer, mut h) = timer_with_store_buffer(64);
+        let line = Line(0x5000);
+        h.core_access(1, line, false, Time::ZERO);
+        // CPU 1 holds the line: CPU 0's read takes it from there (issue at 1 ns, peer 25 ns).
+        timer.load_dependent(&mut h, line);
+        assert_eq!(timer.now, ns(26.0));
+        // The store takes the port at 27 ns and waits 25 ns for CPU 1's copy to go, in a miss slot.
+        assert_eq!(timer.store(&mut h, line), ns(52.0));
+        assert_eq!(timer.slots.iter().map(|r| r.0).max(), Some(ns(52.0)));
+        // Now the only copy: the next store waits for nothing of its own (port at 28 ns) but commits
+        // after the one before it.
+        assert_eq!(timer.store(&mut h, line), ns(52.0));
+        assert_eq!(timer.slots.iter().map(|r| r.0).max(), Some(ns(52.0)), "and took no miss slot");
     }
 
     #[test]

@@ -112,6 +112,9 @@ impl LevelMasks {
 pub struct Access {
     pub source: Source,
     pub latency: Time,
+    /// How long a write that hit the L1D waits for other caches' copies of its line to be
+    /// invalidated before it owns the line (zero for a read, or when no other cache holds it).
+    pub ownership: Time,
 }
 
 /// A cache level, as a prefetch target or an injection target.
@@ -677,9 +680,11 @@ impl Hierarchy {
         self.stats.line_ops += 1;
         let l1 = self.l1[core as usize].access(line, write);
         self.stats.l1d.request(write, l1.hit());
+        let mut ownership = Time::ZERO;
         let (source, latency) = if l1.hit() {
             let first = self.first_use(Level::L1, l1, line, now);
             if write && !self.l1[core as usize].is_exclusive(line) {
+                ownership = self.ownership_wait(core, line);
                 self.invalidate_others(core, line, now);
                 self.mark_exclusive(core, line, true);
             }
@@ -694,7 +699,7 @@ impl Hierarchy {
             now,
         );
         self.stats.fills[cpu as usize][source as usize] += 1;
-        Access { source, latency }
+        Access { source, latency, ownership }
     }
 
     /// The part of `core_access` after an L1 miss (kept out of line: most accesses hit the L1),
@@ -705,10 +710,12 @@ impl Hierarchy {
         self.stats.l2.request(false, l2.hit());
         let first = self.first_use(Level::L2, l2, line, now);
         let (source, latency) = if l2.hit() {
+            let mut ownership = Time::ZERO;
             if write && !self.l2[core as usize].is_exclusive(line) {
+                ownership = self.ownership_wait(core, line);
                 self.invalidate_others(core, line, now);
             }
-            (first.source(Source::L2), self.latency[1])
+            (first.source(Source::L2), self.latency[1].max(ownership))
         } else {
             let (source, dirty, latency) = self.fetch_below_l2(core, line, write, now);
             self.fill_l2(core, line, dirty, now);
@@ -896,6 +903,28 @@ impl Hierarchy {
     fn mark_exclusive(&mut self, core: u32, line: Line, exclusive: bool) {
         self.l1[core as usize].set_exclusive(line, exclusive);
         self.l2[core as usize].set_exclusive(line, exclusive);
+    }
+
+    /// How long `core` waits to own `line` it holds shared: its request reaches the other caches'
+    /// copies and their invalidations come back, as a transfer from the farthest of them would (a
+    /// peer's in the CCX, a remote cache's beyond it); nothing when no other core's cache and no
+    /// other CCX's L3 holds it.
+    fn ownership_wait(&self, core: u32, line: Line) -> Time {
+        let keep_own_l3 = self.l3_relation != Relation::Exclusive;
+        let (cores, ccx) = (self.topology.cores(), self.ccx_of(core));
+        let holders = self.other_holders(line, core, keep_own_l3);
+        holders
+            .iter()
+            .map(|holder| {
+                let holder_ccx = if holder < cores { self.ccx_of(holder) } else { holder - cores };
+                if holder_ccx == ccx {
+                    self.latency[2]
+                } else {
+                    self.latency[4]
+                }
+            })
+            .max()
+            .unwrap_or(Time::ZERO)
     }
 
     /// Invalidates every copy not in `core`'s private caches (keeping its own CCX's L3 copy unless

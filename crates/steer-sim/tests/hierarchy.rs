@@ -59,6 +59,40 @@ fn sources_follow_the_line_through_the_system() {
 }
 
 #[test]
+fn a_write_to_a_line_other_caches_share_waits_for_their_copies_to_be_invalidated() {
+    let platform = tiny(Relation::Exclusive);
+    let (peer, remote) =
+        (Time::from_ns(platform.fabric.peer_l2_latency_ns), Time::from_ns(platform.fabric.remote_cache_latency_ns));
+    let mut h = Hierarchy::new(&platform);
+    let ownership = |h: &mut Hierarchy, cpu: u32, line: u64| {
+        let access = h.core_access(cpu, Line(line), true, Time::ZERO);
+        h.check_invariants().unwrap();
+        (access.source, access.ownership)
+    };
+    // Alone in its caches, a line is owned at once.
+    read(&mut h, 0, 100);
+    assert_eq!(ownership(&mut h, 0, 100), (Source::L1, Time::ZERO));
+    // Shared with the other core of its CCX: a peer's time; then it is the only copy again.
+    read(&mut h, 1, 100);
+    assert_eq!(ownership(&mut h, 0, 100), (Source::L1, peer));
+    assert_eq!(ownership(&mut h, 0, 100), (Source::L1, Time::ZERO));
+    // Shared with a core of the other CCX too: the farthest copy decides.
+    read(&mut h, 1, 100);
+    read(&mut h, 2, 100);
+    assert_eq!(ownership(&mut h, 0, 100), (Source::L1, remote));
+    // A read never waits for ownership.
+    read(&mut h, 1, 100);
+    assert_eq!(h.core_access(0, Line(100), false, Time::ZERO).ownership, Time::ZERO);
+    // Out of the L1D (lines 108 and 116 take its set's two ways) but in the L2, shared: the
+    // write's L2 hit takes the peer's time, longer than the L2's own.
+    read(&mut h, 1, 100);
+    read(&mut h, 0, 108);
+    read(&mut h, 0, 116);
+    let access = h.core_access(0, Line(100), true, Time::ZERO);
+    assert_eq!((access.source, access.latency, access.ownership), (Source::L2, peer, Time::ZERO));
+}
+
+#[test]
 fn l1_conflicts_refill_from_l2_and_l2_victims_go_to_the_exclusive_l3() {
     let mut h = Hierarchy::new(&tiny(Relation::Exclusive));
     // Lines 0, 8, 16 share L1 set 0 (8 sets, 2 ways): the third evicts line 0 from L1 only.

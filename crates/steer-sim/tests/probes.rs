@@ -91,13 +91,15 @@ fn a_ring_copy_in_the_l1_issues_loads_and_stores_side_by_side_and_waits_for_the_
 
 #[test]
 fn a_handoff_round_trip_is_two_transfers_between_the_cores_caches() {
-    // Each side: the read of the line the other wrote (issue + transfer), then its own store.
+    // Each side: the read of the line the other wrote (issue + transfer), then its own store, which
+    // waits until the other side's copy is invalidated (as long as a transfer) and commits.
     let round_trip =
         |peer: u32| per(&format!("kind = \"handoff\"\ncpu = 0\npeer_cpu = {peer}"), "0", "ns_per_round_trip");
-    let same_ccx = 2.0 * (20.0 + 2.0 * CYCLE_NS);
-    let other_ccx = 2.0 * (110.0 + 2.0 * CYCLE_NS);
+    let same_ccx = 2.0 * (2.0 * 20.0 + 2.0 * CYCLE_NS);
+    let other_ccx = 2.0 * (2.0 * 110.0 + 2.0 * CYCLE_NS);
     assert!((round_trip(1) - same_ccx).abs() < 0.05, "{} vs {same_ccx}", round_trip(1));
-    assert!((round_trip(8) - other_ccx).abs() < 0.2, "{} vs {other_ccx}", round_trip(8));
+    // The round trip in progress when the 200 µs window closes is 1 ns of this figure.
+    assert!((round_trip(8) - other_ccx).abs() < 1.0, "{} vs {other_ccx}", round_trip(8));
     let both = result("kind = \"handoff\"\ncpu = 0\npeer_cpu = 1");
     assert_eq!(both["cores"]["0"]["role"], "handoff");
     assert_eq!(both["cores"]["1"]["role"], "handoff-peer");
