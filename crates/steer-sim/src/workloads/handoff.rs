@@ -63,7 +63,8 @@ impl WorkloadSpec for HandoffSpec {
         let node = b.platform.node_of_cpu(self.cpu);
         let flag = b.alloc(node, 1 << line_bits).line(line_bits);
         let buffer_lines = self.buffer_bytes.div_ceil(1 << line_bits);
-        let buffer = if buffer_lines > 0 { b.alloc(node, self.buffer_bytes).line(line_bits) } else { flag };
+        // No buffer takes no memory.
+        let buffer = b.alloc(node, self.buffer_bytes).line(line_bits);
         let value = Rc::new(Cell::new(0));
         let (starter, answerer) = (b.signal(), b.signal());
         let side = |parity, me, peer| Side {
@@ -217,6 +218,17 @@ mod tests {
     }
 
     #[test]
+    fn a_buffer_up_to_1_gib_is_accepted() {
+        let platform = crate::testing::tiny_platform();
+        let shape = SystemShape { platform: &platform, cpus: 2, copy_engines: Vec::new(), devices: Vec::new() };
+        let spec = |buffer_bytes| HandoffSpec { buffer_bytes, ..HandoffSpec::default() };
+        assert!(spec(64 << 10).validate("w", &shape).is_ok());
+        assert!(spec(1 << 30).validate("w", &shape).is_ok());
+        let refused = spec((1 << 30) + 1).validate("w", &shape).unwrap_err().to_string();
+        assert!(refused.contains("w.buffer_bytes: must be at most 1 GiB"), "{refused}");
+    }
+
+    #[test]
     fn a_buffer_takes_lines_after_the_flags() {
         let platform = crate::testing::tiny_platform();
         let mut b = Builder::new(&platform, 1);
@@ -254,8 +266,10 @@ mod tests {
         assert_eq!(h.notified(), [(Signal(3), ns(7.0))], "the answerer is woken when the value is written");
         let (next, _, _) = h.with_cx(ns(7.0), ns(7.0), |cx| ask(&mut a, cx, ns(7.0)));
         assert_eq!(next, Next::Wait, "then the starter waits");
-        let (next, _, _) = h.with_cx(ns(7.0), ns(7.0), |cx| ask(&mut b, cx, ns(7.0)));
+        let (next, ops, _) = h.with_cx(ns(7.0), ns(7.0), |cx| ask(&mut b, cx, ns(7.0)));
         assert_eq!(next, Next::Unit, "and it is the answerer's turn");
+        // Without a buffer it has nothing to wait for before it writes.
+        assert_eq!(ops, [Op::LoadDependent(Line(0x40)), Op::Store(Line(0x40)), Op::Drain, Op::Call(HANDED)]);
     }
 
     #[test]
