@@ -90,6 +90,21 @@ fn a_write_to_a_line_other_caches_share_waits_for_their_copies_to_be_invalidated
     read(&mut h, 0, 116);
     let access = h.core_access(0, Line(100), true, Time::ZERO);
     assert_eq!((access.source, access.latency, access.ownership), (Source::L2, peer, Time::ZERO));
+    // An L3 that keeps copies of its CCX's lines is not another cache to wait for.
+    let mut h = Hierarchy::new(&tiny(Relation::Inclusive));
+    read(&mut h, 0, 100);
+    assert_eq!(ownership(&mut h, 0, 100), (Source::L1, Time::ZERO));
+    // A victim L3 that keeps a copy of what two of its cores read: with the other core's copy gone
+    // (four more lines of its L2's set), the own L3's copy is invalidated in the peer's time.
+    let mut keeps = tiny(Relation::Exclusive);
+    keeps.l3.keeps_shared = true;
+    let mut h = Hierarchy::new(&keeps);
+    read(&mut h, 0, 100);
+    read(&mut h, 1, 100);
+    for line in [116, 132, 148, 164] {
+        read(&mut h, 1, line);
+    }
+    assert_eq!(ownership(&mut h, 0, 100), (Source::L1, peer));
 }
 
 #[test]
