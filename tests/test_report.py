@@ -15,6 +15,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
+from steer import fit as report_fit
 from steer import plot, report
 from steer import sweep as sweeps
 from steer.store import Store, load
@@ -62,6 +63,13 @@ def sweep_directory(root: Path) -> Path:
         {"sweep": "sweeps/load & placement.toml", "scenario": "rx-default", "description": "load <b>", "points": points}
     )
     return root
+
+
+def plot_figure():
+    """An empty matplotlib figure of one axes."""
+    fig = plot.new_figure(2.0, 2.0)
+    fig.add_subplot()
+    return fig
 
 
 @pytest.fixture
@@ -163,6 +171,41 @@ def test_validates_rows_get_their_own_section_and_page_title(tmp_path, unrendere
     with pytest.raises(report.ScenarioError) as raised:
         report.build(root)
     assert str(raised.value) == f"{root / 'validate.json'}: not the output of steer validate --json: 'metric'"
+
+
+def test_a_fits_result_gets_its_section_with_the_cost_of_each_point(tmp_path, unrendered, monkeypatch):
+    drawn = []
+    monkeypatch.setattr(
+        report_fit, "curves_figure", lambda curves, name, method: drawn.append((curves, name, method)) or plot_figure()
+    )
+    body = {
+        "fit": "fits/turin-write-queue.toml",
+        "best": {"platform.memory.write_queue_latency_ns": 55.92},
+        "calibration_cost": 2e-8,
+        "validation_cost": 0.6,
+        "scores": {"calibration": [1, 1], "validation": [2, 3]},
+        "method": "search",
+        "points": [{"point": {}, "calibration_cost": c} for c in (0.5, 0.01, 2e-8)],
+        "failed": [],
+    }
+    (tmp_path / "fit").mkdir()
+    (tmp_path / "fit" / "fit.json").write_text(json.dumps(body))
+    page = report.build(tmp_path / "fit")
+    assert "<title>steer fit: fit</title>" in page
+    assert "<h2>Fit (<code>steer fit</code> turin-write-queue)</h2>" in page
+    assert "calibration cost 2e-08; calibration 1 of 1 within tolerance; validation 2 of 3 within tolerance." in page
+    assert "<td>platform.memory.write_queue_latency_ns</td><td>55.92</td>" in page
+    [(curves, name, method)] = drawn
+    assert (name, method, curves[0].method, curves[0].costs) == (
+        "turin-write-queue",
+        "search",
+        "search",
+        [0.5, 0.01, 2e-8],
+    )
+    (tmp_path / "fit" / "fit.json").write_text('{"fit": "f", "points": [{}]}')
+    with pytest.raises(report.ScenarioError) as raised:
+        report.build(tmp_path / "fit")
+    assert str(raised.value).startswith(f"{tmp_path / 'fit' / 'fit.json'}: not the output of steer fit --json")
 
 
 def test_a_report_is_written_beside_the_results_unless_a_path_is_given(tmp_path, unrendered):

@@ -706,9 +706,13 @@ def cost_curves(result: FitResult, store: Store | None = None) -> list[CostCurve
 def cost_figure(result: FitResult, store: Store | None = None):
     """The calibration cost of every point in the order run (log scale; a cost of 0 at the axis'
     floor), the least so far as a step line, and the grid's for comparison when it is there."""
+    return curves_figure(cost_curves(result, store), Path(result.fit.origin).stem, result.method)
+
+
+def curves_figure(curves: list[CostCurve], name: str, method: str):
+    """:func:`cost_figure` of ``curves``, titled by the fit file's ``name``."""
     from steer import plot
 
-    curves = cost_curves(result, store)
     positive = [c for curve in curves for c in curve.costs if c > 0]
     floor = min(positive) / 10 if positive else 1.0
     fig = plot.new_figure(7.0, 4.5)
@@ -724,9 +728,23 @@ def cost_figure(result: FitResult, store: Store | None = None):
     ax.set_yscale("log")
     ax.set_xlabel("point, in the order run")
     ax.set_ylabel("calibration cost (sum of squared errors in tolerances)")
-    ax.set_title(f"steer fit {Path(result.fit.origin).stem}: calibration cost by point ({result.method})")
+    ax.set_title(f"steer fit {name}: calibration cost by point ({method})")
     ax.legend()
     return fig
+
+
+# Where `steer report DIR` looks for `steer fit --json`'s output.
+RESULT_FILE = "fit.json"
+
+
+def load_curve(path: Path) -> tuple[str, CostCurve, dict[str, Any]]:
+    """The fit file's name, the cost curve and the whole body of `steer fit --json`'s output."""
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+        costs = [float(p["calibration_cost"]) for p in body["points"]]
+        return Path(str(body["fit"])).stem, CostCurve(str(body["method"]), costs), body
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ScenarioError(f"{path}: not the output of steer fit --json: {error}") from None
 
 
 def cost_plot(result: FitResult, store: Store | None, image_format: str = "png") -> bytes:

@@ -200,6 +200,31 @@ def validate_section(directory: Path) -> str:
     )
 
 
+def fit_section(directory: Path) -> str:
+    """`steer fit --json DIR/fit.json`'s result in `directory`: the cost of each point run, the
+    best point and its scores; empty without it."""
+    from steer import fit
+
+    path = directory / fit.RESULT_FILE
+    if not path.is_file():
+        return ""
+    name, curve, body = fit.load_curve(path)
+    e = html.escape
+    scores = "; ".join(
+        f"{role} {within} of {total} within tolerance" for role, (within, total) in body["scores"].items()
+    )
+    best = [[e(key), e(str(value))] for key, value in body["best"].items()]
+    caption = f"Calibration cost of each of {len(curve.costs)} points ({curve.method}), the least so far"
+    return "\n".join(
+        [
+            f"<h2>Fit (<code>steer fit</code> {e(name)})</h2>",
+            f"<p>Best point: calibration cost {body['calibration_cost']:.4g}; {e(scores)}.</p>",
+            image_tag(fit.curves_figure([curve], name, curve.method), caption),
+            html_table(["parameter", "best value"], best),
+        ]
+    )
+
+
 def has_runs(directory: Path) -> bool:
     """Whether a sweep wrote into `directory`."""
     return any((directory / name).exists() for name in (MANIFEST, RUNS, FAILED))
@@ -222,10 +247,11 @@ def written_line(versions: list[str]) -> str:
 
 def build(results: Any, title: str | None = None) -> str:
     """The report of a results directory (or a DataFrame of runs) as one HTML page. A directory
-    holding `steer reproduce --plot DIR`'s rows or `steer validate --json DIR/validate.json`'s gets
-    their sections at the end; if no sweep wrote into it the page is those sections alone."""
+    holding `steer reproduce --plot DIR`'s rows, `steer validate --json DIR/validate.json`'s or
+    `steer fit --json DIR/fit.json`'s result gets their sections at the end; if no sweep wrote into
+    it the page is those sections alone."""
     directory = Path(results) if isinstance(results, (str, Path)) else None
-    found = {"reproduce": reproduce_section, "validate": validate_section}
+    found = {"reproduce": reproduce_section, "validate": validate_section, "fit": fit_section}
     found = {name: section(directory) for name, section in found.items()} if directory else {}
     checks = [section for section in found.values() if section]
     if checks and not has_runs(directory):
