@@ -10,9 +10,11 @@
     includes reading the trace file and building its caches; pycachesim's excludes building its
     input list and its caches. Each time is the best of ``--repeat`` replays (as ``timeit``
     advises: the others only add the host's noise), each from empty caches.
-(b) Scenarios: ``rx-default``, ``iperf-rx`` and ``ddio-l2fwd`` as built in; prints the simulated
-    line operations (cache-hierarchy accesses by cores and devices) per host second and the ratio of
-    host time to simulated time.
+(b) Scenarios: every built-in scenario as built in, each run in a process of its own; prints the
+    simulated line operations (cache-hierarchy accesses by cores and devices) per host second, the
+    ratio of host time to simulated time, and the process's peak resident memory.
+
+The first line names the machine (CPU model, CPUs, whether it has AVX-512).
 
     python scripts/bench.py [--accesses N] [--pattern mixed|streaming] [--repeat N] [--skip-scenario]
 """
@@ -20,9 +22,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import platform
 import random
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -161,17 +166,28 @@ def bench_trace(count: int, pattern: str, repeat: int) -> None:
     compare([(False, addr) for _, addr in accesses], ["binary"], "bulk load()", repeat)
 
 
-# Scenarios timed: the default receive loop, iperf's receive path and DDIO forwarding.
-SCENARIOS = ["rx-default", "iperf-rx", "ddio-l2fwd"]
+# One scenario's run in a process of its own: its `sim` figures and the process's peak resident set.
+RUN_ONE = """
+import json, resource, sys
+import steer
+sim = steer.run(sys.argv[1]).sim
+print(json.dumps({**sim, "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+def run_one(name: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", RUN_ONE, name], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
 
 
 def bench_scenarios(repeat: int) -> None:
     rows = []
-    for name in SCENARIOS:
-        sim = min((steer.run(name).sim for _ in range(repeat)), key=lambda s: s["host_seconds"])
+    for name, _ in steer.scenarios():
+        runs = [run_one(name) for _ in range(repeat)]
+        sim = min(runs, key=lambda s: s["host_seconds"])
         seconds, simulated_ms = sim["host_seconds"], sim["simulated_ns"] / 1e6
         # Line operations are counted in the measured window; the warm-up does the same work.
-        line_ops = sim["line_ops"] * sim["simulated_ns"] / sim["measured_ns"]
+        line_ops = sim["line_ops"] * sim["simulated_ns"] / sim["measured_ns"] if sim["measured_ns"] else 0
         rows.append(
             [
                 name,
@@ -179,11 +195,12 @@ def bench_scenarios(repeat: int) -> None:
                 f"{line_ops:,.0f}",
                 f"{seconds:.3f}",
                 f"{line_ops / seconds / 1e6:.2f}",
-                f"{seconds / (simulated_ms / 1e3):.0f}",
+                f"{seconds / (simulated_ms / 1e3):.1f}",
+                f"{max(r['peak_kib'] for r in runs) / 1024:.0f}",
             ]
         )
-    print(f"\n(b) scenarios as built in, best of {repeat} (host time excludes reading the scenario; line operations")
-    print("    of the measured window scaled to the whole run)\n")
+    print(f"\n(b) scenarios as built in, each in a process of its own, best of {repeat} (host time excludes")
+    print("    reading the scenario; line operations of the measured window scaled to the whole run)\n")
     header = [
         "scenario",
         "simulated ms",
@@ -191,8 +208,26 @@ def bench_scenarios(repeat: int) -> None:
         "host s",
         "M line ops / host s",
         "host s / simulated s",
+        "peak MiB",
     ]
     print(table(header, rows))
+
+
+def machine() -> str:
+    """The CPU model, how many CPUs this process may use, and whether the CPU has AVX-512."""
+    model, flags = platform.processor() or "unknown CPU", ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = value
+                break
+    except OSError:
+        pass
+    avx512 = "with AVX-512" if " avx512f" in f" {flags}" else "without AVX-512"
+    return f"machine: {model}, {len(os.sched_getaffinity(0))} CPUs, {avx512}"
 
 
 def main() -> int:
@@ -202,6 +237,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5, help="replays timed, the best kept (default 5)")
     parser.add_argument("--skip-scenario", action="store_true", help="only benchmark trace replay")
     args = parser.parse_args()
+    print(machine())
     bench_trace(args.accesses, args.pattern, args.repeat)
     if not args.skip_scenario:
         bench_scenarios(args.repeat)
