@@ -684,8 +684,7 @@ impl Hierarchy {
         let (source, latency) = if l1.hit() {
             let first = self.first_use(Level::L1, l1, line, now);
             if write && !self.l1[core as usize].is_exclusive(line) {
-                ownership = self.ownership_wait(core, line);
-                self.invalidate_others(core, line, now);
+                ownership = self.take_ownership(core, line, now);
                 self.mark_exclusive(core, line, true);
             }
             (first.source(Source::L1), self.latency[0] + first.wait)
@@ -712,8 +711,7 @@ impl Hierarchy {
         let (source, latency) = if l2.hit() {
             let mut ownership = Time::ZERO;
             if write && !self.l2[core as usize].is_exclusive(line) {
-                ownership = self.ownership_wait(core, line);
-                self.invalidate_others(core, line, now);
+                ownership = self.take_ownership(core, line, now);
             }
             (first.source(Source::L2), self.latency[1].max(ownership))
         } else {
@@ -905,26 +903,21 @@ impl Hierarchy {
         self.l2[core as usize].set_exclusive(line, exclusive);
     }
 
-    /// How long `core` waits to own `line` it holds shared: its request reaches the other caches'
-    /// copies and their invalidations come back, as a transfer from the farthest of them would (a
-    /// peer's in the CCX, a remote cache's beyond it); nothing when no other core's cache and no
-    /// other CCX's L3 holds it.
-    fn ownership_wait(&self, core: u32, line: Line) -> Time {
+    /// Invalidates the other caches' copies of `line` `core` holds shared (as `invalidate_others`),
+    /// and returns how long that takes: its request reaches them and their invalidations come back,
+    /// as a transfer from the farthest would (a peer's in the CCX, a remote cache's beyond it);
+    /// nothing when no other core's cache and no other CCX's L3 holds it.
+    fn take_ownership(&mut self, core: u32, line: Line, now: Time) -> Time {
         let keep_own_l3 = self.l3_relation != Relation::Exclusive;
         let (cores, ccx) = (self.topology.cores(), self.ccx_of(core));
         let holders = self.other_holders(line, core, keep_own_l3);
-        holders
-            .iter()
-            .map(|holder| {
-                let holder_ccx = if holder < cores { self.ccx_of(holder) } else { holder - cores };
-                if holder_ccx == ccx {
-                    self.latency[2]
-                } else {
-                    self.latency[4]
-                }
-            })
-            .max()
-            .unwrap_or(Time::ZERO)
+        let mut wait = Time::ZERO;
+        for holder in holders.iter() {
+            let holder_ccx = if holder < cores { self.ccx_of(holder) } else { holder - cores };
+            wait = wait.max(if holder_ccx == ccx { self.latency[2] } else { self.latency[4] });
+            self.drop_copy(holder, line, now);
+        }
+        wait
     }
 
     /// Invalidates every copy not in `core`'s private caches (keeping its own CCX's L3 copy unless
