@@ -4,10 +4,12 @@
 //! loop lasted at least `min_ns`; results are per element of the loop.
 
 mod buffer;
+mod cpuid;
 mod kernels;
 mod pin;
 
 pub use buffer::{huge_pages, Buffer};
+pub use cpuid::data_tlb;
 pub use kernels::{
     bandwidth_gbs, chase_ns, clock_ghz, handoff_ns, peer_read_ns, producer_consumer_ns, random_reads_ns, ring_copy_ns,
     sizes, strided_scan_ns, Access, XorShift64, MAX_HANDOFF_BUFFER, PEER_LINES, RANDOM_SEED,

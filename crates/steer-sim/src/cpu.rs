@@ -14,6 +14,7 @@ use crate::engine::{Agent, Cx, ReportView, Signal, Step};
 use crate::hierarchy::{Hierarchy, Level, Source};
 use crate::platform::{CoreSpec, PlatformSpec};
 use crate::stats::{stat, Report, Stat};
+use crate::tlb::Tlb;
 use crate::units::{Clock, Line, Time};
 
 /// One operation of a unit of work.
@@ -67,12 +68,15 @@ pub struct CoreTimer {
     /// in program order).
     store_buffer: VecDeque<Time>,
     store_buffer_lines: usize,
+    /// The TLB and its walkers, when translation is modelled.
+    tlb: Option<Tlb>,
     /// The core's own time: when its next instruction can issue.
     pub now: Time,
 }
 
 impl CoreTimer {
-    pub fn new(cpu: u32, clock: Clock, core: &CoreSpec) -> CoreTimer {
+    /// A core of lines of `line_bytes`.
+    pub fn new(cpu: u32, clock: Clock, core: &CoreSpec, line_bytes: u32) -> CoreTimer {
         CoreTimer {
             cpu,
             clock,
@@ -84,25 +88,43 @@ impl CoreTimer {
             store_port_free: Time::ZERO,
             store_buffer: VecDeque::new(),
             store_buffer_lines: core.store_buffer_lines as usize,
+            tlb: Tlb::new(&core.tlb, line_bytes),
             now: Time::ZERO,
         }
     }
 
     /// A timer for `cpu` with the platform's core parameters.
     pub fn on_cpu(cpu: u32, platform: &PlatformSpec) -> CoreTimer {
-        CoreTimer::new(cpu, Clock::new(platform.core.freq_ghz), &platform.core)
+        CoreTimer::new(cpu, Clock::new(platform.core.freq_ghz), &platform.core, platform.line_bytes())
     }
 
     /// Issues one line load without waiting for it; returns when its data is available.
     pub fn issue(&mut self, hierarchy: &mut Hierarchy, line: Line) -> Time {
         self.now += self.issue;
-        let access = hierarchy.core_access(self.cpu, line, false, self.now);
+        let (walk, at) = self.translate(hierarchy, line, self.now);
+        let access = hierarchy.core_access(self.cpu, line, false, at);
         if access.source == Source::L1 {
-            return self.now + access.latency;
+            return at + access.latency;
         }
-        let (start, done) = self.take_slot(self.now, access.latency);
-        self.now = start;
+        let (start, done) = self.take_slot(at, access.latency);
+        // The core waits for a miss slot as it would without the walk.
+        self.now = self.now.max(start - (at - walk));
         done
+    }
+
+    /// Translates `line` for an access asked for at `at`: the core waits for a free page walker
+    /// (its `now` moves to the walk's start); returns when the walk started and when the access
+    /// can go (both `at` when the TLB holds the page or translation is not modelled).
+    fn translate(&mut self, hierarchy: &mut Hierarchy, line: Line, at: Time) -> (Time, Time) {
+        let Some(tlb) = &mut self.tlb else { return (at, at) };
+        let (start, done) = tlb.translate(hierarchy, self.cpu, line, at);
+        self.now = self.now.max(start);
+        (start, done)
+    }
+
+    /// Page walks since the last reset, when translation is modelled.
+    pub fn walks(&self) -> Option<u64> {
+        self.tlb.as_ref().map(|tlb| tlb.walks)
     }
 
     /// Issues one line store on the store port; returns when it commits. The core goes on at once
@@ -117,6 +139,7 @@ impl CoreTimer {
         }
         let at = self.now.max(self.store_port_free) + self.store_issue;
         self.store_port_free = at;
+        let at = self.translate(hierarchy, line, at).1;
         let access = hierarchy.core_access(self.cpu, line, true, at);
         let ready = match access.source {
             Source::L1 if access.ownership == Time::ZERO => at,
@@ -146,9 +169,11 @@ impl CoreTimer {
     /// the core). The core does not wait for the data.
     pub fn prefetch(&mut self, hierarchy: &mut Hierarchy, line: Line, level: Level) {
         self.now += self.issue;
-        if let Some(latency) = hierarchy.prefetch(self.cpu, line, level, self.now) {
+        let (walk, at) = self.translate(hierarchy, line, self.now);
+        if let Some(latency) = hierarchy.prefetch(self.cpu, line, level, at) {
             if level == Level::L1 {
-                self.now = self.take_slot(self.now, latency).0;
+                let start = self.take_slot(at, latency).0;
+                self.now = self.now.max(start - (at - walk));
             }
         }
     }
@@ -415,6 +440,7 @@ stat!(DC_FILLS, "dc_fills", "fraction", "fraction of the CPU's L1D fills by sour
 stat!(FILL_COUNTS, "fill_counts", "accesses", "the CPU's demand accesses by where they were satisfied");
 stat!(DC_FILL_COUNTS, "dc_fill_counts", "fills", "the CPU's L1D fills (demand and prefetch) by source");
 stat!(FILL_SOURCE, "source", "fraction", "share of the accesses satisfied at this source");
+stat!(PAGE_WALKS, "page_walks", "walks", "page walks the CPU's accesses waited for (with core.tlb modelled)");
 stat!(FILL_COUNT, "source", "accesses", "accesses satisfied at this source");
 stat!(DC_FILL_COUNT, "source", "fills", "L1D fills from this source");
 
@@ -617,6 +643,9 @@ impl Agent for Cpu {
 
     fn reset_stats(&mut self, now: Time) {
         self.window_start = now;
+        if let Some(tlb) = &mut self.timer.tlb {
+            tlb.walks = 0;
+        }
         for hosted in &mut self.hosted {
             hosted.units = 0;
             hosted.busy = Time::ZERO;
@@ -631,6 +660,9 @@ impl Agent for Cpu {
         out.section("cores", |cores| {
             cores.section(&cpu.to_string(), |core| {
                 core.put(&ROLE, self.role());
+                if let Some(walks) = self.timer.walks() {
+                    core.put(&PAGE_WALKS, walks);
+                }
                 core.section(FILLS.key, |r| fractions(r, counts, false));
                 core.section(DC_FILLS.key, |r| fractions(r, dc_counts, true));
                 core.section(FILL_COUNTS.key, |r| {
@@ -832,6 +864,47 @@ mod tests {
         // after the one before it.
         assert_eq!(timer.store(&mut h, line), ns(52.0));
         assert_eq!(timer.slots.iter().map(|r| r.0).max(), Some(ns(52.0)), "and took no miss slot");
+    }
+
+    /// A timer on the tiny platform whose TLB holds 4 pages of 4 KiB (one set), with `walkers`
+    /// walkers of one read each.
+    fn timer_with_tlb(walkers: u32) -> (CoreTimer, Hierarchy) {
+        let mut platform = tiny_platform();
+        platform.core.tlb = crate::platform::TlbSpec { entries: 4, ways: 4, page_kib: 4, walk_reads: 1, walkers };
+        (CoreTimer::on_cpu(0, &platform), Hierarchy::new(&platform))
+    }
+
+    #[test]
+    fn a_load_waits_for_its_walk_and_the_core_only_for_a_free_walker() {
+        let (mut timer, mut h) = timer_with_tlb(2);
+        // Lines of pages 0, 16 and 32 (in L1D sets of their own): their entries are on lines of
+        // their own, all in DRAM.
+        let [a, b, c] = [0, 16, 32].map(|page| Line(0x10_0000 + 64 * page + page / 16));
+        // Issued at 1 ns, walked until 101 (its entry from DRAM), its data at 201; the core goes on.
+        assert_eq!(timer.issue(&mut h, a), ns(201.0));
+        assert_eq!(timer.now, ns(1.0));
+        assert_eq!(timer.issue(&mut h, b), ns(202.0));
+        assert_eq!(timer.now, ns(2.0));
+        // Both walkers are busy: the third load waits for the first free one (101 ns), and so does
+        // the core; entry at 201, data at 301.
+        assert_eq!(timer.issue(&mut h, c), ns(301.0));
+        assert_eq!(timer.now, ns(101.0));
+        // A line of a page the TLB holds goes at once: an L1D hit 4 ns after its issue at 102.
+        assert_eq!(timer.issue(&mut h, a), ns(106.0));
+        assert_eq!(timer.walks(), Some(3));
+    }
+
+    #[test]
+    fn a_store_commits_after_its_walk_and_a_software_prefetch_walks_too() {
+        let (mut timer, mut h) = timer_with_tlb(1);
+        // The store takes the port at 1 ns; its walk ends at 101, its line comes from DRAM at 201.
+        assert_eq!(timer.store(&mut h, Line(0x10_0000)), ns(201.0));
+        assert_eq!(timer.now, ns(1.0));
+        // A prefetch of another page's line at 2 ns waits for the walker (101), walks until 201.
+        timer.prefetch(&mut h, Line(0x10_0000 + 64 * 16), Level::L1);
+        assert_eq!(timer.now, ns(101.0));
+        assert_eq!(timer.walks(), Some(2));
+        assert_eq!(CoreTimer::on_cpu(0, &tiny_platform()).walks(), None, "no TLB, no walks");
     }
 
     #[test]

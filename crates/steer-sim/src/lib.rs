@@ -29,6 +29,7 @@ pub mod steering;
 pub mod system;
 #[cfg(test)]
 mod testing;
+pub mod tlb;
 pub mod units;
 pub mod workloads;
 

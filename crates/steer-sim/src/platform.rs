@@ -239,6 +239,13 @@ pub const MAX_OUTSTANDING_MISSES: u32 = 1024;
 pub const MAX_WINDOW_INSTRUCTIONS: u32 = 8192;
 /// The most lines a store buffer may hold: real ones hold tens to a hundred-odd stores.
 pub const MAX_STORE_BUFFER_LINES: u32 = 4096;
+/// Bounds of a core's TLB: real last-level TLBs hold a few thousand entries, pages are 4 KiB to
+/// 1 GiB, a walk reads at most one entry per level of two four-level tables, and cores have a few
+/// walkers.
+pub const MAX_TLB_ENTRIES: u32 = 1 << 16;
+pub const MAX_PAGE_KIB: u32 = 1 << 20;
+pub const MAX_WALK_READS: u32 = 8;
+pub const MAX_WALKERS: u32 = 64;
 /// The most lines a fabric's steering queue may hold (64 MiB of 64 B lines).
 pub const MAX_STEER_QUEUE_LINES: u32 = 1 << 20;
 
@@ -263,6 +270,27 @@ params! {
         /// Instructions in flight past the oldest unfinished one (reorder buffer; completion table):
         /// how far a core runs ahead of a load whose data it waits for.
         window_instructions: u32 = 256,
+        /// Address translation: the last-level TLB and its page walkers.
+        tlb: TlbSpec = TlbSpec::default(),
+    }
+}
+
+params! {
+    /// A core's address translation.
+    pub struct TlbSpec {
+        /// Entries of the last-level (second-level) data TLB; 0: translation is not modelled
+        /// (every access finds its translation).
+        entries: u32 = 0,
+        /// Its associativity: `entries` is a whole number of sets of this many ways.
+        ways: u32 = 8,
+        /// KiB one entry maps: the page size the workload's memory is mapped with (inside a
+        /// virtual machine, the smaller of the guest's page and the host's page backing it).
+        page_kib: u32 = 4,
+        /// Dependent page-table reads of a walk that misses the TLB (1 on a bare machine, 2 under
+        /// nested paging: the guest's entry, then the host's).
+        walk_reads: u32 = 1,
+        /// Walks a core runs at once.
+        walkers: u32 = 1,
     }
 }
 
@@ -611,6 +639,24 @@ impl PlatformSpec {
                 )
             },
         )?;
+        let tlb = &self.core.tlb;
+        ensure(tlb.entries <= MAX_TLB_ENTRIES, &key("core.tlb.entries"), || {
+            format!("must be at most {MAX_TLB_ENTRIES}: a TLB holds thousands of entries (got {})", tlb.entries)
+        })?;
+        ensure(tlb.ways >= 1 && tlb.entries % tlb.ways == 0, &key("core.tlb.ways"), || {
+            format!("must be at least 1 and divide core.tlb.entries ({}) (got {})", tlb.entries, tlb.ways)
+        })?;
+        ensure(
+            tlb.page_kib.is_power_of_two() && (4..=MAX_PAGE_KIB).contains(&tlb.page_kib),
+            &key("core.tlb.page_kib"),
+            || format!("must be a power of two from 4 to {MAX_PAGE_KIB} (1 GiB) (got {})", tlb.page_kib),
+        )?;
+        ensure((1..=MAX_WALK_READS).contains(&tlb.walk_reads), &key("core.tlb.walk_reads"), || {
+            format!("must be 1 to {MAX_WALK_READS}: a walk reads a page-table entry per level (got {})", tlb.walk_reads)
+        })?;
+        ensure((1..=MAX_WALKERS).contains(&tlb.walkers), &key("core.tlb.walkers"), || {
+            format!("must be 1 to {MAX_WALKERS}: a core has a few page walkers (got {})", tlb.walkers)
+        })?;
         ensure(self.io.ddio_ways <= self.l3.ways, &key("io.ddio_ways"), || {
             format!("the L3 has {} ways (got {})", self.l3.ways, self.io.ddio_ways)
         })?;

@@ -106,7 +106,7 @@ fn dependent_loads_serialise_and_independent_ones_overlap() {
     let clock = Clock::new(spec.core.freq_ghz);
     let run = |dependent: bool| {
         let mut h = Hierarchy::new(&spec);
-        let mut timer = CoreTimer::new(0, clock, &core(16));
+        let mut timer = CoreTimer::new(0, clock, &core(16), 64);
         for i in 0..8 {
             // Lines 256 apart land on different sets and channels' rows: all DRAM misses.
             let line = Line(1000 + 256 * i);
@@ -126,7 +126,7 @@ fn dependent_loads_serialise_and_independent_ones_overlap() {
 
     // A software prefetch does not stall the core; the later load finds the line in L1.
     let mut h = Hierarchy::new(&spec);
-    let mut timer = CoreTimer::new(0, clock, &core(16));
+    let mut timer = CoreTimer::new(0, clock, &core(16), 64);
     timer.prefetch(&mut h, Line(77), Level::L1);
     assert!(timer.now < Time::from_ns(10.0));
     timer.idle_until(Time::from_us(1.0));
@@ -141,7 +141,7 @@ fn a_software_prefetch_into_the_l1d_holds_a_miss_slot_and_one_into_the_l2_does_n
     // One miss slot: a load of another DRAM line after a prefetch of line 77.
     let load_after_prefetch = |level: Option<Level>| {
         let mut h = Hierarchy::new(&spec);
-        let mut timer = CoreTimer::new(0, clock, &core(1));
+        let mut timer = CoreTimer::new(0, clock, &core(1), 64);
         if let Some(level) = level {
             timer.prefetch(&mut h, Line(77), level);
         }
