@@ -54,7 +54,7 @@ fn amd_l2_data_tlb(ebx: u32) -> Option<(u32, u32)> {
         0xf => entries,
         _ => return None,
     };
-    (entries > 0 && entries % ways == 0).then_some((entries, ways))
+    (entries > 0 && entries.is_multiple_of(ways)).then_some((entries, ways))
 }
 
 #[cfg(test)]

@@ -643,7 +643,7 @@ impl PlatformSpec {
         ensure(tlb.entries <= MAX_TLB_ENTRIES, &key("core.tlb.entries"), || {
             format!("must be at most {MAX_TLB_ENTRIES}: a TLB holds thousands of entries (got {})", tlb.entries)
         })?;
-        ensure(tlb.ways >= 1 && tlb.entries % tlb.ways == 0, &key("core.tlb.ways"), || {
+        ensure(tlb.ways >= 1 && tlb.entries.is_multiple_of(tlb.ways), &key("core.tlb.ways"), || {
             format!("must be at least 1 and divide core.tlb.entries ({}) (got {})", tlb.entries, tlb.ways)
         })?;
         ensure(
