@@ -887,6 +887,34 @@ mod tests {
     }
 
     #[test]
+    fn a_tlb_is_refused_past_its_bounds_with_the_key_named() {
+        let path_of = |set: &dyn Fn(&mut TlbSpec)| {
+            let mut p = preset("skylake-sp-6140").unwrap();
+            p.core.tlb = TlbSpec { entries: 1536, ways: 12, page_kib: 4, walk_reads: 2, walkers: 2 };
+            set(&mut p.core.tlb);
+            p.validate("platform").err().map(|e| e.path)
+        };
+        assert_eq!(path_of(&|_| ()), None);
+        assert_eq!(path_of(&|t| (t.entries, t.ways) = (1 << 16, 16)), None);
+        let refused: [(&str, &dyn Fn(&mut TlbSpec)); 9] = [
+            ("entries", &|t| (t.entries, t.ways) = ((1 << 16) + 1, 1)),
+            ("ways", &|t| t.ways = 0),
+            ("ways", &|t| t.ways = 7),
+            ("page_kib", &|t| t.page_kib = 2),
+            ("page_kib", &|t| t.page_kib = 12),
+            ("page_kib", &|t| t.page_kib = 1 << 21),
+            ("walk_reads", &|t| t.walk_reads = 0),
+            ("walk_reads", &|t| t.walk_reads = 9),
+            ("walkers", &|t| t.walkers = 65),
+        ];
+        for (key, set) in refused {
+            assert_eq!(path_of(set), Some(format!("platform.core.tlb.{key}")));
+        }
+        assert_eq!(path_of(&|t| t.walkers = 0), Some("platform.core.tlb.walkers".into()));
+        assert_eq!(path_of(&|t| (t.page_kib, t.walk_reads, t.walkers) = (1 << 20, 8, 64)), None);
+    }
+
+    #[test]
     fn impossible_topologies_cores_and_masks_are_rejected_at_their_bound() {
         let error_path = |p: &PlatformSpec| p.validate("platform").err().map(|e| e.path);
         // The directory tracks 384 caches: a private hierarchy per core and an L3 per CCX.
