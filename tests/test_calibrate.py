@@ -184,6 +184,54 @@ def test_the_vendor_is_read_from_cpuinfo(tmp_path):
     assert calibrate.cpu_vendor(tmp_path / "missing") is None
 
 
+def test_the_tlb_comes_from_cpuid_and_the_page_and_walk_from_where_the_probes_ran():
+    def tlb(vendor, guest, cpuid, huge="madvise"):
+        found = calibrate.translation_values(made_up(huge_pages=huge), vendor, guest, cpuid)
+        return {v.key.removeprefix("core.tlb."): v for v in found}
+
+    bare = tlb("GenuineIntel", False, (1536, 12))
+    assert {k: v.value for k, v in bare.items()} == {
+        "entries": 1536, "ways": 12, "page_kib": 2048, "walk_reads": 1, "walkers": 4,
+    }
+    assert bare["entries"].source == "CPUID on box"
+    assert tlb("GenuineIntel", False, (1536, 12), huge="never")["page_kib"].value == 4
+    # A guest: 4 KiB pages walked in two dimensions, whatever the kernel inside gives.
+    guest = tlb("AuthenticAMD", True, None)
+    assert (guest["page_kib"].value, guest["walk_reads"].value, guest["walkers"].value) == (4, 2, 6)
+    # No CPUID leaf: the vendor's documented TLB, said to be assumed, from that vendor's document.
+    assert (guest["entries"].value, guest["ways"].value) == (2048, 16)
+    assert guest["entries"].source.startswith("assumed: ") and "AMD" in guest["entries"].source
+    assert all("Intel" not in v.source for v in guest.values())
+    assert calibrate.translation_values(made_up(), "HygonGenuine", True, (64, 4)) == []
+
+
+def test_the_memory_latency_is_refitted_so_the_models_chase_takes_the_measured_time(monkeypatch):
+    values = host_fit(made_up()) + calibrate.translation_values(made_up(), "GenuineIntel", True, None)
+    assert {v.key: v.value for v in values}["memory.idle_latency_ns"] == 99.5
+    runs = []
+
+    def chase(values, workload, warmup_us, extra=()):
+        runs.append((workload, warmup_us))
+        return {v.key: v.value for v in values}["memory.idle_latency_ns"] + 30.0
+
+    monkeypatch.setattr(calibrate, "simulated_ns_per_load", chase)
+    refitted = {v.key: v for v in calibrate.refit_memory_latency(made_up(), values, GEOMETRY)}
+    # The model's chase over the 64 MiB the latency was measured at (16 times the 4 MiB L3 the
+    # chase sees) takes 129.5 ns at 99.5 (the measured 100.5 less an issue): 30 ns of walks come off.
+    assert runs == [('pattern = "chase"\nworking_set_bytes = 67108864\n', 3000.0)]
+    assert refitted["memory.idle_latency_ns"].value == 70.5
+    assert "took 129.5 ns a load with 99.5 ns, the measured 100.5" in refitted["memory.idle_latency_ns"].source
+    assert len(refitted) == len(values)
+
+
+def test_a_models_chase_with_page_walks_is_slower_than_without():
+    values = host_fit(made_up())
+    chase = f'pattern = "chase"\nworking_set_bytes = {64 * MIB}\n'
+    without = calibrate.simulated_ns_per_load(values, chase, warmup_us=3000.0)
+    walks = calibrate.translation_values(made_up(), "GenuineIntel", True, None)
+    assert calibrate.simulated_ns_per_load(values + walks, chase, warmup_us=3000.0) > without + 2.0
+
+
 def test_a_noisy_figure_and_a_fit_at_the_end_of_its_range_are_warned_of():
     intel = calibrate.STREAMERS["GenuineIntel"]
     assert calibrate.warnings(made_up(), [], intel) == []

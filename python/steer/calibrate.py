@@ -319,8 +319,8 @@ def fit(m: Measurements, geometry: dict[str, object]) -> list[Value]:
         how = f"{measured}: the chase leaves the L3 above {fmt_bytes(knee)} (sysfs says {fmt_bytes(l3)})"
         values.append(Value("l3.size_kib", knee // KIB, how))
         l3 = knee
-    # DRAM well past the L3 but no further: larger working sets add page walks (two-dimensional
-    # in a VM), which the model has no mechanism for; the plot shows how much.
+    # DRAM well past the L3 but no further: larger working sets add more page walks (two-dimensional
+    # in a VM); with the TLB modelled, refit_memory_latency takes this chase's walks off.
     dram_ws, dram = latency_at(m, DRAM_LLC_MULTIPLE * l3)
     dram_ns = max(0.0, dram.median - issue / ghz)
     how = f"{measured}: pointer chase over {fmt_bytes(dram_ws)}, huge pages {m.huge_pages} ({dram.spread()})"
@@ -426,24 +426,105 @@ def cpu_vendor(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
     return found.group(1) if found else None
 
 
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
+    """The CPU flags /proc/cpuinfo lists for the first CPU (empty if unreadable)."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return set()
+    found = re.search(r"^flags\s*:(.*)$", text, re.MULTILINE)
+    return set(found.group(1).split()) if found else set()
+
+
+OPTIMIZATION_MANUAL = "Intel 64 and IA-32 Architectures Optimization Reference Manual"
+# Page walks a core runs at once, which neither vendor's CPUID gives.
+WALKERS = {
+    "GenuineIntel": (4, f"assumed: four page walkers a core (Golden Cove; {OPTIMIZATION_MANUAL})"),
+    "AuthenticAMD": (6, f"assumed: six page-table walkers a core (Zen 3 onwards; {AMD_GUIDE})"),
+}
+# The last-level data TLB where CPUID does not describe it (a hypervisor may hide the leaf).
+TLB_FALLBACK = {
+    "GenuineIntel": (2048, 16, f"the STLB of Sunny Cove and Golden Cove ({OPTIMIZATION_MANUAL})"),
+    "AuthenticAMD": (2048, 16, f"the L2 DTLB of Zen 3 ({AMD_GUIDE})"),
+}
+
+
+def translation_values(m: Measurements, vendor: str | None, guest: bool, cpuid: tuple[int, int] | None) -> list[Value]:
+    """The core's TLB and page walks: the last-level data TLB as CPUID describes it (``cpuid``:
+    entries and ways, else the vendor's documented one), the vendor's walkers, and the page a TLB
+    entry maps: inside a virtual machine a 4 KiB page walked in two dimensions (the host's pages
+    behind the guest's memory are not visible from inside), on a bare machine the probes' huge
+    pages where the kernel gives them, walked in one. Nothing for a vendor the model has no
+    description of."""
+    if vendor not in WALKERS:
+        return []
+    walkers, walkers_source = WALKERS[vendor]
+    if cpuid:
+        (entries, ways), how = cpuid, f"CPUID on {m.host}"
+    else:
+        entries, ways, documented = TLB_FALLBACK[vendor]
+        how = f"assumed: {documented}; this CPU's CPUID does not describe its TLB"
+    if guest:
+        page_kib, page_how = 4, (
+            "assumed: a virtual machine (the hypervisor flag) sees neither the host's pages behind its memory nor "
+            "their size; 4 KiB, the smallest, for the translation the TLB caches"
+        )
+        reads, reads_how = 2, "nested paging: the guest's page-table entry, then the host's (upper levels cached)"
+    else:
+        huge = m.huge_pages in ("always", "madvise")
+        page_kib, page_how = (2048, 4)[not huge], f"the probes' pages: transparent huge pages {m.huge_pages}"
+        reads, reads_how = 1, "one page-table entry a walk (upper levels in the paging-structure caches)"
+    return [
+        Value("core.tlb.entries", entries, how),
+        Value("core.tlb.ways", ways, how),
+        Value("core.tlb.page_kib", page_kib, page_how),
+        Value("core.tlb.walk_reads", reads, reads_how),
+        Value("core.tlb.walkers", walkers, walkers_source),
+    ]
+
+
+def simulated_ns_per_load(values: list[Value], workload: str, warmup_us: float, extra: list[str] = ()) -> float:
+    """ns per load of one probe ``workload`` (TOML lines) as the host preset with ``values``
+    simulates it."""
+    overrides = [f"platform.{v.key}={api.toml_literal(v.value)}" for v in values] + list(extra)
+    text = (
+        f'[platform]\npreset = "host"\n[sim]\nwarmup_us = {warmup_us}\nmeasure_us = 500.0\n'
+        f'[[workloads]]\nkind = "probe"\ncpu = 0\n{workload}'
+    )
+    with sysfs_only():
+        result, _ = _core.run_scenario(text, "calibrate", "calibrate", overrides, None)
+    return json.loads(result)["cores"]["0"]["workload"]["exec_ns_per_load"]
+
+
+def refit_memory_latency(m: Measurements, values: list[Value], geometry: dict[str, object]) -> list[Value]:
+    """With page walks modelled, the DRAM chase's measured latency holds its walks too: the
+    memory's latency is what makes the model's chase over the same working set take the measured
+    time (one correction step from the walk-free value; a chase is linear in it)."""
+    key = "memory.idle_latency_ns"
+    old = next(v for v in values if v.key == key)
+    l3_kib = next((v.value for v in values if v.key == "l3.size_kib"), geometry["l3.size_kib"])
+    dram_ws, dram = latency_at(m, DRAM_LLC_MULTIPLE * int(l3_kib) * KIB)
+    # Long enough a warm-up for the page-table lines to be where a long chase keeps them.
+    chase = f'pattern = "chase"\nworking_set_bytes = {dram_ws}\n'
+    simulated = simulated_ns_per_load(values, chase, warmup_us=3000.0)
+    latency = round(max(0.0, float(old.value) + dram.median - simulated), 1)
+    how = (
+        f"{old.source}; less its page walks: the model's chase over {fmt_bytes(dram_ws)} took {simulated:.1f} ns a load "
+        f"with {old.value} ns, the measured {dram.median:.1f}"
+    )
+    return [Value(key, latency, how) if v.key == key else v for v in values]
+
+
 def sequential_read_gbs(values: list[Value], streamer: Streamer, distance: int, working_set: int) -> float:
     """One core's sequential read from DRAM as the host preset with ``values`` simulates it, with
     the streamer running ``distance`` lines ahead."""
-    overrides = [f"platform.{v.key}={api.toml_literal(v.value)}" for v in values]
-    overrides += [
+    prefetcher = [
         f'platform.l2.prefetcher.kind="{streamer.kind}"',
         f"platform.l2.prefetcher.degree={streamer.degree}",
         f"platform.l2.prefetcher.distance={distance}",
     ]
-    text = (
-        '[platform]\npreset = "host"\n[sim]\nwarmup_us = 100.0\nmeasure_us = 500.0\n'
-        f'[[workloads]]\nkind = "probe"\npattern = "strided"\nworking_set_bytes = {working_set}\n'
-        "stride_bytes = 64\nprefetch_distance = 0\ncpu = 0\n"
-    )
-    with sysfs_only():
-        result, _ = _core.run_scenario(text, "calibrate", "calibrate", overrides, None)
-    ns = json.loads(result)["cores"]["0"]["workload"]["exec_ns_per_load"]
-    return LINE / ns
+    scan = f'pattern = "strided"\nworking_set_bytes = {working_set}\nstride_bytes = 64\nprefetch_distance = 0\n'
+    return LINE / simulated_ns_per_load(values, scan, warmup_us=100.0, extra=prefetcher)
 
 
 def fit_streamer(m: Measurements, values: list[Value], vendor: str | None) -> list[Value]:

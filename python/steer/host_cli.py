@@ -28,6 +28,10 @@ def calibrate_and_write(args: argparse.Namespace, mode: str, out: Path, extra: d
         progress.close()
     values = calibrate.fit(measured, geometry)
     vendor = calibrate.cpu_vendor()
+    guest = "hypervisor" in calibrate.cpu_flags()
+    translation = calibrate.translation_values(measured, vendor, guest, _core.probe_data_tlb())
+    if translation:
+        values = calibrate.refit_memory_latency(measured, values + translation, geometry)
     values += calibrate.fit_streamer(measured, values, vendor)
     streamer = calibrate.STREAMERS.get(vendor or "")
     output.write_atomically({out: calibrate.calibration_toml(measured, values), **extra})

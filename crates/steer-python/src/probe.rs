@@ -95,6 +95,13 @@ fn probe_allowed_cpus() -> Vec<u32> {
     steer_probe::allowed_cpus()
 }
 
+/// Entries and ways of the last-level data TLB for 4 KiB pages, as CPUID describes it (None where
+/// it does not).
+#[pyfunction]
+fn probe_data_tlb() -> Option<(u32, u32)> {
+    steer_probe::data_tlb()
+}
+
 /// The kernel's transparent huge page mode.
 #[pyfunction]
 fn probe_huge_pages() -> String {
@@ -116,6 +123,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(probe_strided_scan_ns, m)?)?;
     m.add_function(wrap_pyfunction!(probe_handoff_ns, m)?)?;
     m.add_function(wrap_pyfunction!(probe_peer_read_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(probe_data_tlb, m)?)?;
     m.add_function(wrap_pyfunction!(probe_producer_consumer_ns, m)?)?;
     m.add_function(wrap_pyfunction!(probe_allowed_cpus, m)?)?;
     m.add_function(wrap_pyfunction!(probe_huge_pages, m)?)?;
