@@ -191,7 +191,11 @@ def test_the_tlb_comes_from_cpuid_and_the_page_and_walk_from_where_the_probes_ra
 
     bare = tlb("GenuineIntel", False, (1536, 12))
     assert {k: v.value for k, v in bare.items()} == {
-        "entries": 1536, "ways": 12, "page_kib": 2048, "walk_reads": 1, "walkers": 4,
+        "entries": 1536,
+        "ways": 12,
+        "page_kib": 2048,
+        "walk_reads": 1,
+        "walkers": 4,
     }
     assert bare["entries"].source == "CPUID on box"
     assert tlb("GenuineIntel", False, (1536, 12), huge="never")["page_kib"].value == 4

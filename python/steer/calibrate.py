@@ -465,9 +465,12 @@ def translation_values(m: Measurements, vendor: str | None, guest: bool, cpuid: 
         entries, ways, documented = TLB_FALLBACK[vendor]
         how = f"assumed: {documented}; this CPU's CPUID does not describe its TLB"
     if guest:
-        page_kib, page_how = 4, (
-            "assumed: a virtual machine (the hypervisor flag) sees neither the host's pages behind its memory nor "
-            "their size; 4 KiB, the smallest, for the translation the TLB caches"
+        page_kib, page_how = (
+            4,
+            (
+                "assumed: a virtual machine (the hypervisor flag) sees neither the host's pages behind its memory nor "
+                "their size; 4 KiB, the smallest, for the translation the TLB caches"
+            ),
         )
         reads, reads_how = 2, "nested paging: the guest's page-table entry, then the host's (upper levels cached)"
     else:
@@ -509,8 +512,8 @@ def refit_memory_latency(m: Measurements, values: list[Value], geometry: dict[st
     simulated = simulated_ns_per_load(values, chase, warmup_us=3000.0)
     latency = round(max(0.0, float(old.value) + dram.median - simulated), 1)
     how = (
-        f"{old.source}; less its page walks: the model's chase over {fmt_bytes(dram_ws)} took {simulated:.1f} ns a load "
-        f"with {old.value} ns, the measured {dram.median:.1f}"
+        f"{old.source}; less its page walks: the model's chase over {fmt_bytes(dram_ws)} took {simulated:.1f} ns "
+        f"a load with {old.value} ns, the measured {dram.median:.1f}"
     )
     return [Value(key, latency, how) if v.key == key else v for v in values]
 
