@@ -215,16 +215,21 @@ def test_the_memory_latency_is_refitted_so_the_models_chase_takes_the_measured_t
     runs = []
 
     def chase(values, workload, warmup_us, extra=()):
-        runs.append((workload, warmup_us))
-        return {v.key: v.value for v in values}["memory.idle_latency_ns"] + 30.0
+        latency = {v.key: v.value for v in values}["memory.idle_latency_ns"]
+        runs.append((workload, warmup_us, latency))
+        # Walks of 30 ns, and 10% more when the latency is longer (their reads reach DRAM).
+        return latency + 30.0 + 0.1 * latency
 
     monkeypatch.setattr(calibrate, "simulated_ns_per_load", chase)
     refitted = {v.key: v for v in calibrate.refit_memory_latency(made_up(), values, GEOMETRY)}
-    # The model's chase over the 64 MiB the latency was measured at (16 times the 4 MiB L3 the
-    # chase sees) takes 129.5 ns at 99.5 (the measured 100.5 less an issue): 30 ns of walks come off.
-    assert runs == [('pattern = "chase"\nworking_set_bytes = 67108864\n', 3000.0)]
-    assert refitted["memory.idle_latency_ns"].value == 70.5
-    assert "took 129.5 ns a load with 99.5 ns, the measured 100.5" in refitted["memory.idle_latency_ns"].source
+    # The chase over the 64 MiB the latency was measured at (16 times the 4 MiB L3 the chase sees):
+    # 139.45 ns at 99.5 (the measured 100.5 less an issue), 38.95 ns too slow; 96.605 at 60.55,
+    # 3.895 too fast; 100.8895 at 64.445, 0.3895 too slow: a step under 0.5 ns, the last.
+    workload = 'pattern = "chase"\nworking_set_bytes = 67108864\n'
+    assert [r[:2] for r in runs] == [(workload, 20000.0)] * 3
+    assert [round(r[2], 4) for r in runs] == [99.5, 60.55, 64.445]
+    assert refitted["memory.idle_latency_ns"].value == 64.1
+    assert "takes 100.9 ns a load at 64.4 ns, the measured 100.5" in refitted["memory.idle_latency_ns"].source
     assert len(refitted) == len(values)
 
 
