@@ -97,10 +97,12 @@ LEVEL_CHECKS = {
     "L3": ("core.fill_cycles_per_line", "l3.latency_cycles", "l3.size_kib", *MISSES),
     "DRAM": DRAM,
 }
+# Random and strided reads beyond the L2 reach pages the TLB may not hold.
+TLB = ("core.tlb",)
 RANDOM_CHECKS = {
     "L2": ("l2.latency_cycles", *MISSES),
-    "L3": ("l3.latency_cycles", "l3.size_kib", *MISSES),
-    "DRAM": ("memory.idle_latency_ns", *MISSES),
+    "L3": ("l3.latency_cycles", "l3.size_kib", *MISSES, *TLB),
+    "DRAM": ("memory.idle_latency_ns", *MISSES, *TLB),
 }
 PEER = ("fabric.peer_l2_latency_ns",)
 
