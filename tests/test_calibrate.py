@@ -162,6 +162,9 @@ def test_the_streamer_runs_as_far_ahead_as_the_measured_sequential_read_needs(ve
         other = "AMD" if manual == "Intel" else "Intel"
         assert all(other not in v.source for v in fitted.values()), fitted
         assert manual in fitted["l2.prefetcher.kind"].source
+        # Intel's L2 has the adjacent-line prefetcher beside the streamer; AMD documents none.
+        pair = fitted.get("l2.prefetcher.pair_line")
+        assert (pair.value if pair else None) == (True if manual == "Intel" else None)
         return fitted["l2.prefetcher.distance"].value
 
     # The candidate whose simulated read is nearest the measured one.

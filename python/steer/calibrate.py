@@ -387,6 +387,8 @@ class Streamer:
     kind_source: str
     degree_source: str
     limit: str
+    # The adjacent-line prefetcher beside it, where the vendor documents one (its source), else None.
+    pair_line: str | None = None
 
 
 INTEL_MANUAL = "Intel 64 and IA-32 Architectures Optimization Reference Manual, Data Prefetching"
@@ -404,6 +406,7 @@ STREAMERS = {
         f"assumed: the L2 streamer follows lines within a 4 KiB page ({INTEL_MANUAL})",
         f"assumed: up to two prefetches per L2 lookup ({INTEL_MANUAL})",
         f"at most 20, {INTEL_MANUAL}",
+        f"the L2 spatial prefetcher completes each line fetched to the L2 to its 128-byte pair ({INTEL_MANUAL})",
     ),
     "AuthenticAMD": Streamer(
         "stream",
@@ -539,6 +542,7 @@ def sequential_read_gbs(values: list[Value], streamer: Streamer, distance: int, 
         f'platform.l2.prefetcher.kind="{streamer.kind}"',
         f"platform.l2.prefetcher.degree={streamer.degree}",
         f"platform.l2.prefetcher.distance={distance}",
+        f"platform.l2.prefetcher.pair_line={str(streamer.pair_line is not None).lower()}",
     ]
     scan = f'pattern = "strided"\nworking_set_bytes = {working_set}\nstride_bytes = 64\nprefetch_distance = 0\n'
     return LINE / simulated_ns_per_load(values, scan, warmup_us=100.0, extra=prefetcher)
@@ -559,6 +563,7 @@ def fit_streamer(m: Measurements, values: list[Value], vendor: str | None) -> li
     return [
         Value("l2.prefetcher.kind", streamer.kind, streamer.kind_source),
         Value("l2.prefetcher.degree", streamer.degree, streamer.degree_source),
+        *([Value("l2.prefetcher.pair_line", True, streamer.pair_line)] if streamer.pair_line else []),
         Value(
             "l2.prefetcher.distance",
             distance,
@@ -627,7 +632,7 @@ def calibration_toml(m: Measurements, values: list[Value]) -> str:
         sections.setdefault(value.key.split(".")[0], []).append(value)
     for section, entries in sections.items():
         lines += ["", f"[{section}]"]
-        lines += [f"{v.key.split('.', 1)[1]} = {v.value!r}  # {v.source}" for v in entries]
+        lines += [f"{v.key.split('.', 1)[1]} = {api.toml_literal(v.value)}  # {v.source}" for v in entries]
     return "\n".join(lines) + "\n"
 
 

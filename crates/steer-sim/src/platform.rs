@@ -603,7 +603,7 @@ impl PlatformSpec {
                 }
             }
         }
-        ensure(self.l3.prefetcher.kind == "none", &key("l3.prefetcher.kind"), || {
+        ensure(!self.l3.prefetcher.any(), &key("l3.prefetcher.kind"), || {
             "an L3 prefetcher is not modelled (use the L1D or L2 one)".into()
         })?;
         ensure(self.l2.relation != Relation::Exclusive, &key("l2.relation"), || {

@@ -454,6 +454,7 @@ fn next_line() -> steer_sim::cache::prefetch::PrefetcherSpec {
         kind: steer_sim::params::Name::new("next_line"),
         degree: 1,
         distance: 1,
+        pair_line: false,
     }
 }
 

@@ -21,7 +21,7 @@ fn platform(l1_prefetcher: PrefetcherSpec) -> PlatformSpec {
 }
 
 fn stride(degree: u32, distance: u32) -> PrefetcherSpec {
-    PrefetcherSpec { kind: "stride".into(), degree, distance }
+    PrefetcherSpec { kind: "stride".into(), degree, distance, pair_line: false }
 }
 
 /// Walks lines 0, 3, 6, ..., 18 with `gap` between accesses; returns the sources.
@@ -81,7 +81,12 @@ fn a_prefetch_used_before_its_data_arrives_is_late_and_waits() {
 
 #[test]
 fn unused_prefetches_are_counted_useless_when_evicted() {
-    let mut h = Hierarchy::new(&platform(PrefetcherSpec { kind: "next_line".into(), degree: 1, distance: 1 }));
+    let mut h = Hierarchy::new(&platform(PrefetcherSpec {
+        kind: "next_line".into(),
+        degree: 1,
+        distance: 1,
+        pair_line: false,
+    }));
     // Each miss on an even line prefetches the odd line after it; only even lines are used.
     // L1 (16 sets x 4 ways) overflows after 64 lines, evicting the unused odd ones.
     let mut now = Time::ZERO;
@@ -161,7 +166,7 @@ fn a_software_prefetch_into_the_l1d_holds_a_miss_slot_and_one_into_the_l2_does_n
 fn two_cores_with_an_l2_stream() -> PlatformSpec {
     let mut platform = platform(PrefetcherSpec::default());
     platform.topology.cores_per_ccx = 2;
-    platform.l2.prefetcher = PrefetcherSpec { kind: "stream".into(), degree: 2, distance: 4 };
+    platform.l2.prefetcher = PrefetcherSpec { kind: "stream".into(), degree: 2, distance: 4, pair_line: false };
     platform.validate("platform").unwrap();
     platform
 }
@@ -247,10 +252,28 @@ fn an_l1_prefetch_using_a_line_the_l2_prefetched_keeps_the_l2_prefetcher_going()
     // a line it prefetched. L1 prefetches of 0 (a miss: 1 follows) and of 1 (the first use of
     // prefetched 1: 2 follows) drive it as the L1D's own misses would.
     let mut spec = platform(PrefetcherSpec::default());
-    spec.l2.prefetcher = PrefetcherSpec { kind: "next_line".into(), degree: 1, distance: 1 };
+    spec.l2.prefetcher = PrefetcherSpec { kind: "next_line".into(), degree: 1, distance: 1, pair_line: false };
     let mut h = Hierarchy::new(&spec);
     h.prefetch(0, Line(0), Level::L1, Time::from_us(1.0));
     h.prefetch(0, Line(1), Level::L1, Time::from_us(2.0));
     assert_eq!(h.stats.l2.prefetch.issued, 2);
     assert_eq!(h.core_access(0, Line(2), false, Time::from_us(3.0)).source, Source::L2);
+}
+
+#[test]
+fn the_l2s_pair_line_prefetcher_brings_the_other_line_of_each_missed_pair_into_the_l2() {
+    let mut spec = platform(PrefetcherSpec::default());
+    spec.l2.prefetcher = PrefetcherSpec { pair_line: true, ..PrefetcherSpec::default() };
+    let mut h = Hierarchy::new(&spec);
+    let at = |us| Time::from_us(us);
+    // Line 10 misses to DRAM; its pair, 11, comes into the L2 (not the L1D) with it.
+    assert_eq!(h.core_access(0, Line(10), false, at(1.0)).source, Source::Dram);
+    assert_eq!(h.core_access(0, Line(11), false, at(2.0)).source, Source::L2);
+    // An L2 hit brings no pair: 11's L1D miss found the L2's copy, so 10 stays the only other line.
+    assert_eq!(h.stats.l2.prefetch.issued, 1);
+    // Line 7's pair is 6, below it.
+    h.core_access(0, Line(7), false, at(3.0));
+    assert_eq!(h.core_access(0, Line(6), false, at(4.0)).source, Source::L2);
+    assert_eq!(h.stats.l2.prefetch.issued, 2);
+    h.check_invariants().unwrap();
 }

@@ -38,7 +38,7 @@ use steer_sim::units::Line;
 pub fn unsupported(platform: &PlatformSpec) -> Option<String> {
     for (name, spec) in [("l1d", &platform.l1d), ("l2", &platform.l2), ("l3", &platform.l3)] {
         // Prefetches need the general path's in-flight bookkeeping.
-        if spec.prefetcher.kind != "none" {
+        if spec.prefetcher.any() {
             return Some(format!("{name} has a hardware prefetcher"));
         }
         // A replay runs as CPU 0 of a one-core platform, so a mask for `cpu:0` confines its fills.

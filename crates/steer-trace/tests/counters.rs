@@ -66,7 +66,8 @@ fn every_level_counts_what_the_level_above_passes_down_and_memory_what_the_l3_do
             platform.l3.prefetcher = PrefetcherSpec::default();
         }
         streams.l1d.prefetcher = stream.clone();
-        streams.l2.prefetcher = stream.clone();
+        // The L2's stream with the pair line beside it, as Intel's L2 has both.
+        streams.l2.prefetcher = PrefetcherSpec { pair_line: true, ..stream.clone() };
         for (setting, platform) in [("its prefetchers", own), ("no prefetcher", none), ("stream prefetchers", streams)]
         {
             platform.validate("platform").unwrap();

@@ -41,6 +41,9 @@ params! {
         /// How far ahead the first prefetched line is, in lines (next_line) or strides (stride); how
         /// far beyond the furthest access a stream's head may run, in lines (stream).
         distance: u32 = 1,
+        /// On every demand miss, also fetch the other line of its aligned pair (Intel's adjacent-line
+        /// or spatial prefetcher, beside the level's own).
+        pair_line: bool = false,
     }
 }
 
@@ -91,6 +94,7 @@ fn region_of(line: Line) -> Range<i64> {
 
 mod next_line;
 mod none;
+mod pair_line;
 mod stream;
 mod stride;
 
@@ -117,7 +121,16 @@ impl PrefetcherSpec {
     }
 
     pub fn build(&self) -> Option<Box<dyn Prefetcher>> {
-        PREFETCHERS.iter().find(|p| p.name == self.kind.as_str()).and_then(|p| (p.build)(self))
+        let own = PREFETCHERS.iter().find(|p| p.name == self.kind.as_str()).and_then(|p| (p.build)(self));
+        if self.pair_line {
+            return Some(Box::new(pair_line::PairLine { inner: own }));
+        }
+        own
+    }
+
+    /// Whether the level prefetches at all.
+    pub fn any(&self) -> bool {
+        self.kind != "none" || self.pair_line
     }
 }
 
@@ -135,10 +148,10 @@ mod tests {
 
     #[test]
     fn next_line_fetches_the_following_lines() {
-        let spec = PrefetcherSpec { kind: Name::new("next_line"), degree: 2, distance: 1 };
+        let spec = PrefetcherSpec { kind: Name::new("next_line"), degree: 2, distance: 1, ..Default::default() };
         assert_eq!(run(spec.build().unwrap().as_mut(), &[10]), vec![11, 12]);
         // The distance is where the first prefetched line is; the degree how many follow from it.
-        let far = PrefetcherSpec { kind: Name::new("next_line"), degree: 3, distance: 4 };
+        let far = PrefetcherSpec { kind: Name::new("next_line"), degree: 3, distance: 4, ..Default::default() };
         assert_eq!(run(far.build().unwrap().as_mut(), &[10]), vec![14, 15, 16]);
         // A hit that is not the first use of a prefetched line fetches nothing.
         let mut out = Vec::new();
@@ -152,11 +165,11 @@ mod tests {
 
     #[test]
     fn stride_needs_the_stride_twice_then_runs_ahead() {
-        let spec = PrefetcherSpec { kind: Name::new("stride"), degree: 1, distance: 2 };
+        let spec = PrefetcherSpec { kind: Name::new("stride"), degree: 1, distance: 2, ..Default::default() };
         // Lines 0, 3, 6, 9: stride 3 seen at 3 (first), confirmed at 6 -> 6 + 3*2 = 12; at 9 -> 15.
         assert_eq!(run(spec.build().unwrap().as_mut(), &[0, 3, 6, 9]), vec![12, 15]);
         // Two lines a trigger: the stride's next two steps from the distance on.
-        let two = PrefetcherSpec { kind: Name::new("stride"), degree: 2, distance: 2 };
+        let two = PrefetcherSpec { kind: Name::new("stride"), degree: 2, distance: 2, ..Default::default() };
         assert_eq!(run(two.build().unwrap().as_mut(), &[0, 3, 6]), vec![12, 15]);
         // Nothing beyond the 64-line region the stride runs in.
         assert!(run(spec.build().unwrap().as_mut(), &[54, 57, 60, 63]).is_empty());
@@ -166,7 +179,7 @@ mod tests {
     }
 
     fn stream(degree: u32, distance: u32) -> Box<dyn Prefetcher> {
-        PrefetcherSpec { kind: Name::new("stream"), degree, distance }.build().unwrap()
+        PrefetcherSpec { kind: Name::new("stream"), degree, distance, ..Default::default() }.build().unwrap()
     }
 
     #[test]
@@ -189,6 +202,21 @@ mod tests {
         // 0, 1 start it; 5 (a request the L1's prefetcher sent ahead) moves it on to 6; 2 and 3,
         // behind its furthest line, change nothing; 6 and 7 move it on.
         assert_eq!(run(stream(1, 8).as_mut(), &[0, 1, 5, 2, 6, 3, 7]), vec![2, 6, 7, 8]);
+    }
+
+    #[test]
+    fn the_pair_line_comes_on_every_demand_miss_beside_the_levels_own_prefetches() {
+        let pair = |kind: &str| PrefetcherSpec { kind: Name::new(kind), pair_line: true, ..Default::default() };
+        // Alone: 10's pair is 11, 11's is 10, 7's is 6.
+        assert_eq!(run(pair("none").build().unwrap().as_mut(), &[10, 11, 7]), vec![11, 10, 6]);
+        // With next_line: the pair line first, then the level's own.
+        assert_eq!(run(pair("next_line").build().unwrap().as_mut(), &[10]), vec![11, 11]);
+        // A hit fetches no pair, even the first use of a prefetched line.
+        let mut out = Vec::new();
+        let first_use = Trigger { line: Line(10), hit: true, prefetch_hit: true };
+        pair("none").build().unwrap().on_access(first_use, &mut out);
+        assert!(out.is_empty());
+        assert!(pair("none").any() && !PrefetcherSpec::default().any());
     }
 
     #[test]
