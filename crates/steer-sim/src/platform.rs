@@ -896,7 +896,8 @@ mod tests {
         };
         assert_eq!(path_of(&|_| ()), None);
         assert_eq!(path_of(&|t| (t.entries, t.ways) = (1 << 16, 16)), None);
-        let refused: [(&str, &dyn Fn(&mut TlbSpec)); 9] = [
+        type Change<'a> = &'a dyn Fn(&mut TlbSpec);
+        let refused: [(&str, Change); 9] = [
             ("entries", &|t| (t.entries, t.ways) = ((1 << 16) + 1, 1)),
             ("ways", &|t| t.ways = 0),
             ("ways", &|t| t.ways = 7),
