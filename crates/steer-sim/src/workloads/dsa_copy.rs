@@ -235,9 +235,14 @@ impl WorkloadSpec for DsaCopySpec {
                 let src_node = &memory[self.src_node as usize];
                 let src_latency =
                     if src_in_llc { platform.llc_read_latency_ns(src_node, socket) } else { latency(self.src_node) };
-                // Misses in flight over a line's round trip: a load of the source, a read for
-                // ownership of the destination (Little's law).
-                let cpu_cap = platform.core_stream_gbs(src_latency + latency(self.dst_node));
+                // The core's copy rate by how its stores take the destination lines.
+                let dst_node = &memory[self.dst_node as usize];
+                let copy_gbs =
+                    |dst_ns| crate::cpu::copy_stream_gbs(&platform.core, platform.line_bytes(), src_latency, dst_ns);
+                let cpu_caps = CpuCaps {
+                    read_for_ownership: copy_gbs(latency(self.dst_node)),
+                    whole_line: copy_gbs(platform.llc_read_latency_ns(dst_node, socket)),
+                };
                 let cpu_route =
                     crate::flows::plain(network.copy_route(socket, self.src_node, self.dst_node, src_in_llc));
                 let ports = b.copy_ports();
@@ -252,7 +257,7 @@ impl WorkloadSpec for DsaCopySpec {
                     device,
                     owner,
                     cpu_route,
-                    cpu_cap,
+                    cpu_caps,
                     src_in_llc,
                     src,
                     dst,
@@ -303,6 +308,32 @@ pub struct CopyJob {
     pub threads_left: u32,
 }
 
+/// Bytes from which glibc's `memcpy` copies with `rep movsb` on a CPU with fast short REP MOV
+/// (FSRM: Ice Lake and later, Sapphire Rapids included), and above its non-temporal threshold with
+/// non-temporal stores: both write whole destination lines without reading them
+/// (sysdeps/x86/dl-cacheinfo.h: "The default REP MOVSB threshold is 2112 on processors with fast
+/// short REP MOVSB (FSRM)"; `rep_movsb_stop_threshold` = the non-temporal threshold). Below it,
+/// vector loads and stores, each destination line read for ownership.
+pub const REP_MOVSB_BYTES: u64 = 2112;
+
+/// A core's copy rate (GB/s) by its store path (`crate::cpu::copy_stream_gbs`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct CpuCaps {
+    read_for_ownership: f64,
+    whole_line: f64,
+}
+
+impl CpuCaps {
+    /// The rate of one `memcpy` of `bytes`.
+    fn for_copy(&self, bytes: u64) -> f64 {
+        if bytes >= REP_MOVSB_BYTES {
+            self.whole_line
+        } else {
+            self.read_for_ownership
+        }
+    }
+}
+
 const SUBMIT: u32 = 0;
 const CPU_COPY: u32 = 1;
 
@@ -315,7 +346,7 @@ struct Submitter {
     device: usize,
     owner: OwnerId,
     cpu_route: Vec<Use>,
-    cpu_cap: f64,
+    cpu_caps: CpuCaps,
     src_in_llc: bool,
     /// Its source and destination buffers.
     src: Region,
@@ -518,7 +549,7 @@ impl Program for Submitter {
                 let transfer = Transfer {
                     bytes,
                     route: self.cpu_route.clone(),
-                    cap_gbs: self.cpu_cap,
+                    cap_gbs: self.cpu_caps.for_copy(bytes),
                     reads: (!self.src_in_llc).then_some(src),
                     writes: Some(dst),
                 };
@@ -598,6 +629,14 @@ mod tests {
     use super::*;
     use crate::devices::DeviceSpec;
     use crate::system::Builder;
+
+    #[test]
+    fn a_cpu_copy_writes_whole_lines_from_the_rep_movsb_threshold_on() {
+        let caps = CpuCaps { read_for_ownership: 4.0, whole_line: 7.0 };
+        assert_eq!(caps.for_copy(REP_MOVSB_BYTES - 1), 4.0);
+        assert_eq!(caps.for_copy(REP_MOVSB_BYTES), 7.0);
+        assert_eq!(caps.for_copy(1 << 30), 7.0);
+    }
 
     #[test]
     fn a_stalled_copy_says_what_it_waits_for_and_its_job_is_named() {
