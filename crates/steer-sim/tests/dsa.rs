@@ -158,6 +158,15 @@ fn block_on_fault_waits_for_every_destination_page() {
 }
 
 #[test]
+fn a_page_faults_once_for_the_first_descriptor_that_writes_it() {
+    // 64 descriptors of 256 B fill 4 pages; a reused 8 KiB destination faults in its first pass.
+    let r = copy(&["faults=\"block_on_fault\"", "transfer_bytes=256", "total_bytes=16384"]);
+    assert_eq!(r["devices"]["dsa0"]["page_faults"], 4);
+    let reused = ["faults=\"block_on_fault\"", "transfer_bytes=4096", "total_bytes=65536", "buffer_bytes=8192"];
+    assert_eq!(copy(&reused)["devices"]["dsa0"]["page_faults"], 2);
+}
+
+#[test]
 fn a_full_shared_queue_answers_retry() {
     let r = copy(&["threads=4", "queue_depth=4", "transfer_bytes=4096", "total_bytes=1048576", "devices.0.wq_size=8"]);
     let wq = &r["devices"]["dsa0"]["wq"];

@@ -135,20 +135,23 @@ impl DsaSpec {
             + self.page_response_ns
     }
 
-    /// Engine time before a task of `bytes` moves its data, and the page faults it served: the
-    /// fixed cost, plus, at untouched destination pages, each page's fault (block-on-fault) or
-    /// the one translation request that finds the first page missing (partial completion: the
-    /// task ends there).
-    fn setup_ns(&self, faults: Faults, bytes: u64) -> (f64, u64) {
+    /// Engine time before a task that writes `new_pages` untouched destination pages moves its
+    /// data, and the page faults it served: the fixed cost, plus each such page's fault
+    /// (block-on-fault) or the one translation request that finds the first of them missing
+    /// (partial completion: the task ends there).
+    fn setup_ns(&self, faults: Faults, new_pages: u64) -> (f64, u64) {
         match faults {
-            Faults::None => (self.descriptor_ns, 0),
-            Faults::BlockOnFault => {
-                let pages = bytes.div_ceil(PAGE_BYTES);
-                (self.descriptor_ns + pages as f64 * self.page_fault_ns(), pages)
-            }
-            Faults::Partial => (self.descriptor_ns + self.ats_ns, 0),
+            Faults::BlockOnFault => (self.descriptor_ns + new_pages as f64 * self.page_fault_ns(), new_pages),
+            Faults::Partial if new_pages > 0 => (self.descriptor_ns + self.ats_ns, 0),
+            Faults::None | Faults::Partial => (self.descriptor_ns, 0),
         }
     }
+}
+
+/// Pages of a destination buffer, written in order from its (page-aligned) start, that a write of
+/// `bytes` at byte `at` of it is the first to touch: those that begin within it.
+pub fn pages_first_touched(at: u64, bytes: u64) -> u64 {
+    (at + bytes).div_ceil(PAGE_BYTES) - at.div_ceil(PAGE_BYTES)
 }
 
 /// A copy job's request: one descriptor (a batch of `tasks` copies of `task_bytes` each, the
@@ -178,6 +181,12 @@ impl Descriptor {
         } else {
             self.task_bytes
         }
+    }
+
+    /// Destination pages task `task` is the first to write (`pages_first_touched`).
+    fn new_pages(&self, task: u32) -> u64 {
+        let at = self.dst.skip(task as u64 * self.task_bytes).start;
+        pages_first_touched(at, self.bytes_of(task))
     }
 }
 
@@ -555,7 +564,7 @@ pub struct Dsa {
 impl Dsa {
     /// Engine time before a task's data moves (`DsaSpec::setup_ns`).
     fn setup_time(&mut self, descriptor: &Descriptor, task: u32) -> Time {
-        let (ns, faults) = self.spec.setup_ns(descriptor.faults, descriptor.bytes_of(task));
+        let (ns, faults) = self.spec.setup_ns(descriptor.faults, descriptor.new_pages(task));
         self.stats.page_faults += faults;
         Time::from_ns(ns)
     }
@@ -600,7 +609,7 @@ impl Dsa {
         let work = self.engines[e].work.as_mut().expect("a task in progress");
         let d = &work.descriptor;
         let bytes = d.bytes_of(work.task);
-        if d.faults == Faults::Partial {
+        if d.faults == Faults::Partial && d.new_pages(work.task) > 0 {
             work.left += bytes;
             self.stats.partial_bytes += bytes;
             self.end_task(cx, e, now);
@@ -830,14 +839,34 @@ mod tests {
     #[test]
     fn block_on_fault_serves_every_touched_page_before_the_data_moves() {
         let spec = DsaSpec::default();
-        assert_eq!(spec.setup_ns(Faults::None, 4097), (48.0, 0));
-        assert_eq!(spec.setup_ns(Faults::BlockOnFault, 4096), (48.0 + 14_500.0, 1));
-        assert_eq!(spec.setup_ns(Faults::BlockOnFault, 4097), (48.0 + 2.0 * 14_500.0, 2));
+        assert_eq!(spec.setup_ns(Faults::None, 2), (48.0, 0));
+        assert_eq!(spec.setup_ns(Faults::BlockOnFault, 0), (48.0, 0));
+        assert_eq!(spec.setup_ns(Faults::BlockOnFault, 2), (48.0 + 2.0 * 14_500.0, 2));
     }
 
     #[test]
     fn a_partial_completion_costs_one_translation_that_finds_no_page() {
-        assert_eq!(DsaSpec::default().setup_ns(Faults::Partial, 1 << 20), (48.0 + 1000.0, 0));
+        assert_eq!(DsaSpec::default().setup_ns(Faults::Partial, 256), (48.0 + 1000.0, 0));
+        assert_eq!(DsaSpec::default().setup_ns(Faults::Partial, 0), (48.0, 0));
+    }
+
+    #[test]
+    fn a_page_faults_for_the_write_that_touches_it_first() {
+        // Sixteen 256 B writes fill one page: the first faults it.
+        assert_eq!(pages_first_touched(0, 256), 1);
+        assert_eq!(pages_first_touched(256, 256), 0);
+        assert_eq!(pages_first_touched(3840, 256), 0);
+        assert_eq!(pages_first_touched(3840, 257), 1);
+        assert_eq!(pages_first_touched(0, 4097), 2);
+        assert_eq!(pages_first_touched(4096, 4096), 1);
+    }
+
+    #[test]
+    fn a_batch_task_counts_the_pages_it_writes_first() {
+        // Tasks of 2048 B from the buffer's start: the first, third and fifth begin a page.
+        let d = Descriptor { tasks: 5, task_bytes: 2048, last_bytes: 2048, ..descriptor(1) };
+        let d = Descriptor { dst: Region::new(0, 0, 1 << 20), ..d };
+        assert_eq!((0..5).map(|t| d.new_pages(t)).collect::<Vec<_>>(), [1, 0, 1, 0, 1]);
     }
 
     #[test]

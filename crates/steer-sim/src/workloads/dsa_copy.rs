@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, DESCRIPTOR};
 use crate::devices::copy_policy::{self, CopyPolicies};
-use crate::devices::dsa::{Descriptor, DsaSpec, Faults, Submissions, Submit, WqMode, MAX_TRANSFER_BYTES};
+use crate::devices::dsa::{
+    pages_first_touched, Descriptor, DsaSpec, Faults, Submissions, Submit, WqMode, MAX_TRANSFER_BYTES,
+};
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
 use crate::error::{ensure, ConfigError, ConfigResult};
 use crate::flows::{OwnerId, Region, Transfer, Use};
@@ -386,6 +388,12 @@ impl Submitter {
         at
     }
 
+    /// Whether the destination is still untouched where the next piece goes: only in the first
+    /// pass over it (a reused buffer stays mapped after it).
+    fn untouched(&self) -> bool {
+        self.placed < self.dst.len
+    }
+
     /// The next submission: up to `batch` descriptors of `transfer_bytes` from what is left.
     fn next_descriptor(&mut self) -> Descriptor {
         let transfer = self.spec.transfer_bytes;
@@ -393,6 +401,7 @@ impl Submitter {
         let bytes = (tasks * transfer).min(self.remaining);
         self.remaining -= bytes;
         self.next_tag += 1;
+        let faults = if self.untouched() { self.spec.faults } else { Faults::None };
         let (src, dst) = self.place(bytes);
         Descriptor {
             submitter: self.me,
@@ -403,7 +412,7 @@ impl Submitter {
             src,
             src_in_llc: self.src_in_llc,
             dst,
-            faults: self.spec.faults,
+            faults,
             cache_control: self.spec.cache_control,
         }
     }
@@ -429,7 +438,8 @@ impl Submitter {
     /// must.
     fn copy_on_cpu(&mut self, cx: &mut ProgramCx, bytes: u64, (src, dst): (Region, Region), fault_pages: bool) {
         if fault_pages {
-            cx.hold(Time::from_ns(bytes.div_ceil(4096) as f64 * self.dsa.software_fault_ns));
+            let pages = pages_first_touched(dst.start, bytes);
+            cx.hold(Time::from_ns(pages as f64 * self.dsa.software_fault_ns));
         }
         self.software_left = bytes;
         self.software_from = Some((src, dst));
@@ -486,8 +496,9 @@ impl Program for Submitter {
                     self.remaining -= bytes;
                     self.job(cx).descriptors += 1;
                     cx.count(1);
+                    let untouched = self.spec.faults != Faults::None && self.untouched();
                     let at = self.place(bytes);
-                    self.copy_on_cpu(cx, bytes, at, self.spec.faults != Faults::None);
+                    self.copy_on_cpu(cx, bytes, at, untouched);
                     return Next::Unit;
                 }
                 CopyPath::Hardware if self.in_flight.len() < self.spec.queue_depth as usize => {
