@@ -167,6 +167,15 @@ fn a_page_faults_once_for_the_first_descriptor_that_writes_it() {
 }
 
 #[test]
+fn a_partial_completion_comes_only_at_a_page_no_descriptor_wrote_before() {
+    // 64 descriptors of 256 B over 4 pages: the first of each page completes partially and the
+    // CPU copies its 256 B; the other 15 find their page mapped and the device copies them.
+    let r = copy(&["faults=\"partial\"", "transfer_bytes=256", "total_bytes=16384"]);
+    assert_eq!(r["copy"]["software_bytes"], 4 * 256);
+    assert_eq!(r["devices"]["dsa0"]["bytes"], 60 * 256);
+}
+
+#[test]
 fn a_full_shared_queue_answers_retry() {
     let r = copy(&["threads=4", "queue_depth=4", "transfer_bytes=4096", "total_bytes=1048576", "devices.0.wq_size=8"]);
     let wq = &r["devices"]["dsa0"]["wq"];
