@@ -9,6 +9,9 @@ the numbers the docs quote from it, so that a change to the model refreshes both
   rx-default with DMA to memory below, at and past the load its loop keeps up with.
 - seed001-transfer-size.png and seed001-ddr-to-hbm.png (docs/dsa.md): seed 001's two curves, as
   `steer reproduce --only seed001 --plot DIR` draws them. Prints their points.
+- dsa-latency-by-size.png and dsa-throughput-by-size.png (docs/dsa.md): the DSA latency-by-size
+  and fault experiment, `steer run dsa-copy` within DDR node 0 at each transfer size with the
+  settings `DSA_CURVES` and `DSA_LATENCY` list. Prints their points.
 - reproduce-parity.png and reproduce-rows.png (docs/reproduce.md): `steer reproduce --plot DIR`'s
   parity figure of every row, and its row panels of `--only seed004 --only leon`. Prints the scores.
 - fit-turin-write-queue.png (docs/fit.md): `steer fit fits/turin-write-queue.toml --plot FILE`'s
@@ -149,6 +152,67 @@ def seed001() -> dict[str, bytes]:
     return figures
 
 
+# docs/dsa.md's experiment: DDR node 0 to node 0, every byte copied once (no reused buffers), at
+# each transfer size; one descriptor's latency (synchronous, by page fault mode) and throughput
+# (32 descriptors in flight: one engine or four, with block-on-fault, and the CPU's copy).
+DSA_SIZES = tuple(256 << (2 * i) for i in range(7))
+DSA_COMMON = ("dst_node=0",)
+DSA_LATENCY = {
+    "no fault": ("queue_depth=1",),
+    "partial completion": ("queue_depth=1", 'faults="partial"'),
+    "block on fault": ("queue_depth=1", 'faults="block_on_fault"'),
+}
+DSA_CURVES = {
+    "one engine": ("engines=1", "queue_depth=32"),
+    "four engines": ("engines=4", "queue_depth=32"),
+    "four engines, block on fault": ("engines=4", "queue_depth=32", 'faults="block_on_fault"'),
+    "CPU (software path)": ('path="software"',),
+}
+
+
+def dsa_copy(runner: reproduce.Runner, size: int, settings: tuple[str, ...]) -> dict:
+    """One `dsa-copy` job of 64 transfers of `size` bytes with `settings`: its `copy` figures."""
+    sizes = (f"transfer_bytes={size}", f"total_bytes={64 * size}")
+    return runner.run("dsa-copy", *DSA_COMMON, *sizes, *settings)["copy"]
+
+
+def dsa_curves(runner: reproduce.Runner, settings: dict, key: str) -> dict[str, list[float]]:
+    """Each setting's figure `key` at every size of `DSA_SIZES`."""
+    return {label: [dsa_copy(runner, size, extra)[key] for size in DSA_SIZES] for label, extra in settings.items()}
+
+
+def dsa_sizes() -> dict[str, bytes]:
+    """One descriptor's latency by page fault mode and the copy's throughput by engines, against
+    transfer size."""
+    runner = reproduce.Runner()
+    plt = reproduce.pyplot()
+    figures = {}
+    drawings = (
+        # Synchronous: the wall time per descriptor is its latency, with what the CPU finishes
+        # after a partial completion.
+        ("dsa-latency-by-size.png", DSA_LATENCY, "per_descriptor_us", "time per descriptor, synchronous (µs)", "log"),
+        ("dsa-throughput-by-size.png", DSA_CURVES, "gibps", "GiB/s", "linear"),
+    )
+    for name, settings, key, label, yscale in drawings:
+        curves = dsa_curves(runner, settings, key)
+        print(f"{name}: dsa-copy {' '.join(DSA_COMMON)}, {label} by transfer size")
+        fig, ax = plt.subplots(figsize=(6.4, 4.0))
+        for curve, ys in curves.items():
+            print(f"  {curve}: " + ", ".join(f"{fmt_bytes(s)} {y:.3g}" for s, y in zip(DSA_SIZES, ys, strict=True)))
+            ax.plot(DSA_SIZES, ys, marker="o", label=curve)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale(yscale)
+        ax.set_xticks(DSA_SIZES, [fmt_bytes(s) for s in DSA_SIZES], fontsize=7)
+        ax.set_xlabel("transfer size (bytes per descriptor)")
+        ax.set_ylabel(label)
+        ax.set_title("one DSA, DDR node 0 to node 0 (simulated)", fontsize=9)
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        figures[name] = reproduce.png(fig)
+    return figures
+
+
 def steer_command(*args: str) -> str:
     """Runs `steer ARGS` as a user would; its standard output."""
     return subprocess.run([sys.executable, "-m", "steer", *args], check=True, capture_output=True, text=True).stdout
@@ -184,6 +248,7 @@ def fit_costs() -> dict[str, bytes]:
 DRAWINGS = {
     rx_placement: ("rx-placement-dram.png",),
     seed001: ("seed001-transfer-size.png", "seed001-ddr-to-hbm.png"),
+    dsa_sizes: ("dsa-latency-by-size.png", "dsa-throughput-by-size.png"),
     reproduce_figures: ("reproduce-parity.png", "reproduce-rows.png"),
     fit_costs: ("fit-turin-write-queue.png",),
 }

@@ -207,6 +207,31 @@ impl CoreTimer {
     }
 }
 
+/// How a core's bulk copy takes its destination lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StorePath {
+    /// Ordinary stores: each destination line is first read for ownership from where it lies.
+    ReadForOwnership,
+    /// Whole lines taken without their data: a fast-string `rep movsb` invalidates each
+    /// destination line it will fill entirely instead of reading it (Intel SDM vol. 3, "Out-of-Order
+    /// Stores For String Operations"), and a non-temporal store writes a combined line; either
+    /// request is answered by the line's home agent, not by its memory.
+    WholeLine,
+}
+
+/// What one core copies in bulk (GB/s) by the core model's timing (`CoreTimer`): every line
+/// copied holds one of the L1D's miss slots for the source's round trip `src_ns` and one for its
+/// destination's, `dst_ns` (a read for ownership, or a whole-line claim: `StorePath`); it also
+/// takes the load port, the store port and two of the fill path's fills (source and destination).
+pub fn copy_stream_gbs(core: &CoreSpec, line_bytes: u32, src_ns: f64, dst_ns: f64) -> f64 {
+    let line = line_bytes as f64;
+    let by_misses = core.outstanding_misses as f64 * line / (src_ns + dst_ns);
+    let cycles_per_line =
+        core.issue_cycles_per_line.max(core.store_issue_cycles_per_line).max(2.0 * core.fill_cycles_per_line);
+    let by_ports = line * core.freq_ghz / cycles_per_line;
+    by_misses.min(by_ports)
+}
+
 /// What a program does after queuing (or not) a unit of work.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Next {
@@ -722,6 +747,25 @@ mod tests {
     use crate::engine::Harness;
     use crate::system::Shared;
     use crate::testing::{ns, tiny_platform};
+
+    #[test]
+    fn a_copy_holds_a_miss_slot_per_line_for_the_source_and_one_for_the_destination() {
+        // 16 slots x 64 B over a source and a destination round trip of 110 ns each; a
+        // destination claimed at the home agent (70 cycles at 2.1 GHz) holds its slot 100/3 ns.
+        let core = CoreSpec { freq_ghz: 2.1, outstanding_misses: 16, ..CoreSpec::default() };
+        assert_eq!(copy_stream_gbs(&core, 64, 110.0, 110.0), 1024.0 / 220.0);
+        assert_eq!(copy_stream_gbs(&core, 64, 110.0, 100.0 / 3.0), 1024.0 / (110.0 + 100.0 / 3.0));
+    }
+
+    #[test]
+    fn a_copy_from_near_lines_is_held_by_the_slowest_port() {
+        // 1024 slots over 20 ns would move 3276.8 GB/s; two fills a line at one cycle each at
+        // 2 GHz allow 64 GB/s, a store port of 3 cycles a line 42.67 GB/s.
+        let core = CoreSpec { freq_ghz: 2.0, outstanding_misses: 1024, ..CoreSpec::default() };
+        assert_eq!(copy_stream_gbs(&core, 64, 10.0, 10.0), 64.0);
+        let slow_stores = CoreSpec { store_issue_cycles_per_line: 3.0, ..core };
+        assert_eq!(copy_stream_gbs(&slow_stores, 64, 10.0, 10.0), 128.0 / 3.0);
+    }
 
     /// A program that plays back units of operations, recording when each of its calls happens.
     struct Script {

@@ -88,10 +88,21 @@ params! {
         enqcmd_ns: f64 = 150.0,
         /// Core time of one MOVDIR64B (posted) (ns): assumed.
         movdir64b_ns: f64 = 20.0,
-        /// Engine wait for the OS to resolve one destination page fault (ns): assumed.
-        fault_ns: f64 = 2000.0,
-        /// Core time to fault in one destination page when software finishes a partial
-        /// completion (ns): assumed.
+        /// One address translation request (ATS) from the device to the IOMMU and its answer,
+        /// the IOMMU walking the process's page table (ns): assumed.
+        ats_ns: f64 = 1000.0,
+        /// A page request (PRS) from the device into the IOMMU's page request queue, and the
+        /// interrupt that tells the host (ns): assumed.
+        page_request_ns: f64 = 1000.0,
+        /// The wake-up of one kernel thread on the host's fault path: the page request queue's
+        /// threaded interrupt handler, then the I/O page fault workqueue's worker (ns): assumed.
+        fault_wakeup_ns: f64 = 5000.0,
+        /// The host's page response through the IOMMU's invalidation queue back to the device
+        /// (ns): assumed.
+        page_response_ns: f64 = 1000.0,
+        /// Core time of the memory manager's work for one untouched destination page (allocate,
+        /// zero, map it): a CPU's own page fault, or the fault handler's `handle_mm_fault` for the
+        /// device (ns): assumed.
         software_fault_ns: f64 = 500.0,
         /// LLC ways a cache-control write may allocate in (stream-dsa: about 2 of 15).
         llc_ways: u32 = 2,
@@ -104,6 +115,44 @@ pub static KIND: crate::devices::DeviceKind = crate::devices::DeviceKind::of::<D
     "dsa",
     "Intel DSA copy engines, one per compute NUMA node: work queues, batches, completion records",
 );
+
+/// Threads the host wakes, one after the other, to serve one device page fault: Linux's page
+/// request queue interrupt is threaded (`prq_event_thread`, drivers/iommu/intel/prq.c), and it
+/// queues the fault to the I/O page fault workqueue whose worker handles it
+/// (`iommu_sva_handle_iopf`, drivers/iommu/iommu-sva.c).
+const FAULT_WAKEUPS: f64 = 2.0;
+
+impl DsaSpec {
+    /// Engine time one destination page fault costs with block-on-fault, step by step: the
+    /// translation request that finds no page, the page request, the host's two wake-ups, its
+    /// memory manager's work on the page, the page response, and the translation request
+    /// retried (then the access goes on as without a fault).
+    pub fn page_fault_ns(&self) -> f64 {
+        2.0 * self.ats_ns
+            + self.page_request_ns
+            + FAULT_WAKEUPS * self.fault_wakeup_ns
+            + self.software_fault_ns
+            + self.page_response_ns
+    }
+
+    /// Engine time before a task that writes `new_pages` untouched destination pages moves its
+    /// data, and the page faults it served: the fixed cost, plus each such page's fault
+    /// (block-on-fault) or the one translation request that finds the first of them missing
+    /// (partial completion: the task ends there).
+    fn setup_ns(&self, faults: Faults, new_pages: u64) -> (f64, u64) {
+        match faults {
+            Faults::BlockOnFault => (self.descriptor_ns + new_pages as f64 * self.page_fault_ns(), new_pages),
+            Faults::Partial if new_pages > 0 => (self.descriptor_ns + self.ats_ns, 0),
+            Faults::None | Faults::Partial => (self.descriptor_ns, 0),
+        }
+    }
+}
+
+/// Pages of a destination buffer, written in order from its (page-aligned) start, that a write of
+/// `bytes` at byte `at` of it is the first to touch: those that begin within it.
+pub fn pages_first_touched(at: u64, bytes: u64) -> u64 {
+    (at + bytes).div_ceil(PAGE_BYTES) - at.div_ceil(PAGE_BYTES)
+}
 
 /// A copy job's request: one descriptor (a batch of `tasks` copies of `task_bytes` each, the
 /// last `last_bytes`).
@@ -132,6 +181,12 @@ impl Descriptor {
         } else {
             self.task_bytes
         }
+    }
+
+    /// Destination pages task `task` is the first to write (`pages_first_touched`).
+    fn new_pages(&self, task: u32) -> u64 {
+        let at = self.dst.skip(task as u64 * self.task_bytes).start;
+        pages_first_touched(at, self.bytes_of(task))
     }
 }
 
@@ -351,7 +406,10 @@ impl DeviceSpec for DsaSpec {
             ("latency_ns", self.latency_ns),
             ("enqcmd_ns", self.enqcmd_ns),
             ("movdir64b_ns", self.movdir64b_ns),
-            ("fault_ns", self.fault_ns),
+            ("ats_ns", self.ats_ns),
+            ("page_request_ns", self.page_request_ns),
+            ("fault_wakeup_ns", self.fault_wakeup_ns),
+            ("page_response_ns", self.page_response_ns),
             ("software_fault_ns", self.software_fault_ns),
         ] {
             ensure(value >= 0.0, &key(name), || format!("must not be negative (got {})", Shown(value)))?;
@@ -504,14 +562,10 @@ pub struct Dsa {
 }
 
 impl Dsa {
-    /// Engine time before a task's data moves: the fixed cost, plus a wait per faulting page.
+    /// Engine time before a task's data moves (`DsaSpec::setup_ns`).
     fn setup_time(&mut self, descriptor: &Descriptor, task: u32) -> Time {
-        let mut ns = self.spec.descriptor_ns;
-        if descriptor.faults == Faults::BlockOnFault {
-            let pages = descriptor.bytes_of(task).div_ceil(PAGE_BYTES);
-            self.stats.page_faults += pages;
-            ns += pages as f64 * self.spec.fault_ns;
-        }
+        let (ns, faults) = self.spec.setup_ns(descriptor.faults, descriptor.new_pages(task));
+        self.stats.page_faults += faults;
         Time::from_ns(ns)
     }
 
@@ -555,7 +609,7 @@ impl Dsa {
         let work = self.engines[e].work.as_mut().expect("a task in progress");
         let d = &work.descriptor;
         let bytes = d.bytes_of(work.task);
-        if d.faults == Faults::Partial {
+        if d.faults == Faults::Partial && d.new_pages(work.task) > 0 {
             work.left += bytes;
             self.stats.partial_bytes += bytes;
             self.end_task(cx, e, now);
@@ -768,8 +822,51 @@ mod tests {
         assert_eq!(reject(DsaSpec { read_buffers: 0, ..base() }), "devices.0.read_buffers");
         assert_eq!(reject(DsaSpec { fabric_gbs: 0.0, ..base() }), "devices.0.fabric_gbs");
         assert_eq!(reject(DsaSpec { latency_ns: -1.0, ..base() }), "devices.0.latency_ns");
+        assert_eq!(reject(DsaSpec { fault_wakeup_ns: -1.0, ..base() }), "devices.0.fault_wakeup_ns");
         assert_eq!(reject(DsaSpec { llc_ways: 16, ..base() }), "devices.0.llc_ways");
         assert!(DsaSpec { llc_ways: 15, descriptor_ns: 0.0, ..base() }.validate("devices.0", &platform).is_ok());
+    }
+
+    #[test]
+    fn a_device_page_fault_costs_each_step_of_its_service_once_and_the_translation_twice() {
+        // 2 x 1000 (translation, then its retry) + 1000 (page request) + 2 x 5000 (the PRQ
+        // thread, the fault worker) + 500 (the page's allocation) + 1000 (page response).
+        assert_eq!(DsaSpec::default().page_fault_ns(), 14_500.0);
+        let slower_wakeups = DsaSpec { fault_wakeup_ns: 6000.0, ..DsaSpec::default() };
+        assert_eq!(slower_wakeups.page_fault_ns(), 16_500.0);
+    }
+
+    #[test]
+    fn block_on_fault_serves_every_touched_page_before_the_data_moves() {
+        let spec = DsaSpec::default();
+        assert_eq!(spec.setup_ns(Faults::None, 2), (48.0, 0));
+        assert_eq!(spec.setup_ns(Faults::BlockOnFault, 0), (48.0, 0));
+        assert_eq!(spec.setup_ns(Faults::BlockOnFault, 2), (48.0 + 2.0 * 14_500.0, 2));
+    }
+
+    #[test]
+    fn a_partial_completion_costs_one_translation_that_finds_no_page() {
+        assert_eq!(DsaSpec::default().setup_ns(Faults::Partial, 256), (48.0 + 1000.0, 0));
+        assert_eq!(DsaSpec::default().setup_ns(Faults::Partial, 0), (48.0, 0));
+    }
+
+    #[test]
+    fn a_page_faults_for_the_write_that_touches_it_first() {
+        // Sixteen 256 B writes fill one page: the first faults it.
+        assert_eq!(pages_first_touched(0, 256), 1);
+        assert_eq!(pages_first_touched(256, 256), 0);
+        assert_eq!(pages_first_touched(3840, 256), 0);
+        assert_eq!(pages_first_touched(3840, 257), 1);
+        assert_eq!(pages_first_touched(0, 4097), 2);
+        assert_eq!(pages_first_touched(4096, 4096), 1);
+    }
+
+    #[test]
+    fn a_batch_task_counts_the_pages_it_writes_first() {
+        // Tasks of 2048 B from the buffer's start: the first, third and fifth begin a page.
+        let d = Descriptor { tasks: 5, task_bytes: 2048, last_bytes: 2048, ..descriptor(1) };
+        let d = Descriptor { dst: Region::new(0, 0, 1 << 20), ..d };
+        assert_eq!((0..5).map(|t| d.new_pages(t)).collect::<Vec<_>>(), [1, 0, 1, 0, 1]);
     }
 
     #[test]

@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, DESCRIPTOR};
 use crate::devices::copy_policy::{self, CopyPolicies};
-use crate::devices::dsa::{Descriptor, DsaSpec, Faults, Submissions, Submit, WqMode, MAX_TRANSFER_BYTES};
+use crate::devices::dsa::{
+    pages_first_touched, Descriptor, DsaSpec, Faults, Submissions, Submit, WqMode, MAX_TRANSFER_BYTES,
+};
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
 use crate::error::{ensure, ConfigError, ConfigResult};
 use crate::flows::{OwnerId, Region, Transfer, Use};
@@ -235,9 +237,14 @@ impl WorkloadSpec for DsaCopySpec {
                 let src_node = &memory[self.src_node as usize];
                 let src_latency =
                     if src_in_llc { platform.llc_read_latency_ns(src_node, socket) } else { latency(self.src_node) };
-                // Misses in flight over a line's round trip: a load of the source, a read for
-                // ownership of the destination (Little's law).
-                let cpu_cap = platform.core_stream_gbs(src_latency + latency(self.dst_node));
+                // The core's copy rate by how its stores take the destination lines.
+                let dst_node = &memory[self.dst_node as usize];
+                let copy_gbs =
+                    |dst_ns| crate::cpu::copy_stream_gbs(&platform.core, platform.line_bytes(), src_latency, dst_ns);
+                let cpu_caps = CpuCaps {
+                    read_for_ownership: copy_gbs(latency(self.dst_node)),
+                    whole_line: copy_gbs(platform.llc_read_latency_ns(dst_node, socket)),
+                };
                 let cpu_route =
                     crate::flows::plain(network.copy_route(socket, self.src_node, self.dst_node, src_in_llc));
                 let ports = b.copy_ports();
@@ -252,7 +259,7 @@ impl WorkloadSpec for DsaCopySpec {
                     device,
                     owner,
                     cpu_route,
-                    cpu_cap,
+                    cpu_caps,
                     src_in_llc,
                     src,
                     dst,
@@ -303,6 +310,32 @@ pub struct CopyJob {
     pub threads_left: u32,
 }
 
+/// Bytes from which glibc's `memcpy` copies with `rep movsb` on a CPU with fast short REP MOV
+/// (FSRM: Ice Lake and later, Sapphire Rapids included), and above its non-temporal threshold with
+/// non-temporal stores: both write whole destination lines without reading them
+/// (sysdeps/x86/dl-cacheinfo.h: "The default REP MOVSB threshold is 2112 on processors with fast
+/// short REP MOVSB (FSRM)"; `rep_movsb_stop_threshold` = the non-temporal threshold). Below it,
+/// vector loads and stores, each destination line read for ownership.
+pub const REP_MOVSB_BYTES: u64 = 2112;
+
+/// A core's copy rate (GB/s) by its store path (`crate::cpu::copy_stream_gbs`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct CpuCaps {
+    read_for_ownership: f64,
+    whole_line: f64,
+}
+
+impl CpuCaps {
+    /// The rate of one `memcpy` of `bytes`.
+    fn for_copy(&self, bytes: u64) -> f64 {
+        if bytes >= REP_MOVSB_BYTES {
+            self.whole_line
+        } else {
+            self.read_for_ownership
+        }
+    }
+}
+
 const SUBMIT: u32 = 0;
 const CPU_COPY: u32 = 1;
 
@@ -315,7 +348,7 @@ struct Submitter {
     device: usize,
     owner: OwnerId,
     cpu_route: Vec<Use>,
-    cpu_cap: f64,
+    cpu_caps: CpuCaps,
     src_in_llc: bool,
     /// Its source and destination buffers.
     src: Region,
@@ -355,6 +388,12 @@ impl Submitter {
         at
     }
 
+    /// Whether the destination is still untouched where the next piece goes: only in the first
+    /// pass over it (a reused buffer stays mapped after it).
+    fn untouched(&self) -> bool {
+        self.placed < self.dst.len
+    }
+
     /// The next submission: up to `batch` descriptors of `transfer_bytes` from what is left.
     fn next_descriptor(&mut self) -> Descriptor {
         let transfer = self.spec.transfer_bytes;
@@ -362,6 +401,7 @@ impl Submitter {
         let bytes = (tasks * transfer).min(self.remaining);
         self.remaining -= bytes;
         self.next_tag += 1;
+        let faults = if self.untouched() { self.spec.faults } else { Faults::None };
         let (src, dst) = self.place(bytes);
         Descriptor {
             submitter: self.me,
@@ -372,7 +412,7 @@ impl Submitter {
             src,
             src_in_llc: self.src_in_llc,
             dst,
-            faults: self.spec.faults,
+            faults,
             cache_control: self.spec.cache_control,
         }
     }
@@ -398,7 +438,8 @@ impl Submitter {
     /// must.
     fn copy_on_cpu(&mut self, cx: &mut ProgramCx, bytes: u64, (src, dst): (Region, Region), fault_pages: bool) {
         if fault_pages {
-            cx.hold(Time::from_ns(bytes.div_ceil(4096) as f64 * self.dsa.software_fault_ns));
+            let pages = pages_first_touched(dst.start, bytes);
+            cx.hold(Time::from_ns(pages as f64 * self.dsa.software_fault_ns));
         }
         self.software_left = bytes;
         self.software_from = Some((src, dst));
@@ -455,8 +496,9 @@ impl Program for Submitter {
                     self.remaining -= bytes;
                     self.job(cx).descriptors += 1;
                     cx.count(1);
+                    let untouched = self.spec.faults != Faults::None && self.untouched();
                     let at = self.place(bytes);
-                    self.copy_on_cpu(cx, bytes, at, self.spec.faults != Faults::None);
+                    self.copy_on_cpu(cx, bytes, at, untouched);
                     return Next::Unit;
                 }
                 CopyPath::Hardware if self.in_flight.len() < self.spec.queue_depth as usize => {
@@ -518,7 +560,7 @@ impl Program for Submitter {
                 let transfer = Transfer {
                     bytes,
                     route: self.cpu_route.clone(),
-                    cap_gbs: self.cpu_cap,
+                    cap_gbs: self.cpu_caps.for_copy(bytes),
                     reads: (!self.src_in_llc).then_some(src),
                     writes: Some(dst),
                 };
@@ -598,6 +640,14 @@ mod tests {
     use super::*;
     use crate::devices::DeviceSpec;
     use crate::system::Builder;
+
+    #[test]
+    fn a_cpu_copy_writes_whole_lines_from_the_rep_movsb_threshold_on() {
+        let caps = CpuCaps { read_for_ownership: 4.0, whole_line: 7.0 };
+        assert_eq!(caps.for_copy(REP_MOVSB_BYTES - 1), 4.0);
+        assert_eq!(caps.for_copy(REP_MOVSB_BYTES), 7.0);
+        assert_eq!(caps.for_copy(1 << 30), 7.0);
+    }
 
     #[test]
     fn a_stalled_copy_says_what_it_waits_for_and_its_job_is_named() {
