@@ -857,16 +857,20 @@ mod tests {
         let (mut h, mut napi, mut recv) = path();
         recv.spec.app_buffer_bytes = 4096;
         napi.spec.napi_budget = 64;
-        let ring = napi.ring;
-        for i in 0..4 {
-            deliver(&mut h, ring, 4096, ns(i as f64), ns(10.0));
-            h.with_cx(ns(10.0), ns(10.0), |cx| ask(&mut napi, cx, ns(10.0)));
-            h.with_cx(ns(10.0), ns(10.0), |cx| reach_call(&mut napi, PAGE_DONE, cx, ns(10.0)));
-        }
+        napi_takes_pages(&mut h, &mut napi, 4, 4096, 10.0);
         assert_eq!(h.with_cx(ns(20.0), ns(20.0), |cx| ask(&mut recv, cx, ns(20.0))).0, Next::Unit);
         h.with_cx(ns(20.0), ns(20.0), |cx| reach_call(&mut recv, PAGE_COPIED, cx, ns(20.0)));
         assert_eq!(h.with_cx(ns(20.0), ns(20.0), |cx| ask(&mut recv, cx, ns(20.0))).0, Next::Yield);
         assert_eq!(napi.socket.borrow().queue.len(), 3);
+    }
+
+    /// `count` pages of `bytes`, delivered one a nanosecond and taken by NAPI one by one at `at` ns.
+    fn napi_takes_pages(h: &mut Harness, napi: &mut Napi, count: u32, bytes: u32, at: f64) {
+        for i in 0..count {
+            deliver(h, napi.ring, bytes, ns(i as f64), ns(at));
+            h.with_cx(ns(at), ns(at), |cx| ask(napi, cx, ns(at)));
+            h.with_cx(ns(at), ns(at), |cx| reach_call(napi, PAGE_DONE, cx, ns(at)));
+        }
     }
 
     /// The cycles of `Op::Compute` ops, in order.
@@ -898,13 +902,8 @@ mod tests {
         let (mut h, mut napi, mut recv) = path();
         recv.spec.wakeup_cycles = 3000.0;
         napi.spec.napi_budget = 64;
-        let ring = napi.ring;
         // Two sk_buffs of two 64 B pages; the second is held back to arrive later.
-        for i in 0..4 {
-            deliver(&mut h, ring, 64, ns(i as f64), ns(5.0));
-            h.with_cx(ns(5.0), ns(5.0), |cx| ask(&mut napi, cx, ns(5.0)));
-            h.with_cx(ns(5.0), ns(5.0), |cx| reach_call(&mut napi, PAGE_DONE, cx, ns(5.0)));
-        }
+        napi_takes_pages(&mut h, &mut napi, 4, 64, 5.0);
         let later: Vec<SkbPage> = napi.socket.borrow_mut().queue.drain(2..).collect();
         let copy_one = |h: &mut Harness, recv: &mut Recv, at: f64| -> Vec<f64> {
             let (next, ops, _) = h.with_cx(ns(at), ns(at), |cx| ask(recv, cx, ns(at)));
