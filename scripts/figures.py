@@ -7,6 +7,9 @@ the numbers the docs quote from it, so that a change to the model refreshes both
   `steer plot RESULTS --kind metric --x offered_gbps --y dram.read_gbps --y dram.write_gbps`
   draws it. Prints each run's DRAM traffic, throughput and drops, then docs/sweeps.md's table of
   rx-default with DMA to memory below, at and past the load its loop keeps up with.
+- tcp-rx-per-core.png (docs/tcp.md): examples/tcp-rx-per-core-sweep.toml's sweep: the CPU time of
+  iperf-rx (cores busy, NAPI's and recv's added) and the rate received against the offered load,
+  on one core and on two, SDCI off and on. Prints each run's numbers.
 - seed001-transfer-size.png and seed001-ddr-to-hbm.png (docs/dsa.md): seed 001's two curves, as
   `steer reproduce --only seed001 --plot DIR` draws them. Prints their points.
 - dsa-latency-by-size.png and dsa-throughput-by-size.png (docs/dsa.md): the DSA latency-by-size
@@ -26,6 +29,7 @@ About a minute of simulation. The figures are written into docs/img, each atomic
 """
 
 import argparse
+import re
 import subprocess
 import sys
 import tempfile
@@ -79,6 +83,53 @@ def rx_placement() -> dict[str, bytes]:
     print(memory_table())
     figure = steer.plot.metric(runs, y=["dram.read_gbps", "dram.write_gbps"], x="offered_gbps")
     return {"rx-placement-dram.png": steer.plot.image_bytes(figure)}
+
+
+def cores_busy(run) -> float:
+    """The cores' worth of CPU time a run's programs took (each role's busy share, added)."""
+    # A run's frame has every run's columns: another layout's cores are empty (NaN) in it.
+    busy = (value for name, value in run.items() if re.fullmatch(r"cores\.\d+\.workload(_\w+)?\.busy", name))
+    return sum(value for value in busy if value == value)
+
+
+def tcp_rx_per_core() -> dict[str, bytes]:
+    """iperf-rx's cores busy and received rate against offered load, one core or two, SDCI off and on."""
+    with tempfile.TemporaryDirectory() as results:
+        steer.run_sweep(ROOT / "examples" / "tcp-rx-per-core-sweep.toml", results)
+        runs = steer.load(results)
+    runs = runs.assign(cores_busy=[cores_busy(run) for _, run in runs.iterrows()])
+    print("tcp-rx-per-core.png: examples/tcp-rx-per-core-sweep.toml")
+    keys = ["param.app_offset", "param.tph_mode", "param.offered_gbps"]
+    rows = [
+        [
+            "one" if run["param.app_offset"] == 0 else "two",
+            run["param.tph_mode"],
+            f"{run['param.offered_gbps']:g}",
+            f"{run['devices.nic0.rx_gbps']:.1f}",
+            run["devices.nic0.drops"],
+            f"{run['cores_busy']:.2f}",
+        ]
+        for _, run in runs.sort_values(keys).iterrows()
+    ]
+    print(table(["cores", "tph_mode", "offered Gb/s", "received Gb/s", "drops", "cores busy"], rows))
+    fig = steer.plot.new_figure(11.0)
+    busy_ax, rx_ax = fig.subplots(1, 2)
+    for index, ((offset, mode), line) in enumerate(runs.sort_values(keys).groupby(keys[:2], sort=False)):
+        label = f"{'one core' if offset == 0 else 'two cores'}, SDCI {'on' if mode == 'iv' else 'off'}"
+        style = "-" if offset == 0 else "--"
+        busy_ax.plot(line["param.offered_gbps"], line["cores_busy"], style, marker="o", color=f"C{index}", label=label)
+        rx_ax.plot(line["param.offered_gbps"], line["devices.nic0.rx_gbps"], style, marker="o", color=f"C{index}")
+    busy_ax.axhline(1.0, color="grey", linewidth=0.8)
+    busy_ax.set(xlabel="offered Gb/s", ylabel="cores busy (NAPI + recv)", title="CPU time of TCP receive")
+    busy_ax.legend(fontsize="small")
+    # Published single-flow rates, for scale (docs/tcp.md says where each comes from).
+    for rate, source in ((70.0, "seed 002: one Turin core"), (42.0, "Cai et al.: one Skylake core")):
+        rx_ax.axhline(rate, color="grey", linestyle=":", linewidth=0.8)
+        rx_ax.annotate(source, (10.0, rate), fontsize="x-small", color="grey", va="bottom")
+    rx_ax.set(xlabel="offered Gb/s", ylabel="received Gb/s", title="rate received")
+    for ax in (busy_ax, rx_ax):
+        ax.grid(alpha=0.3)
+    return {"tcp-rx-per-core.png": steer.plot.image_bytes(fig)}
 
 
 def steering_limit() -> str:
@@ -247,6 +298,7 @@ def fit_costs() -> dict[str, bytes]:
 # Each drawing, with the files of docs/img it writes.
 DRAWINGS = {
     rx_placement: ("rx-placement-dram.png",),
+    tcp_rx_per_core: ("tcp-rx-per-core.png",),
     seed001: ("seed001-transfer-size.png", "seed001-ddr-to-hbm.png"),
     dsa_sizes: ("dsa-latency-by-size.png", "dsa-throughput-by-size.png"),
     reproduce_figures: ("reproduce-parity.png", "reproduce-rows.png"),

@@ -66,6 +66,19 @@ params! {
         napi_cycles_per_page: f64 = 150.0,
         /// Cycles of work per packet in recv (syscall, socket bookkeeping), besides the copy. Assumed.
         recv_cycles_per_packet: f64 = 400.0,
+        /// Cycles NAPI spends sending the ACK of each sk_buff: Linux acknowledges at once a
+        /// receive of more than one full-sized segment (`__tcp_ack_snd_check`, net/ipv4/tcp_input.c),
+        /// so every GRO sk_buff is answered by an ACK that goes down the whole transmit path (an
+        /// sk_buff allocated and later freed, TCP and IP headers, the qdisc, the driver's
+        /// descriptor and doorbell, the TX completion). Its memory accesses are among
+        /// `kernel_lines`. Assumed: 2000 cycles (~0.5 µs at 4 GHz), the order of one small packet's
+        /// trip through the kernel's transmit path.
+        ack_cycles: f64 = 2000.0,
+        /// Cycles the application's CPU spends each time a `recv` that found the socket empty is
+        /// woken (the softirq's wake-up of the sleeping thread, the scheduler, the context switch
+        /// back into it). Assumed: 4000 cycles (~1 µs at 4 GHz), a thread switch as pipe
+        /// ping-pong benchmarks measure it on Linux (about 1-3.5 µs per switch, docs/tcp.md).
+        wakeup_cycles: f64 = 4000.0,
         /// Lines of socket state both halves write for each sk_buff: the receive queue and its
         /// lock, receive-memory accounting, TCP's receive sequence state, the deferred-free list,
         /// what the application's side sends (window updates) and NAPI then completes. Calibrated
@@ -198,6 +211,7 @@ impl WorkloadSpec for TcpRxSpec {
                 app_lines: (self.app_buffer_bytes >> line_bits).max(1),
                 app_cursor: 0,
                 in_call: false,
+                slept: false,
                 copied: 0,
                 consuming: None,
             };
@@ -370,7 +384,9 @@ impl Napi {
         cx.store(descriptor);
         let last = self.open_aggregation.len() + 1 == self.spec.tpa_pages as usize;
         if last {
+            // The sk_buff is complete: TCP queues it on the socket and acknowledges it.
             socket.update_shared(cx);
+            cx.compute(self.spec.ack_cycles);
         }
         cx.call(PAGE_DONE);
         self.pending = Some(SkbPage { completion, metadata, head, last });
@@ -480,6 +496,9 @@ struct Recv {
     app_lines: u64,
     app_cursor: u64,
     in_call: bool,
+    /// The last call found the socket empty and the thread went to sleep: the next one starts
+    /// with its wake-up.
+    slept: bool,
     copied: u64,
     /// The page being copied by the current unit.
     consuming: Option<SkbPage>,
@@ -524,10 +543,14 @@ impl Program for Recv {
             if page.is_none() {
                 let data = self.socket.borrow().data;
                 cx.wait_on(data);
+                self.slept = true;
                 return Next::Wait;
             }
             self.in_call = true;
             self.copied = 0;
+            if std::mem::take(&mut self.slept) {
+                cx.compute(self.spec.wakeup_cycles);
+            }
         }
         match page {
             Some(page) if self.copied < self.spec.app_buffer_bytes => {
@@ -653,6 +676,7 @@ mod tests {
             app_lines: 128,
             app_cursor: 0,
             in_call: false,
+            slept: false,
             copied: 0,
             consuming: None,
         };
@@ -690,7 +714,7 @@ mod tests {
         assert!(napi.socket.borrow().queue.is_empty() && h.notified().is_empty());
         let (_, ops, _) = h.with_cx(ns(200.0), ns(200.0), |cx| ask(&mut napi, cx, ns(200.0)));
         // The second page shares the sk_buff: no header read, no sk_buff writes; the socket
-        // state is updated when the aggregation is complete. The descriptor refilled by the
+        // state is updated, and the ACK sent, when the aggregation is complete. The descriptor refilled by the
         // first page moved the next slot on.
         let second = [
             Op::LoadDependent(Line(0x3010 >> 6)),
@@ -698,6 +722,7 @@ mod tests {
             Op::Compute(150.0),
             Op::Store(Line(0x1010 >> 6)),
             Op::Store(Line(0x700)),
+            Op::Compute(2000.0),
             Op::Call(PAGE_DONE),
         ];
         assert_eq!(ops, second);
@@ -766,7 +791,9 @@ mod tests {
         h.notified();
         let (next, ops, _) = h.with_cx(ns(20.0), ns(20.0), |cx| ask(&mut recv, cx, ns(20.0)));
         assert_eq!(next, Next::Unit);
+        // The call starts with the wake-up of the thread that found the socket empty.
         let first_page = [
+            Op::Compute(4000.0),
             Op::LoadDependent(Line(0x500)),
             Op::Load(Line(0x600)),
             Op::Load(Line(0x4000)),
@@ -830,15 +857,70 @@ mod tests {
         let (mut h, mut napi, mut recv) = path();
         recv.spec.app_buffer_bytes = 4096;
         napi.spec.napi_budget = 64;
-        let ring = napi.ring;
-        for i in 0..4 {
-            deliver(&mut h, ring, 4096, ns(i as f64), ns(10.0));
-            h.with_cx(ns(10.0), ns(10.0), |cx| ask(&mut napi, cx, ns(10.0)));
-            h.with_cx(ns(10.0), ns(10.0), |cx| reach_call(&mut napi, PAGE_DONE, cx, ns(10.0)));
-        }
+        napi_takes_pages(&mut h, &mut napi, 4, 4096, 10.0);
         assert_eq!(h.with_cx(ns(20.0), ns(20.0), |cx| ask(&mut recv, cx, ns(20.0))).0, Next::Unit);
         h.with_cx(ns(20.0), ns(20.0), |cx| reach_call(&mut recv, PAGE_COPIED, cx, ns(20.0)));
         assert_eq!(h.with_cx(ns(20.0), ns(20.0), |cx| ask(&mut recv, cx, ns(20.0))).0, Next::Yield);
         assert_eq!(napi.socket.borrow().queue.len(), 3);
+    }
+
+    /// `count` pages of `bytes`, delivered one a nanosecond and taken by NAPI one by one at `at` ns.
+    fn napi_takes_pages(h: &mut Harness, napi: &mut Napi, count: u32, bytes: u32, at: f64) {
+        for i in 0..count {
+            deliver(h, napi.ring, bytes, ns(i as f64), ns(at));
+            h.with_cx(ns(at), ns(at), |cx| ask(napi, cx, ns(at)));
+            h.with_cx(ns(at), ns(at), |cx| reach_call(napi, PAGE_DONE, cx, ns(at)));
+        }
+    }
+
+    /// The cycles of `Op::Compute` ops, in order.
+    fn computes(ops: &[Op]) -> Vec<f64> {
+        ops.iter().filter_map(|op| if let Op::Compute(cycles) = op { Some(*cycles) } else { None }).collect()
+    }
+
+    #[test]
+    fn napi_sends_one_ack_per_sk_buff_with_its_last_page() {
+        let (mut h, mut napi, _) = path();
+        napi.spec.ack_cycles = 700.0;
+        let ring = napi.ring;
+        for i in 0..4 {
+            deliver(&mut h, ring, 4096, ns(i as f64), ns(10.0));
+        }
+        let mut per_page = Vec::new();
+        for _ in 0..3 {
+            let (_, ops, _) = h.with_cx(ns(10.0), ns(10.0), |cx| ask(&mut napi, cx, ns(10.0)));
+            per_page.push(computes(&ops));
+            h.with_cx(ns(10.0), ns(10.0), |cx| reach_call(&mut napi, PAGE_DONE, cx, ns(10.0)));
+        }
+        // Two pages to an sk_buff: the first page of each does the protocol work (1000 cycles)
+        // and its own (150); the last adds the ACK (700).
+        assert_eq!(per_page, [vec![1000.0, 150.0], vec![150.0, 700.0], vec![1000.0, 150.0]]);
+    }
+
+    #[test]
+    fn recv_pays_the_wake_up_only_for_a_call_after_it_slept() {
+        let (mut h, mut napi, mut recv) = path();
+        recv.spec.wakeup_cycles = 3000.0;
+        napi.spec.napi_budget = 64;
+        // Two sk_buffs of two 64 B pages; the second is held back to arrive later.
+        napi_takes_pages(&mut h, &mut napi, 4, 64, 5.0);
+        let later: Vec<SkbPage> = napi.socket.borrow_mut().queue.drain(2..).collect();
+        let copy_one = |h: &mut Harness, recv: &mut Recv, at: f64| -> Vec<f64> {
+            let (next, ops, _) = h.with_cx(ns(at), ns(at), |cx| ask(recv, cx, ns(at)));
+            assert_eq!(next, Next::Unit);
+            h.with_cx(ns(at), ns(at), |cx| reach_call(recv, PAGE_COPIED, cx, ns(at)));
+            computes(&ops)
+        };
+        // Data is there at the first call: no sleep, no wake-up.
+        assert_eq!(copy_one(&mut h, &mut recv, 10.0), [400.0]);
+        assert_eq!(copy_one(&mut h, &mut recv, 10.0), [400.0]);
+        // The socket is empty: the call ends, the next finds nothing and sleeps (twice: a
+        // wake-up without data leaves it asleep).
+        assert_eq!(h.with_cx(ns(10.0), ns(10.0), |cx| ask(&mut recv, cx, ns(10.0))).0, Next::Yield);
+        assert_eq!(h.with_cx(ns(10.0), ns(10.0), |cx| ask(&mut recv, cx, ns(10.0))).0, Next::Wait);
+        assert_eq!(h.with_cx(ns(15.0), ns(15.0), |cx| ask(&mut recv, cx, ns(15.0))).0, Next::Wait);
+        napi.socket.borrow_mut().queue.extend(later);
+        assert_eq!(copy_one(&mut h, &mut recv, 30.0), [3000.0, 400.0], "woken once, it pays one wake-up");
+        assert_eq!(copy_one(&mut h, &mut recv, 30.0), [400.0], "the rest of the call runs without one");
     }
 }
