@@ -17,6 +17,9 @@ the numbers the docs quote from it, so that a change to the model refreshes both
   settings `DSA_CURVES` and `DSA_LATENCY` list. Prints their points.
 - reproduce-parity.png and reproduce-rows.png (docs/reproduce.md): `steer reproduce --plot DIR`'s
   parity figure of every row, and its row panels of `--only seed004 --only leon`. Prints the scores.
+- ddio-rate.png (docs/ddio.md): examples/ddio-rate-sweep.toml's sweep (ddio-l2fwd at ddio-bench's
+  offered rates, a window of whole ring passes), the same rates in the scenario's own window, and
+  ddio-bench's measurements (scripts/data/ddio-bench.csv). Prints the three side by side.
 - fit-turin-write-queue.png (docs/fit.md): `steer fit fits/turin-write-queue.toml --plot FILE`'s
   cost of each point the search ran. Prints the fit's result.
 
@@ -30,6 +33,7 @@ About a minute of simulation. The figures are written into docs/img, each atomic
 
 import argparse
 import re
+import csv
 import subprocess
 import sys
 import tempfile
@@ -264,6 +268,47 @@ def dsa_sizes() -> dict[str, bytes]:
     return figures
 
 
+def ddio_rate() -> dict[str, bytes]:
+    """DDIO write and read hit rates against offered rate: simulated and measured."""
+    sweep = ROOT / "examples" / "ddio-rate-sweep.toml"
+    with tempfile.TemporaryDirectory() as results:
+        steer.run_sweep(sweep, results)
+        runs = steer.load(results).sort_values("param.offered_gbps")
+    rates = list(runs["param.offered_gbps"])
+    fixed = tomllib.loads(sweep.read_text())["set"]
+    shape = [f"{key}={value}" for key, value in fixed.items() if not key.startswith("sim.")]
+    # The scenario's own window (its sim.warmup_us and sim.measure_us) at the same points.
+    own_window = [
+        steer.run("ddio-l2fwd", [*shape, f"offered_gbps={rate}"])["devices"]["nic0"]["dma_write_hit_rate"]
+        for rate in rates
+    ]
+    with open(ROOT / "scripts" / "data" / "ddio-bench.csv") as data:
+        measured = [row for row in csv.DictReader(data) if row["experiment"] == "pkt-rate"]
+    # ddio-bench gives link rates (24 B of preamble, gap and FCS a packet); the sweep packet bytes.
+    measured_rates = [float(row["offered_link_gbps"]) * 1500 / 1524 for row in measured]
+    write, read = runs["devices.nic0.dma_write_hit_rate"] * 100, runs["devices.nic0.dma_read_hit_rate"] * 100
+    print("ddio-rate.png: examples/ddio-rate-sweep.toml, hit rates in %")
+    rows = [
+        [f"{rate:g}", f"{w:.1f}", f"{100 * o:.1f}", row["write_hit_pct"], f"{r:.1f}", row["read_hit_pct"]]
+        for rate, w, o, r, row in zip(rates, write, own_window, read, measured, strict=True)
+    ]
+    headers = ["offered Gb/s", "write, passes", "write, 4+2 ms", "write, measured", "read", "read, measured"]
+    print(table(headers, rows))
+    fig = steer.plot.new_figure(7.5)
+    ax = fig.subplots()
+    ax.plot(rates, write, "-o", color="C0", label="write hit, simulated (window of ring passes)")
+    ax.plot(rates, [100 * o for o in own_window], ":", marker="x", color="C0", label="write hit, scenario's 4 + 2 ms")
+    ax.plot(rates, read, "-o", color="C1", label="read hit, simulated")
+    measured_write = [float(row["write_hit_pct"]) for row in measured]
+    measured_read = [float(row["read_hit_pct"]) for row in measured]
+    ax.plot(measured_rates, measured_write, "s", mfc="none", color="C0", label="write hit, ddio-bench")
+    ax.plot(measured_rates, measured_read, "s", mfc="none", color="C1", label="read hit, ddio-bench")
+    ax.set(xlabel="offered Gb/s (packet bytes)", ylabel="DMA hit rate (%)", ylim=(-2, 102))
+    ax.set_title("ddio-l2fwd: 2 cores, 4096 descriptors each, 1500 B, 2 DDIO ways")
+    ax.legend(fontsize="small", loc="center right")
+    return {"ddio-rate.png": steer.plot.image_bytes(fig)}
+
+
 def steer_command(*args: str) -> str:
     """Runs `steer ARGS` as a user would; its standard output."""
     return subprocess.run([sys.executable, "-m", "steer", *args], check=True, capture_output=True, text=True).stdout
@@ -299,6 +344,7 @@ def fit_costs() -> dict[str, bytes]:
 DRAWINGS = {
     rx_placement: ("rx-placement-dram.png",),
     tcp_rx_per_core: ("tcp-rx-per-core.png",),
+    ddio_rate: ("ddio-rate.png",),
     seed001: ("seed001-transfer-size.png", "seed001-ddr-to-hbm.png"),
     dsa_sizes: ("dsa-latency-by-size.png", "dsa-throughput-by-size.png"),
     reproduce_figures: ("reproduce-parity.png", "reproduce-rows.png"),

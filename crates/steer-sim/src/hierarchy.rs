@@ -225,6 +225,9 @@ crate::stats::stats! {
         reads: u64 ["lines"],
         /// Reads served by a cache rather than memory.
         read_cache_hits: u64 ["lines"],
+        /// Reads served by a core's private caches, the line in no L3 (a snoop): part of
+        /// `read_cache_hits`.
+        read_private_hits: u64 ["lines"],
     }
 }
 
@@ -1304,6 +1307,7 @@ impl Hierarchy {
             if holders.iter().any(|id| id >= cores) {
                 self.latency[3]
             } else {
+                self.stats.devices[device as usize].read_private_hits += 1;
                 self.memory.idle_latency()
             }
         } else {
@@ -1460,6 +1464,19 @@ mod tests {
         assert_eq!(h.dma_read(device, Line(9), later), Time::from_ns(100.0));
         assert_eq!(h.dma_read(device, Line(10), later), Time::from_ns(100.0), "the channel's slice has room for both");
         assert_eq!((h.stats.dma_reads_from_cache, h.stats.dma_reads_from_memory), (2, 2));
+    }
+
+    #[test]
+    fn a_device_read_of_a_line_only_a_cores_l2_holds_is_a_cache_hit_counted_apart_as_private() {
+        let mut h = hierarchy();
+        let device = h.register_device("nic0");
+        h.dma_write(device, Line(3), Destination::L3 { ccx: 0 }, Time::ZERO);
+        read(&mut h, 0, Line(5));
+        for line in [3, 5, 9] {
+            h.dma_read(device, Line(line), Time::ZERO);
+        }
+        let traffic = &h.stats.devices[device as usize];
+        assert_eq!((traffic.reads, traffic.read_cache_hits, traffic.read_private_hits), (3, 2, 1));
     }
 
     #[test]

@@ -1081,6 +1081,26 @@ fn each_queue_reports_the_passes_over_its_ring_its_window_saw() {
 }
 
 #[test]
+fn a_window_inside_the_first_pass_over_a_pool_sees_only_first_uses_and_their_writes_all_miss() {
+    // 1500 B at 9.6 Gb/s over two queues of 4096 descriptors: a pass over both takes 10.2 ms, so
+    // the scenario's 4 ms of warm-up and 2 ms measured write only buffers never written before.
+    let slow = ["packet_bytes=1500", "rx_ring=4096", "cores=2", "offered_gbps=9.6"];
+    let nic = &run_builtin("ddio-l2fwd", &slow)["devices"]["nic0"];
+    for q in nic["queues"].as_array().unwrap() {
+        let accepted = q["arrived_packets"].as_u64().unwrap() - q["dropped_packets"].as_u64().unwrap();
+        assert_eq!(q["first_use_packets"].as_u64().unwrap(), accepted, "{q}");
+    }
+    assert_eq!(f(&nic["dma_write_hit_rate"]), 0.0, "{nic}");
+    // Warmed up for three passes, the window writes only buffers used before, and some hit.
+    let passes = [&slow[..], &["sim.warmup_us=31000", "sim.measure_us=3000"]].concat();
+    let nic = &run_builtin("ddio-l2fwd", &passes)["devices"]["nic0"];
+    for q in nic["queues"].as_array().unwrap() {
+        assert_eq!(q["first_use_packets"], 0, "{q}");
+    }
+    assert!(f(&nic["dma_write_hit_rate"]) > 0.1, "{nic}");
+}
+
+#[test]
 fn each_builtin_scenario_says_what_it_shows_in_its_description_line() {
     let ddio = steer_sim::scenario::builtin("ddio-l2fwd").unwrap();
     let line = ddio.source.lines().find(|l| l.starts_with("description = ")).unwrap();
