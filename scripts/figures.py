@@ -32,8 +32,8 @@ About a minute of simulation. The figures are written into docs/img, each atomic
 """
 
 import argparse
-import re
 import csv
+import re
 import subprocess
 import sys
 import tempfile
