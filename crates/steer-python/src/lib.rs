@@ -131,7 +131,7 @@ fn platform_presets() -> Vec<(String, String, String)> {
     let host = steer_sim::host::host_platform_table()
         .ok()
         .and_then(|table| Some(table.get("description")?.as_str()?.to_string()))
-        .unwrap_or_else(|| platform::HOST_DESCRIPTION.to_string());
+        .unwrap_or_else(|| steer_sim::host::HOST_DESCRIPTION.to_string());
     platform::PRESETS
         .iter()
         .map(|p| (p.name.to_string(), p.description(), p.source.to_string()))

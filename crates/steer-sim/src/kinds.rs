@@ -170,7 +170,9 @@ pub fn catalog() -> Vec<Listed> {
     for preset in crate::platform::PRESETS {
         listed.push(plain("preset", preset.name, &preset.description()));
     }
-    listed.push(plain("preset", "host", crate::platform::HOST_DESCRIPTION));
+    for preset in crate::platform::READ_PRESETS {
+        listed.push(plain("preset", preset.name, preset.description));
+    }
     for builtin in crate::scenario::BUILTINS {
         listed.push(plain("scenario", builtin.name, &builtin.description()));
     }

@@ -704,19 +704,27 @@ pub const PRESETS: &[Preset] = &[
     preset!("xeon-max-9468"),
 ];
 
-/// The description of the `host` preset, read from this machine.
-pub const HOST_DESCRIPTION: &str =
-    "this machine: geometry from sysfs, latencies and bandwidths from `steer calibrate` (else assumed)";
+/// A preset read rather than built in (`host`, from the running machine): the module that reads
+/// it registers it here, so a platform description knows no reader.
+pub struct ReadPreset {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub read: fn() -> ConfigResult<toml::Table>,
+}
+
+/// Every preset read rather than built in (one registration each, next to its reader).
+#[linkme::distributed_slice]
+pub static READ_PRESETS: [ReadPreset];
 
 /// The names `platform.preset` accepts, `host` included.
 pub fn preset_names() -> Vec<&'static str> {
-    PRESETS.iter().map(|p| p.name).chain(std::iter::once("host")).collect()
+    PRESETS.iter().map(|p| p.name).chain(READ_PRESETS.iter().map(|p| p.name)).collect()
 }
 
 /// The TOML table of a preset (before any user override).
 pub fn preset_table(name: &str) -> ConfigResult<toml::Table> {
-    if name == "host" {
-        return crate::host::host_platform_table();
+    if let Some(read) = READ_PRESETS.iter().find(|p| p.name == name) {
+        return (read.read)();
     }
     let preset = PRESETS.iter().find(|p| p.name == name).ok_or_else(|| {
         ConfigError::new("platform.preset", format!("unknown preset `{name}` (known: {})", preset_names().join(", ")))
