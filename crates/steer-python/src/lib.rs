@@ -109,7 +109,7 @@ type Param = (String, String, String);
 /// Every entry of every registry: (registry, name, description, [(key, default, meaning)]).
 #[pyfunction]
 fn catalog() -> Vec<(String, String, String, Vec<Param>)> {
-    steer_sim::kinds::catalog()
+    steer_sim::catalog::catalog()
         .into_iter()
         .map(|e| {
             let params = e.params.into_iter().map(|d| (d.key, d.value, d.meaning)).collect();

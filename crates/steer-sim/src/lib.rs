@@ -10,6 +10,7 @@
 //! Traces are replayed through these caches by the `steer-trace` crate.
 
 pub mod cache;
+pub mod catalog;
 pub mod cpu;
 pub mod devices;
 pub mod directory;

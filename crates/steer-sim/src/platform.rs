@@ -7,7 +7,6 @@ use crate::cache::replacement::{self, PolicyOptions, ReplacementPolicies};
 use crate::cache::slice_hash::SliceHash;
 use crate::cache::Geometry;
 use crate::error::{ensure, ConfigError, ConfigResult, Shown};
-use crate::memory::MAX_LINE_SERVICE_NS;
 use crate::params::{choice, params, Describe, Name, OrNone};
 
 choice! {
@@ -34,6 +33,10 @@ params! {
         mask: u64 = 0,
     }
 }
+
+/// The longest a line may occupy a memory channel: well inside the window of a channel's calendar
+/// (`memory`), so that a booking always finds room in it (a slower channel is refused here).
+pub const MAX_LINE_SERVICE_NS: f64 = 100_000.0;
 
 /// Who a way mask is for.
 #[derive(Debug, Clone, PartialEq, Eq)]

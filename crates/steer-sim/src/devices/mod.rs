@@ -15,6 +15,7 @@ use crate::platform::PlatformSpec;
 use crate::system::Builder;
 
 pub mod copy_policy;
+pub mod dma;
 pub mod offload;
 pub mod pcie;
 pub mod placement;

@@ -7,8 +7,9 @@
 //! packets, drop them. With PCIe TPH (`tph`), the driver steers each queue's writes to the first
 //! CPU of its IRQ's affinity, and an affinity change restarts the queue.
 
+use crate::devices::dma::DmaKind;
 use crate::devices::pcie::{PcieLink, PcieSpec};
-use crate::devices::placement::{self, DmaKind, DmaWrite, PlacementPolicy, PlacementSpec};
+use crate::devices::placement::{self, DmaWrite, PlacementPolicy, PlacementSpec};
 use crate::devices::ring::{Completion, Recycle, RingId, RingMemory, RingShape, RingSignals, RxRing};
 use crate::devices::tph::{NicTph, NicTphSpec, StMap};
 use crate::devices::DeviceSpec;
