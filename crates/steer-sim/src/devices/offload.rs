@@ -267,7 +267,7 @@ pub fn place(name: &str, platform: &PlatformSpec, src_node: u32, consumer_node: 
 }
 
 /// Checks that the devices named `device` exist and take shared submissions.
-pub fn check_devices(shape: &crate::workloads::SystemShape, device: &str, key: &str) -> ConfigResult<()> {
+pub fn check_devices(shape: &crate::devices::SystemShape, device: &str, key: &str) -> ConfigResult<()> {
     let engines = shape.copy_engines.iter().find(|e| e.name == device).ok_or_else(|| {
         ConfigError::new(key, format!("no copy engine device named `{device}` (add [[devices]] kind = \"dsa\")"))
     })?;

@@ -11,16 +11,19 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, DESCRIPTOR};
+use crate::devices::copy_job::CopyJob;
 use crate::devices::copy_policy::{self, CopyPolicies};
-use crate::devices::dsa::{Descriptor, DsaSpec, Faults, Submissions, Submit, WqMode, MAX_TRANSFER_BYTES};
-use crate::engine::{Agent, Cx, ReportView, Signal, Step};
+use crate::devices::dsa::{Descriptor, DsaSpec, Faults, Submit, WqMode, MAX_TRANSFER_BYTES};
+use crate::devices::SystemShape;
+use crate::engine::{Agent, Cx, ReportView, Step};
 use crate::error::{ensure, ConfigError, ConfigResult};
 use crate::flows::{OwnerId, Region, Transfer, Use};
 use crate::params::{choice, params, Describe, Name, ParamDoc};
 use crate::stats::{stat, Report};
 use crate::system::Builder;
 use crate::units::Time;
-use crate::workloads::{SystemShape, WorkloadSpec};
+use crate::workloads::submissions::Submissions;
+use crate::workloads::WorkloadSpec;
 
 /// Most descriptors one job may need (a run beyond it is refused: raise `transfer_bytes`).
 pub const MAX_DESCRIPTORS: u64 = 4 << 20;
@@ -281,26 +284,6 @@ impl WorkloadSpec for DsaCopySpec {
 /// `total` split into `parts` shares, the remainder spread over the first.
 fn split(total: u64, parts: u64) -> impl Iterator<Item = u64> {
     (0..parts).map(move |i| total / parts + u64::from(i < total % parts))
-}
-
-/// The tally of one copy job, shared by its threads.
-#[derive(Debug)]
-pub struct CopyJob {
-    /// Notified by each thread that has finished its share.
-    pub done: Signal,
-    pub end: Option<Time>,
-    pub devices: Vec<String>,
-    pub bytes: u64,
-    pub descriptors: u64,
-    pub operations: u64,
-    pub latency_ns: f64,
-    pub software_bytes: u64,
-    pub submit_ns: f64,
-    pub poll_ns: f64,
-    pub cpu_copy_ns: f64,
-    pub src_in_llc: bool,
-    /// Its threads that have not finished their share.
-    pub threads_left: u32,
 }
 
 const SUBMIT: u32 = 0;

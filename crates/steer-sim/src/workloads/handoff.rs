@@ -9,13 +9,14 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, ROUND_TRIP};
+use crate::devices::SystemShape;
 use crate::engine::{ReportView, Signal};
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
 use crate::stats::{stat, Report};
 use crate::system::Builder;
 use crate::units::Line;
-use crate::workloads::{SystemShape, WorkloadSpec};
+use crate::workloads::WorkloadSpec;
 
 params! {
     /// The pair's parameters.

@@ -4,11 +4,12 @@
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, PACKET};
 use crate::devices::ring::{Completion, Poll, RingId};
+use crate::devices::SystemShape;
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
 use crate::system::Builder;
 use crate::units::Line;
-use crate::workloads::{SystemShape, WorkloadSpec};
+use crate::workloads::WorkloadSpec;
 
 params! {
     /// The forwarding loop's parameters (one loop per queue of the device).

@@ -6,13 +6,14 @@
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, MESSAGE};
 use crate::devices::ring::{Completion, RingId};
+use crate::devices::SystemShape;
 use crate::engine::ReportView;
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
 use crate::stats::{stat, Distribution, Report};
 use crate::system::Builder;
 use crate::units::{Line, Time};
-use crate::workloads::{SystemShape, WorkloadSpec};
+use crate::workloads::WorkloadSpec;
 
 /// The largest message: an IP datagram's 64 KiB.
 const MAX_MESSAGE_BYTES: u64 = 65536;

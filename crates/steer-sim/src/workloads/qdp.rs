@@ -20,8 +20,9 @@ use steer_offload::CacheData;
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, BLOCK};
 use crate::devices::copy_policy::CopyPolicies;
-use crate::devices::dsa::{Submissions, Submit};
+use crate::devices::dsa::Submit;
 use crate::devices::offload::{self, CachePlacements, Found, Offload};
+use crate::devices::SystemShape;
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
 use crate::error::{ensure, ConfigResult, Shown};
 use crate::flows::{plain, OwnerId, Region, Transfer, Use};
@@ -29,7 +30,8 @@ use crate::params::{choice, params, Name};
 use crate::stats::{stat, Report};
 use crate::system::Builder;
 use crate::units::Time;
-use crate::workloads::{SystemShape, WorkloadSpec};
+use crate::workloads::submissions::Submissions;
+use crate::workloads::WorkloadSpec;
 
 /// Most blocks a column may be cut into (a run beyond it is refused: raise `block_bytes`).
 pub const MAX_BLOCKS: u64 = 1 << 20;

@@ -6,12 +6,13 @@
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, MESSAGE};
 use crate::devices::ring::{Completion, RingId};
+use crate::devices::SystemShape;
 use crate::error::{ensure, ConfigResult, Shown};
 use crate::hierarchy::Level;
 use crate::params::{choice, params};
 use crate::system::Builder;
 use crate::units::{Line, Time};
-use crate::workloads::{SystemShape, WorkloadSpec};
+use crate::workloads::WorkloadSpec;
 
 choice! {
     /// Where software prefetches put the data.

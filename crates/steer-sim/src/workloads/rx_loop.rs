@@ -3,13 +3,14 @@
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, PACKET};
 use crate::devices::ring::{Completion, RingId};
+use crate::devices::SystemShape;
 use crate::engine::ReportView;
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
 use crate::stats::{stat, Report};
 use crate::system::Builder;
 use crate::units::{Line, Time};
-use crate::workloads::{SystemShape, WorkloadSpec};
+use crate::workloads::WorkloadSpec;
 
 params! {
     /// The receive loop's parameters.

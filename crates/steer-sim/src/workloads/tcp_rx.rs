@@ -18,12 +18,13 @@ use std::rc::Rc;
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, STEP};
 use crate::devices::ring::{Completion, Poll, RingId, RxRing};
+use crate::devices::SystemShape;
 use crate::engine::Signal;
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
 use crate::system::Builder;
 use crate::units::Line;
-use crate::workloads::{SystemShape, WorkloadSpec};
+use crate::workloads::WorkloadSpec;
 
 /// Bounds that keep a run's work sane: no kernel structure of one sk_buff spans more than
 /// 256 KiB, and a slab holds a few dozen sk_buffs.
