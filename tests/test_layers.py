@@ -1,5 +1,6 @@
 """scripts/layers.py: which imports it reads, which it refuses, and its exit codes."""
 
+import ast
 import importlib.util
 from pathlib import Path
 
@@ -75,3 +76,35 @@ def test_a_module_no_layer_claims_is_exit_2(tmp_path):
     lines, code = layers.check(src)
     assert code == 2
     assert lines == ["layers: no layer claims gadget (scripts/layers.py, LAYERS)"]
+
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_the_trace_replayer_has_no_circle():
+    found = layers.imports(ROOT / "crates/steer-trace/src")
+    graph = {module: {named for _, named in used} for module, used in found.items()}
+    assert layers.circles(graph) == []
+
+
+def python_imports(package: Path) -> dict[str, set[str]]:
+    """Per module of the package, the package's modules it imports (at the top or in a function)."""
+    modules = {p.stem for p in package.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in package.glob("*.py"):
+        named = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "steer":
+                named |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("steer."):
+                named.add(node.module.split(".")[1])
+            elif isinstance(node, ast.Import):
+                named |= {a.name.split(".")[1] for a in node.names if a.name.startswith("steer.")}
+        graph[path.stem] = (named & modules) - {path.stem, "__init__"}
+    return graph
+
+
+def test_the_python_package_has_no_circle():
+    graph = python_imports(ROOT / "python/steer")
+    assert graph["sweep"] >= {"store", "tomlfile"}  # the reading sees imports
+    assert layers.circles(graph) == []
