@@ -20,11 +20,11 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("engine", ["engine"]),
     (
         "memory, caches, hierarchy",
-        ["cache", "platform", "memory", "directory", "steering", "hierarchy", "flows"],
+        ["cache", "platform", "memory", "directory", "steering", "hierarchy", "flows", "system"],
     ),
     ("devices", ["devices", "copy"]),
     ("CPUs and workloads", ["cpu", "workloads"]),
-    ("scenarios", ["system", "scenario", "results", "catalog"]),
+    ("scenarios", ["scenario", "simulation", "results", "catalog"]),
     ("host", ["host"]),
 ]
 # The crate root re-exports and test support sit outside the layers.

@@ -430,6 +430,12 @@ pub enum Holding {
     Probe,
 }
 
+impl crate::engine::Facility for Hierarchy {
+    fn reset_stats(&mut self, _now: Time) {
+        Hierarchy::reset_stats(self);
+    }
+}
+
 pub struct Hierarchy {
     topology: TopologySpec,
     l1: Vec<LazyCache>,

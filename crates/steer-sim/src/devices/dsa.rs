@@ -19,7 +19,9 @@ use std::collections::VecDeque;
 use crate::devices::{CopyEngineShape, DeviceSpec};
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
 use crate::error::{ensure, ConfigResult, Shown};
+use crate::flows::Flows;
 use crate::flows::{Network, OwnerId, Region, ResourceId, Transfer};
+use crate::hierarchy::Hierarchy;
 use crate::params::{choice, params};
 use crate::platform::PlatformSpec;
 use crate::stats::{stat, stats, Report};
@@ -255,6 +257,15 @@ pub struct CopyPorts {
     pub jobs: Vec<crate::devices::copy_job::CopyJob>,
 }
 
+impl crate::engine::Facility for CopyPorts {}
+
+impl Builder<'_> {
+    /// The ports between copy engines and the programs that use them.
+    pub fn copy_ports(&mut self) -> &mut CopyPorts {
+        self.facility()
+    }
+}
+
 impl CopyPorts {
     /// The index of the device of compute node `node` among those named `prefix` + node.
     pub fn device_on(&self, prefix: &str, node: u32) -> Option<usize> {
@@ -484,7 +495,7 @@ impl Dsa {
         self.stats.engine_busy_ns += (now - engine.busy_since.max(self.window_start)).as_ns();
         engine.phase = Phase::Idle;
         let visible_at = now + Time::from_ns(self.spec.latency_ns);
-        let submitter = &mut cx.shared.copy.completions[work.descriptor.submitter];
+        let submitter = &mut cx.shared.get_mut::<CopyPorts>().completions[work.descriptor.submitter];
         submitter.records.push_back(CompletionRecord {
             tag: work.descriptor.tag,
             copied: work.copied,
@@ -511,7 +522,7 @@ impl Dsa {
         self.stats.bytes += bytes;
         // A device's writes: into the LLC with cache-control, else to memory, a line at a time.
         let lines = bytes.div_ceil(self.line_bytes);
-        let hierarchy = &mut cx.shared.hierarchy.stats;
+        let hierarchy = &mut cx.shared.get_mut::<Hierarchy>().stats;
         if d.cache_control {
             self.stats.cache_control_bytes += bytes;
             hierarchy.dma_lines_to_cache += lines;
@@ -533,7 +544,7 @@ impl Dsa {
             writes: Some(d.dst.skip(before)),
         };
         self.engines[e].phase = Phase::Transfer;
-        let flows = &mut cx.shared.flows;
+        let flows = cx.shared.get_mut::<Flows>();
         flows.start(now, transfer, self.owner, e as u64);
         let changed = flows.changed.expect("flows exist");
         cx.notify(changed, now);
@@ -546,11 +557,11 @@ impl Agent for Dsa {
     }
 
     fn step(&mut self, cx: &mut Cx, now: Time, _limit: Time) -> Step {
-        for tag in cx.shared.flows.take_finished(self.owner) {
+        for tag in cx.shared.get_mut::<Flows>().take_finished(self.owner) {
             self.end_task(cx, tag as usize, now);
         }
         let (doorbell, space) = {
-            let queue = &cx.shared.copy.devices[self.device].queue;
+            let queue = &cx.shared.get::<CopyPorts>().devices[self.device].queue;
             (queue.doorbell, queue.space)
         };
         loop {
@@ -562,7 +573,9 @@ impl Agent for Dsa {
                         progressed = true;
                     }
                     Phase::Idle => {
-                        let Some(descriptor) = cx.shared.copy.devices[self.device].queue.entries.pop_front() else {
+                        let Some(descriptor) =
+                            cx.shared.get_mut::<CopyPorts>().devices[self.device].queue.entries.pop_front()
+                        else {
                             continue;
                         };
                         cx.notify(space, now);
@@ -599,7 +612,7 @@ impl Agent for Dsa {
     }
 
     fn report(&self, out: &mut Report, view: &ReportView) {
-        let port = &view.shared.copy.devices[self.device];
+        let port = &view.shared.get::<CopyPorts>().devices[self.device];
         let busy_now: f64 = self
             .engines
             .iter()

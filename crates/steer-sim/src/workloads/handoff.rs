@@ -277,7 +277,7 @@ mod tests {
     fn the_round_trip_time_is_the_window_over_the_round_trips() {
         let (mut a, _) = pair();
         a.round_trips = 4;
-        let shared = crate::system::Shared::empty();
+        let shared = crate::engine::Shared::empty();
         let view = ReportView { shared: &shared, window_start: ns(100.0), now: ns(1100.0) };
         let mut out = Report::root();
         a.report(&mut out, &view);

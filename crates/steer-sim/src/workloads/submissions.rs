@@ -3,6 +3,7 @@
 use std::collections::VecDeque;
 
 use crate::cpu::{Next, ProgramCx};
+use crate::devices::dsa::CopyPorts;
 use crate::devices::dsa::{Descriptor, Submit};
 
 /// A program's submissions to DSA work queues, made one at a time: each pays its ENQCMD or
@@ -29,7 +30,7 @@ impl Submissions {
     /// (after a "retry") a wait for the queue to free an entry.
     pub fn next(&mut self, cx: &mut ProgramCx, call: u32) -> Option<Next> {
         let &(device, _) = self.queue.front()?;
-        let port = &cx.shared().copy.devices[device];
+        let port = &cx.shared().get::<CopyPorts>().devices[device];
         if self.retry_wait && port.queue.is_full() {
             let space = port.queue.space;
             cx.wait_on(space);
@@ -45,7 +46,7 @@ impl Submissions {
     /// and the descriptor. An accepted one rings the doorbell; accepted or dropped, it is done.
     pub fn on_call(&mut self, cx: &mut ProgramCx) -> (Submit, Descriptor) {
         let (device, descriptor) = self.queue.front().cloned().expect("a submission in progress");
-        let queue = &mut cx.shared().copy.devices[device].queue;
+        let queue = &mut cx.shared().get_mut::<CopyPorts>().devices[device].queue;
         let answer = queue.submit(descriptor.clone());
         self.retry_wait = answer == Submit::Retry;
         if answer != Submit::Retry {
