@@ -108,3 +108,8 @@ def test_the_python_package_has_no_circle():
     graph = python_imports(ROOT / "python/steer")
     assert graph["sweep"] >= {"store", "tomlfile"}  # the reading sees imports
     assert layers.circles(graph) == []
+
+
+def test_the_simulator_crate_has_no_upward_import_and_no_circle():
+    lines, code = layers.check(ROOT / "crates/steer-sim/src")
+    assert code == 0, "\n".join(lines)

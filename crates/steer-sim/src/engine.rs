@@ -555,6 +555,83 @@ mod tests {
         probe.runs.iter().map(|(t, l)| (t.as_ns(), l.as_ns())).collect()
     }
 
+    /// A facility that counts its resets, with the time of the last.
+    #[derive(Debug, Default, PartialEq)]
+    struct Counter {
+        resets: u32,
+        at: Option<Time>,
+    }
+
+    impl Facility for Counter {
+        fn reset_stats(&mut self, now: Time) {
+            self.resets += 1;
+            self.at = Some(now);
+        }
+    }
+
+    #[derive(Debug, Default, PartialEq)]
+    struct Other(u32);
+
+    impl Facility for Other {}
+
+    #[test]
+    fn a_facility_is_found_by_its_type_and_replaced_by_one_of_the_same_type() {
+        let mut shared = Shared::default();
+        assert!(shared.try_get::<Counter>().is_none() && shared.try_get_mut::<Other>().is_none());
+        shared.insert(Other(1));
+        shared.insert(Counter::default());
+        assert_eq!(shared.get::<Other>(), &Other(1));
+        shared.insert(Other(2));
+        assert_eq!(shared.get::<Other>(), &Other(2));
+        shared.get_mut::<Counter>().resets = 5;
+        assert_eq!(shared.get::<Counter>().resets, 5);
+        assert_eq!(shared.facilities.len(), 2);
+    }
+
+    #[test]
+    #[should_panic(expected = "no steer_sim::engine::tests::Other registered")]
+    fn a_facility_nobody_registered_is_a_panic_naming_its_type() {
+        Shared::default().get::<Other>();
+    }
+
+    #[test]
+    fn get_or_default_registers_the_default_once() {
+        let mut shared = Shared::default();
+        shared.get_or_default::<Other>().0 = 7;
+        assert_eq!(shared.get_or_default::<Other>(), &Other(7));
+        assert_eq!(shared.facilities.len(), 1);
+    }
+
+    #[test]
+    fn two_facilities_are_borrowed_at_once_in_either_order() {
+        let mut shared = Shared::default();
+        shared.insert(Counter::default());
+        shared.insert(Other(3));
+        let (other, counter) = shared.pair_mut::<Other, Counter>();
+        (other.0, counter.resets) = (4, 9);
+        let (counter, other) = shared.pair_mut::<Counter, Other>();
+        assert_eq!((counter.resets, other.0), (9, 4));
+    }
+
+    #[test]
+    fn taking_a_facility_leaves_the_others() {
+        let mut shared = Shared::default();
+        shared.insert(Other(1));
+        shared.insert(Counter { resets: 2, at: None });
+        assert_eq!(shared.take::<Other>(), Some(Other(1)));
+        assert_eq!(shared.take::<Other>(), None);
+        assert_eq!(shared.get::<Counter>().resets, 2);
+    }
+
+    #[test]
+    fn a_reset_reaches_every_facility_with_the_time() {
+        let mut shared = Shared::default();
+        shared.insert(Other(1));
+        shared.insert(Counter::default());
+        shared.reset_stats(ns(40.0));
+        assert_eq!(shared.get::<Counter>(), &Counter { resets: 1, at: Some(ns(40.0)) });
+    }
+
     fn ns(t: f64) -> Time {
         Time::from_ns(t)
     }

@@ -175,4 +175,20 @@ mod tests {
             assert_eq!(b.node_of_addr(Addr(addr.0 + 4999)), node);
         }
     }
+
+    #[test]
+    fn a_finisher_runs_once_after_every_kind_however_often_it_is_asked_for() {
+        fn add_one(b: &mut Builder) {
+            let signal = b.signal();
+            b.add_agent(Box::new(crate::flows::FlowAgent), None);
+            assert_eq!(signal, Signal(1), "after the kinds' own signals");
+        }
+        let platform = PlatformSpec::default();
+        let mut b = Builder::new(&platform, 1);
+        b.on_finish(add_one);
+        b.on_finish(add_one);
+        b.signal();
+        let (agents, _, signals) = b.into_parts();
+        assert_eq!((agents.len(), signals), (1, 2));
+    }
 }

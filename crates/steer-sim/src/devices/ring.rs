@@ -454,6 +454,21 @@ mod tests {
         RxRing::new("q".into(), shape, memory, RingSignals { ready: Signal(0), doorbell: Signal(1), sent: Signal(2) })
     }
 
+    #[test]
+    fn a_devices_rings_are_its_own_in_the_order_added() {
+        let platform = crate::testing::tiny_platform();
+        let mut b = Builder::new(&platform, 1);
+        assert!(b.rings_of("nic0").is_empty() && b.rings().is_empty());
+        let first = b.add_ring("nic0", ring(4, 4, Recycle::Fifo));
+        let other = b.add_ring("nic1", ring(8, 8, Recycle::Fifo));
+        let second = b.add_ring("nic0", ring(2, 2, Recycle::Fifo));
+        assert_eq!(b.rings_of("nic0"), &[RingId(0), RingId(2)]);
+        assert_eq!((first, other, second), (RingId(0), RingId(1), RingId(2)));
+        assert_eq!(b.ring(other).shape.entries, 8);
+        assert!(b.rings_of("nic2").is_empty());
+        assert_eq!(b.rings().len(), 3);
+    }
+
     fn completion(ring: &RxRing, buffer: u32, bytes: u32) -> Completion {
         Completion {
             buffer,
