@@ -26,10 +26,10 @@ def test_a_downward_import_passes(tmp_path):
 
 
 def test_an_upward_import_fails_naming_file_line_and_layer(tmp_path):
-    src = crate(tmp_path, {"system.rs": "", "engine.rs": "// the engine\nuse crate::system::Shared;\n"})
+    src = crate(tmp_path, {"scenario.rs": "", "engine.rs": "// the engine\nuse crate::scenario::Scenario;\n"})
     lines, code = layers.check(src)
     assert code == 1
-    assert "  engine:2 -> system (scenarios)" in lines
+    assert "  engine:2 -> scenario (scenarios)" in lines
 
 
 def test_a_grouped_import_names_each_module(tmp_path):
