@@ -9,6 +9,7 @@ import pandas
 import pytest
 
 import steer
+from steer import optional
 from steer import store as stores
 from steer import sweep as sweeps
 from steer.store import Store
@@ -195,18 +196,18 @@ def test_a_missing_optional_dependency_says_which_extra_installs_it(tmp_path, mo
     store.write(record("a" * 16))
     parquet = steer.export(store.root, tmp_path / "runs.parquet")
     absent: set[str] = set()
-    real_import = stores.importlib.import_module
+    real_import = optional.importlib.import_module
 
     def without(name):
         if name in absent:
             raise ImportError(name)
         return real_import(name)
 
-    monkeypatch.setattr(stores.importlib, "import_module", without)
+    monkeypatch.setattr(optional.importlib, "import_module", without)
     for module, extra in (("ray", "ray"), ("pandas", "plot")):
         absent.add(module)
         with pytest.raises(steer.ScenarioError) as raised:
-            stores.require(module, "this")
+            optional.require(module, "this")
         assert str(raised.value) == f"this needs {module}: pip install 'steer[{extra}]'"
     for missing, call, purpose in (
         ("pandas", lambda: steer.load(store.root), "a DataFrame of runs"),

@@ -692,7 +692,7 @@ def test_ray_failing_to_start_is_one_line_naming_the_option(monkeypatch):
     def no_ray(name):
         raise ImportError(name)
 
-    monkeypatch.setattr(steer.store.importlib, "import_module", no_ray)
+    monkeypatch.setattr(steer.optional.importlib, "import_module", no_ray)
     with pytest.raises(steer.ScenarioError) as raised:
         sweeps.run_ray([], None, None, print)
     assert str(raised.value) == "--executor ray needs ray: pip install 'steer[ray]'"
@@ -703,7 +703,7 @@ def test_ray_failing_to_start_is_one_line_naming_the_option(monkeypatch):
         raise RuntimeError(says["message"])
 
     fake_ray = SimpleNamespace(is_initialized=lambda: False, init=init)
-    monkeypatch.setattr(steer.store.importlib, "import_module", lambda name: fake_ray)
+    monkeypatch.setattr(steer.optional.importlib, "import_module", lambda name: fake_ray)
     task = sweeps.Task(0, "0" * 16, {}, [], "t", resolved="")
     for text, workers, expected in (
         ("no cluster\ndetails", 3, "--executor ray: cannot start or connect to Ray: no cluster"),
@@ -752,7 +752,7 @@ def test_ray_tasks_are_kept_two_per_cpu_in_flight_and_a_lost_one_is_a_failed_rec
         wait=wait,
         get=get,
     )
-    monkeypatch.setattr(steer.store.importlib, "import_module", lambda name: fake_ray)
+    monkeypatch.setattr(steer.optional.importlib, "import_module", lambda name: fake_ray)
     tasks = numbered_tasks(6)
     summary = sweeps.run_tasks(tasks, Store(tmp_path), {}, "t", executor="ray")
     assert in_flight == expected
@@ -860,7 +860,7 @@ def test_ray_that_cannot_start_leaves_no_results_directory(tmp_path, monkeypatch
         raise RuntimeError("no cluster")
 
     fake_ray = SimpleNamespace(is_initialized=lambda: False, init=init)
-    monkeypatch.setattr(steer.store.importlib, "import_module", lambda name: fake_ray)
+    monkeypatch.setattr(steer.optional.importlib, "import_module", lambda name: fake_ray)
     results = tmp_path / "results"
     with pytest.raises(steer.ScenarioError, match=r"^--executor ray: cannot start or connect to Ray: no cluster$"):
         sweeps.run_sweep(write(tmp_path, ""), results, executor="ray")

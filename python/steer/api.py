@@ -165,11 +165,10 @@ def override_list(overrides: Overrides) -> list[str]:
 def overrides_from_file(path: str | Path) -> list[str]:
     """A TOML file's values as ``KEY=VALUE`` overrides, nested tables as dotted key paths."""
     from steer import tomlfile
-    from steer.sweep import dotted
 
     data, _ = tomlfile.read(path)
 
-    return override_list(dotted(data))
+    return override_list(tomlfile.dotted(data))
 
 
 def resolve(scenario: str | Path, overrides: Overrides = (), **params: object) -> str:

@@ -208,7 +208,7 @@ def _row(origin: str, index: int, table: object, base: Path) -> FitRow:
     sets = table.get("set", {})
     if not isinstance(sets, dict):
         raise ScenarioError(f"{origin}: {where}.set: expected a table of overrides")
-    for key, value in sweep.dotted(sets).items():
+    for key, value in tomlfile.dotted(sets).items():
         sweep.check_value(origin, f"{where}.set.{key}", value)
     scenario = table["scenario"]
     if scenario.endswith(".toml"):
@@ -217,7 +217,7 @@ def _row(origin: str, index: int, table: object, base: Path) -> FitRow:
         table.get("name", f"{table['scenario']}: {table['key']}"),
         role or "calibration",
         scenario=scenario,
-        overrides=tuple(f"{k}={api.toml_literal(v)}" for k, v in sweep.dotted(sets).items()),
+        overrides=tuple(f"{k}={api.toml_literal(v)}" for k, v in tomlfile.dotted(sets).items()),
         key=table["key"],
         measured=measured,
         tolerance=tolerance,

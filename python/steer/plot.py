@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from steer._core import ScenarioError
+from steer.optional import require
 from steer.output import write_atomically
 from steer.result import FILL_SOURCES
-from steer.store import PARAM_PREFIX, load, record_row, require
+from steer.store import PARAM_PREFIX, load, record_row
 
 KINDS = ("dram", "fills", "latency", "metric")
 IMAGE_FORMATS = (".png", ".svg")

@@ -203,7 +203,7 @@ class Result(dict):
 
     def to_frame(self):
         """A one-row pandas DataFrame with one column per dotted key (needs pandas)."""
-        from steer.store import require
+        from steer.optional import require
 
         pandas = require("pandas", "a DataFrame view")
         return pandas.DataFrame([self.flat()])

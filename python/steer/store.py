@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import importlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 
 from steer import _core, output
 from steer._core import ScenarioError, __version__
+from steer.optional import require
 from steer.result import flatten
 
 RECORD_FORMAT = 1
@@ -35,15 +35,6 @@ FAILED = "failed"
 # Columns that describe a run rather than its result; swept parameters follow as "param.KEY".
 META_COLUMNS = ("run_id", "status", "error", "index", "steer_version", "wall_seconds")
 PARAM_PREFIX = "param."
-
-
-def require(module: str, purpose: str):
-    """Imports an optional dependency, or raises ScenarioError saying how to install it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        extra = "ray" if module == "ray" else "plot"
-        raise ScenarioError(f"{purpose} needs {module}: pip install 'steer[{extra}]'") from None
 
 
 @functools.cache

@@ -86,17 +86,6 @@ def type_name(value: object) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def dotted(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested TOML tables as dotted keys, so ``[grid.sim] measure_us`` means ``sim.measure_us``."""
-    flat: dict[str, Any] = {}
-    for key, value in table.items():
-        if isinstance(value, dict):
-            flat.update(dotted(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
 def check_value(origin: str, where: str, value: object) -> None:
     """Rejects values that cannot be passed to the scenario as an override."""
     try:
@@ -110,7 +99,7 @@ def axes_from(origin: str, section: str, table: object) -> dict[str, list]:
     if not isinstance(table, dict):
         raise ScenarioError(f"{origin}: {section}: expected a table of lists (got {type_name(table)})")
     axes = {}
-    for key, values in dotted(table).items():
+    for key, values in tomlfile.dotted(table).items():
         values = api.python_value(values)  # a numpy array is the list it holds
         if not isinstance(values, list):
             raise ScenarioError(f"{origin}: {section}.{key}: expected a list of values (got {type_name(values)})")
@@ -146,7 +135,7 @@ def sweep_from_dict(data: Mapping[str, Any], origin: str = "sweep", base: Path |
     sets = data.get("set", {})
     if not isinstance(sets, dict):
         raise ScenarioError(f"{origin}: set: expected a table (got {type_name(sets)})")
-    sets = {key: api.python_value(value) for key, value in dotted(sets).items()}
+    sets = {key: api.python_value(value) for key, value in tomlfile.dotted(sets).items()}
     for key, value in sets.items():
         check_value(origin, f"set.{key}", value)
     grid = axes_from(origin, "grid", data.get("grid", {}))
@@ -451,7 +440,7 @@ def ray_session(workers: int | None, address: str | None) -> Iterator[Any]:
     """Ray, connected to the cluster at ``address`` or started here with ``workers`` CPUs (and
     shut down afterwards), unless this process is connected already. A cluster that cannot be
     reached or started is a ScenarioError naming the option."""
-    from steer.store import require
+    from steer.optional import require
 
     ray = require("ray", "--executor ray")
     import logging

@@ -5,6 +5,7 @@ not UTF-8 named as such rather than by the codec's own words."""
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,3 +36,14 @@ def read(path: str | Path, what: str = "") -> tuple[dict[str, Any], str]:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as error:
         raise ScenarioError(f"{path}: invalid TOML: {error}") from None
+
+
+def dotted(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested TOML tables as dotted keys, so ``[grid.sim] measure_us`` means ``sim.measure_us``."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            flat.update(dotted(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

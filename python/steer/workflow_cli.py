@@ -145,7 +145,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     import json
 
     from steer import fit as fits
-    from steer.store import Store, require
+    from steer.optional import require
+    from steer.store import Store
 
     image_format = Path(args.plot).suffix.lower().lstrip(".") if args.plot else ""
     if args.plot:

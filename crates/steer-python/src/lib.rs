@@ -109,7 +109,7 @@ type Param = (String, String, String);
 /// Every entry of every registry: (registry, name, description, [(key, default, meaning)]).
 #[pyfunction]
 fn catalog() -> Vec<(String, String, String, Vec<Param>)> {
-    steer_sim::kinds::catalog()
+    steer_sim::catalog::catalog()
         .into_iter()
         .map(|e| {
             let params = e.params.into_iter().map(|d| (d.key, d.value, d.meaning)).collect();
@@ -131,7 +131,7 @@ fn platform_presets() -> Vec<(String, String, String)> {
     let host = steer_sim::host::host_platform_table()
         .ok()
         .and_then(|table| Some(table.get("description")?.as_str()?.to_string()))
-        .unwrap_or_else(|| platform::HOST_DESCRIPTION.to_string());
+        .unwrap_or_else(|| steer_sim::host::HOST_DESCRIPTION.to_string());
     platform::PRESETS
         .iter()
         .map(|p| (p.name.to_string(), p.description(), p.source.to_string()))

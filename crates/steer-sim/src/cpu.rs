@@ -7,13 +7,15 @@
 //! turns: a program keeps the CPU for a burst of units, then the next runnable one goes.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
+use crate::devices::ring::Rings;
 use crate::devices::ring::{Completion, Poll, RingId, RxRing};
-use crate::engine::{Agent, Cx, ReportView, Signal, Step};
+use crate::engine::{Agent, Cx, Facility, ReportView, Shared, Signal, Step};
 use crate::hierarchy::{Hierarchy, Level, Source};
 use crate::platform::{CoreSpec, PlatformSpec};
 use crate::stats::{stat, Report, Stat};
+use crate::system::Builder;
 use crate::tlb::Tlb;
 use crate::units::{Clock, Line, Time};
 
@@ -287,13 +289,13 @@ impl ProgramCx<'_, '_> {
     }
 
     /// The state agents share (copy engine ports, flows).
-    pub fn shared(&mut self) -> &mut crate::system::Shared {
+    pub fn shared(&mut self) -> &mut Shared {
         self.cx.shared
     }
 
     /// An RX queue's host side.
     pub fn ring(&mut self, id: RingId) -> &mut RxRing {
-        &mut self.cx.shared.rings[id.0 as usize]
+        &mut self.cx.shared.get_mut::<Rings>()[id.0 as usize]
     }
 
     /// Takes the next completion of `ring` that has been visible for `delay` (the time the
@@ -325,7 +327,7 @@ impl ProgramCx<'_, '_> {
 
     /// Hands a consumed packet to the device for transmission and rings its doorbell.
     pub fn post_tx(&mut self, ring: RingId, completion: &Completion) {
-        let ring = &mut self.cx.shared.rings[ring.0 as usize];
+        let ring = &mut self.cx.shared.get_mut::<Rings>()[ring.0 as usize];
         ring.post_tx(completion);
         let doorbell = ring.doorbell;
         self.notify(doorbell);
@@ -488,6 +490,29 @@ enum State {
     Stalled(String),
 }
 
+/// The programs each CPU runs, in the order they were added, until the system is finished.
+#[derive(Default)]
+struct Programs(BTreeMap<u32, Vec<Box<dyn Program>>>);
+
+impl Facility for Programs {}
+
+impl Builder<'_> {
+    /// Runs `program` on logical CPU `cpu` (programs on one CPU take turns).
+    pub fn run_on(&mut self, cpu: u32, program: Box<dyn Program>) {
+        self.facility::<Programs>().0.entry(cpu).or_default().push(program);
+        self.on_finish(add_cpus);
+    }
+}
+
+/// One CPU agent for each CPU with programs, in CPU order.
+fn add_cpus(b: &mut Builder) {
+    let Some(Programs(programs)) = b.shared.take::<Programs>() else { return };
+    for (cpu, programs) in programs {
+        let timer = CoreTimer::on_cpu(cpu, b.platform);
+        b.add_agent(Box::new(Cpu::new(timer, programs)), Some(Time::ZERO));
+    }
+}
+
 /// A logical CPU running one or more programs.
 pub struct Cpu {
     timer: CoreTimer,
@@ -538,7 +563,7 @@ impl Cpu {
                 return false;
             }
             self.ops.queue.pop_front();
-            let hierarchy = &mut cx.shared.hierarchy;
+            let hierarchy = cx.shared.get_mut::<Hierarchy>();
             match op {
                 Op::Load(line) => {
                     let done = self.timer.issue(hierarchy, line);
@@ -680,8 +705,8 @@ impl Agent for Cpu {
 
     fn report(&self, out: &mut Report, view: &ReportView) {
         let cpu = self.timer.cpu;
-        let counts = &view.shared.hierarchy.stats.fills[cpu as usize];
-        let dc_counts = &view.shared.hierarchy.stats.dc_fills[cpu as usize];
+        let counts = &view.shared.get::<Hierarchy>().stats.fills[cpu as usize];
+        let dc_counts = &view.shared.get::<Hierarchy>().stats.dc_fills[cpu as usize];
         out.section("cores", |cores| {
             cores.section(&cpu.to_string(), |core| {
                 core.put(&ROLE, self.role());
@@ -745,7 +770,7 @@ fn fractions(out: &mut Report, counts: &[u64; 6], skip_l1: bool) {
 mod tests {
     use super::*;
     use crate::engine::Harness;
-    use crate::system::Shared;
+    use crate::engine::Shared;
     use crate::testing::{ns, tiny_platform};
 
     #[test]

@@ -10,14 +10,134 @@
 //! exactly in time at the granularity they step at.
 //!
 //! The engine knows no kind of agent: devices and workloads register themselves (`devices`,
-//! `workloads`), and agents meet only through the ports in `Shared` and through signals.
+//! `workloads`), and agents meet only through signals and the facilities in `Shared`, a store
+//! keyed by type that each kind fills at build time (the hierarchy, a device's rings or ports).
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::system::Shared;
 use crate::units::Time;
+
+/// State agents share, registered in `Shared` by type: the memory hierarchy, a device kind's ports.
+pub trait Facility: Any {
+    /// Zeroes its statistics at `now` (the end of the warm-up).
+    fn reset_stats(&mut self, _now: Time) {}
+}
+
+/// What agents share: the facilities kinds registered, one of each type, and the workloads that
+/// end. Few facilities exist (a handful per scenario) and the first registered (the hierarchy,
+/// used on every memory access) is found first, so a lookup is a comparison or two.
+#[derive(Default)]
+pub struct Shared {
+    facilities: Vec<(TypeId, Box<dyn Facility>)>,
+    pub jobs: Jobs,
+}
+
+impl Shared {
+    fn index_of<T: Facility>(&self) -> Option<usize> {
+        let id = TypeId::of::<T>();
+        self.facilities.iter().position(|(t, _)| *t == id)
+    }
+
+    /// Registers `facility` (replacing one of its type).
+    pub fn insert<T: Facility>(&mut self, facility: T) {
+        match self.index_of::<T>() {
+            Some(i) => self.facilities[i].1 = Box::new(facility),
+            None => self.facilities.push((TypeId::of::<T>(), Box::new(facility))),
+        }
+    }
+
+    /// The facility of type `T`, if one was registered.
+    pub fn try_get<T: Facility>(&self) -> Option<&T> {
+        let i = self.index_of::<T>()?;
+        (&*self.facilities[i].1 as &dyn Any).downcast_ref()
+    }
+
+    /// The facility of type `T`, mutable, if one was registered.
+    pub fn try_get_mut<T: Facility>(&mut self) -> Option<&mut T> {
+        let i = self.index_of::<T>()?;
+        (&mut *self.facilities[i].1 as &mut dyn Any).downcast_mut()
+    }
+
+    /// The facility of type `T` (its kind registered it when the system was built).
+    #[inline]
+    pub fn get<T: Facility>(&self) -> &T {
+        self.try_get().unwrap_or_else(|| panic!("no {} registered", std::any::type_name::<T>()))
+    }
+
+    /// The facility of type `T`, mutable.
+    #[inline]
+    pub fn get_mut<T: Facility>(&mut self) -> &mut T {
+        self.try_get_mut().unwrap_or_else(|| panic!("no {} registered", std::any::type_name::<T>()))
+    }
+
+    /// The facility of type `T`, registered with its default first if there is none.
+    pub fn get_or_default<T: Facility + Default>(&mut self) -> &mut T {
+        if self.index_of::<T>().is_none() {
+            self.insert(T::default());
+        }
+        self.get_mut()
+    }
+
+    /// Two facilities of different types at once (a device's rings and the hierarchy it writes).
+    pub fn pair_mut<A: Facility, B: Facility>(&mut self) -> (&mut A, &mut B) {
+        let missing = |name: &str| panic!("no {name} registered");
+        let a = self.index_of::<A>().unwrap_or_else(|| missing(std::any::type_name::<A>()));
+        let b = self.index_of::<B>().unwrap_or_else(|| missing(std::any::type_name::<B>()));
+        assert_ne!(a, b, "two facilities of one type");
+        let (low, high) = self.facilities.split_at_mut(a.max(b));
+        let (first, second) = (&mut *low[a.min(b)].1, &mut *high[0].1);
+        let (a_box, b_box) = if a < b { (first, second) } else { (second, first) };
+        let a_ref = (a_box as &mut dyn Any).downcast_mut().expect("registered by type");
+        let b_ref = (b_box as &mut dyn Any).downcast_mut().expect("registered by type");
+        (a_ref, b_ref)
+    }
+
+    /// Takes the facility of type `T` out of the store.
+    pub fn take<T: Facility>(&mut self) -> Option<T> {
+        let i = self.index_of::<T>()?;
+        let (_, boxed) = self.facilities.remove(i);
+        (boxed as Box<dyn Any>).downcast().ok().map(|b| *b)
+    }
+
+    /// Zeroes every facility's statistics at `now`.
+    pub fn reset_stats(&mut self, now: Time) {
+        for (_, facility) in &mut self.facilities {
+            facility.reset_stats(now);
+        }
+    }
+}
+
+/// Workloads that end (a copy job, a query): when every workload of a scenario is one, the run
+/// ends with the last of them, and the measured window with it (rates are over the jobs' time,
+/// not over the longest they may take).
+#[derive(Debug, Default)]
+pub struct Jobs {
+    pub(crate) registered: u32,
+    pub(crate) running: u32,
+    /// Every workload registered a job.
+    pub(crate) end_the_run: bool,
+    last_end: Option<Time>,
+}
+
+impl Jobs {
+    pub(crate) fn register(&mut self) {
+        self.registered += 1;
+        self.running += 1;
+    }
+
+    /// A job ended at `at` (each registered job ends once).
+    pub fn end(&mut self, at: Time) {
+        self.running -= 1;
+        self.last_end = Some(self.last_end.map_or(at, |t| t.max(at)));
+    }
+
+    /// When the run ended: the last job's end, once every job has ended, if the jobs end the run.
+    pub fn run_ended_at(&self) -> Option<Time> {
+        (self.end_the_run && self.running == 0).then_some(self.last_end).flatten()
+    }
+}
 
 /// An agent's index in the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -384,7 +504,6 @@ impl Harness {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::system::Shared;
 
     /// Records when it runs; runs again after `period` until `times` runs, notifying `signal`
     /// each time; or waits on `signal` when `period` is None.
@@ -436,6 +555,83 @@ mod tests {
         probe.runs.iter().map(|(t, l)| (t.as_ns(), l.as_ns())).collect()
     }
 
+    /// A facility that counts its resets, with the time of the last.
+    #[derive(Debug, Default, PartialEq)]
+    struct Counter {
+        resets: u32,
+        at: Option<Time>,
+    }
+
+    impl Facility for Counter {
+        fn reset_stats(&mut self, now: Time) {
+            self.resets += 1;
+            self.at = Some(now);
+        }
+    }
+
+    #[derive(Debug, Default, PartialEq)]
+    struct Other(u32);
+
+    impl Facility for Other {}
+
+    #[test]
+    fn a_facility_is_found_by_its_type_and_replaced_by_one_of_the_same_type() {
+        let mut shared = Shared::default();
+        assert!(shared.try_get::<Counter>().is_none() && shared.try_get_mut::<Other>().is_none());
+        shared.insert(Other(1));
+        shared.insert(Counter::default());
+        assert_eq!(shared.get::<Other>(), &Other(1));
+        shared.insert(Other(2));
+        assert_eq!(shared.get::<Other>(), &Other(2));
+        shared.get_mut::<Counter>().resets = 5;
+        assert_eq!(shared.get::<Counter>().resets, 5);
+        assert_eq!(shared.facilities.len(), 2);
+    }
+
+    #[test]
+    #[should_panic(expected = "no steer_sim::engine::tests::Other registered")]
+    fn a_facility_nobody_registered_is_a_panic_naming_its_type() {
+        Shared::default().get::<Other>();
+    }
+
+    #[test]
+    fn get_or_default_registers_the_default_once() {
+        let mut shared = Shared::default();
+        shared.get_or_default::<Other>().0 = 7;
+        assert_eq!(shared.get_or_default::<Other>(), &Other(7));
+        assert_eq!(shared.facilities.len(), 1);
+    }
+
+    #[test]
+    fn two_facilities_are_borrowed_at_once_in_either_order() {
+        let mut shared = Shared::default();
+        shared.insert(Counter::default());
+        shared.insert(Other(3));
+        let (other, counter) = shared.pair_mut::<Other, Counter>();
+        (other.0, counter.resets) = (4, 9);
+        let (counter, other) = shared.pair_mut::<Counter, Other>();
+        assert_eq!((counter.resets, other.0), (9, 4));
+    }
+
+    #[test]
+    fn taking_a_facility_leaves_the_others() {
+        let mut shared = Shared::default();
+        shared.insert(Other(1));
+        shared.insert(Counter { resets: 2, at: None });
+        assert_eq!(shared.take::<Other>(), Some(Other(1)));
+        assert_eq!(shared.take::<Other>(), None);
+        assert_eq!(shared.get::<Counter>().resets, 2);
+    }
+
+    #[test]
+    fn a_reset_reaches_every_facility_with_the_time() {
+        let mut shared = Shared::default();
+        shared.insert(Other(1));
+        shared.insert(Counter::default());
+        shared.reset_stats(ns(40.0));
+        assert_eq!(shared.get::<Counter>(), &Counter { resets: 1, at: Some(ns(40.0)) });
+    }
+
     fn ns(t: f64) -> Time {
         Time::from_ns(t)
     }
@@ -444,7 +640,7 @@ mod tests {
     fn agents_run_in_time_order_and_see_the_next_event_plus_the_allowance_as_their_limit() {
         let agents = vec![(probe(Some(100.0), None), Some(ns(0.0))), (probe(Some(30.0), None), Some(ns(10.0)))];
         let mut engine = Engine::new(agents, 1, ns(5.0));
-        let mut shared = Shared::empty();
+        let mut shared = Shared::default();
         assert!(engine.run_until(&mut shared, ns(75.0), &mut |_| true));
         // Agent 0 at 0 (next event: agent 1 at 10), then agent 1 at 10, 40, 70 (next event of
         // another agent: agent 0 at 100, capped by the end at 75).
@@ -458,7 +654,7 @@ mod tests {
         // Agent 0 waits; agent 1 runs at 50 and notifies at 70.
         let agents = vec![(probe(None, None), Some(ns(0.0))), (probe(Some(1000.0), Some(70.0)), Some(ns(50.0)))];
         let mut engine = Engine::new(agents, 1, ns(5.0));
-        let mut shared = Shared::empty();
+        let mut shared = Shared::default();
         engine.run_until(&mut shared, ns(500.0), &mut |_| true);
         assert_eq!(runs(&engine, 0), [(0.0, 55.0), (70.0, 505.0)]);
         let probe = engine.agents()[1].as_any().downcast_ref::<Probe>().unwrap();
@@ -485,7 +681,7 @@ mod tests {
         let agents: Vec<Starting> =
             vec![(Box::new(Both(Vec::new())), Some(ns(0.0))), (probe(Some(1000.0), Some(30.0)), Some(ns(20.0)))];
         let mut engine = Engine::new(agents, 1, Time::ZERO);
-        engine.run_until(&mut Shared::empty(), ns(250.0), &mut |_| true);
+        engine.run_until(&mut Shared::default(), ns(250.0), &mut |_| true);
         let both = engine.agents()[0].as_any().downcast_ref::<Both>().unwrap();
         assert_eq!(both.0, [ns(0.0), ns(30.0), ns(130.0), ns(230.0)]);
     }
@@ -502,7 +698,7 @@ mod tests {
         gives_up.runs.clear();
         let agents: Vec<Starting> = vec![(Box::new(gives_up), Some(ns(0.0))), (probe(None, None), Some(ns(0.0)))];
         let mut engine = Engine::new(agents, 1, Time::ZERO);
-        engine.run_until(&mut Shared::empty(), ns(100.0), &mut |_| true);
+        engine.run_until(&mut Shared::default(), ns(100.0), &mut |_| true);
         assert_eq!(engine.ran_dry_at, Some(ns(10.0)));
         let stalls = engine.stalls(ns(50.0));
         assert_eq!(stalls.len(), 2);
@@ -534,7 +730,7 @@ mod tests {
         let run = |end_the_run: bool| {
             let agents: Vec<Starting> = vec![(Box::new(Job(0)), Some(ns(0.0))), (probe(None, None), Some(ns(0.0)))];
             let mut engine = Engine::new(agents, 1, Time::ZERO);
-            let mut shared = Shared::empty();
+            let mut shared = Shared::default();
             shared.jobs.register();
             shared.jobs.end_the_run = end_the_run;
             assert!(engine.run_until(&mut shared, ns(100.0), &mut |_| true));
@@ -567,14 +763,14 @@ mod tests {
             }
         }
         let mut engine = Engine::new(vec![(Box::new(Waits), Some(Time::ZERO))], 1, Time::ZERO);
-        engine.run_until(&mut Shared::empty(), ns(100.0), &mut |_| true);
+        engine.run_until(&mut Shared::default(), ns(100.0), &mut |_| true);
         assert_eq!(engine.schedule.waiters[0].len(), 1);
     }
 
     #[test]
     fn a_stopped_run_says_so() {
         let mut engine = Engine::new(vec![(probe(Some(10.0), None), Some(ns(0.0)))], 1, Time::ZERO);
-        assert!(!engine.run_until(&mut Shared::empty(), ns(1e6), &mut |t| t < ns(60.0)));
+        assert!(!engine.run_until(&mut Shared::default(), ns(1e6), &mut |t| t < ns(60.0)));
     }
 
     /// Runs at the times given, one step each, waiting on `wait` and notifying `notify` as told;
@@ -633,7 +829,7 @@ mod tests {
             (Box::new(notifier), Some(ns(50.0))),
         ];
         let mut engine = Engine::new(agents, 1, Time::ZERO);
-        engine.run_until(&mut Shared::empty(), ns(200.0), &mut |_| true);
+        engine.run_until(&mut Shared::default(), ns(200.0), &mut |_| true);
         let order: Vec<(&str, f64)> = log.borrow().iter().map(|&(n, t, _)| (n, t.as_ns())).collect();
         assert_eq!(order, [("late", 0.0), ("early", 10.0), ("notifier", 50.0), ("early", 100.0), ("late", 100.0)]);
     }
@@ -650,7 +846,7 @@ mod tests {
             (Box::new(notifier), Some(ns(100.0))),
         ];
         let mut engine = Engine::new(agents, 2, ns(5.0));
-        engine.run_until(&mut Shared::empty(), ns(1000.0), &mut |_| true);
+        engine.run_until(&mut Shared::default(), ns(1000.0), &mut |_| true);
         // Waking itself at 10 leaves its limit at the notifier's 100 plus 5; a notification
         // another agent waits on lowers the notifier's limit from the end (1005) to 120 + 5.
         let seen: Vec<_> = log.borrow().iter().filter(|r| r.0 != "other").copied().collect();
@@ -667,7 +863,7 @@ mod tests {
         let notifier = Scripted { notify: Some((Signal(0), ns(60.0))), ..scripted("notifier", &log) };
         let agents: Vec<Starting> = vec![(Box::new(quitter), Some(ns(0.0))), (Box::new(notifier), Some(ns(50.0)))];
         let mut engine = Engine::new(agents, 1, Time::ZERO);
-        engine.run_until(&mut Shared::empty(), ns(200.0), &mut |_| true);
+        engine.run_until(&mut Shared::default(), ns(200.0), &mut |_| true);
         let names: Vec<&str> = log.borrow().iter().map(|r| r.0).collect();
         assert_eq!(names, ["quitter", "notifier"]);
         assert_eq!(engine.stalls(Time::ZERO)[0].reason, "gave up");
@@ -692,7 +888,7 @@ mod tests {
             (Box::new(bystander), Some(ns(80.0))),
         ];
         let mut engine = Engine::new(agents, 1, Time::ZERO);
-        engine.run_until(&mut Shared::empty(), ns(200.0), &mut |_| true);
+        engine.run_until(&mut Shared::default(), ns(200.0), &mut |_| true);
         let runs: Vec<(&str, f64)> = log.borrow().iter().map(|&(n, t, _)| (n, t.as_ns())).collect();
         assert_eq!(runs, [("quitter", 0.0), ("notifier", 50.0), ("quitter", 60.0), ("bystander", 80.0)]);
     }
@@ -700,7 +896,7 @@ mod tests {
     #[test]
     fn a_harness_reports_the_waits_of_the_last_step_only() {
         let log = Log::default();
-        let mut h = Harness::new(Shared::empty(), 2);
+        let mut h = Harness::new(Shared::default(), 2);
         let mut first = Scripted { wait: Some(Signal(0)), ..scripted("a", &log) };
         h.step(&mut first, Time::ZERO, Time::MAX);
         assert_eq!(h.waits(), [Signal(0)]);

@@ -116,6 +116,14 @@ struct Owner {
 /// Bytes left below which a flow has finished (rounding of times to picoseconds).
 const DONE_BYTES: f64 = 0.5;
 
+/// What flows moved before the end of the warm-up belongs to it.
+impl crate::engine::Facility for Flows {
+    fn reset_stats(&mut self, now: Time) {
+        self.advance(now);
+        self.traffic.reset();
+    }
+}
+
 /// Every flow in progress and the resources they share.
 #[derive(Debug, Clone, Default)]
 pub struct Flows {
@@ -371,7 +379,7 @@ impl Agent for FlowAgent {
     }
 
     fn step(&mut self, cx: &mut Cx, now: Time, _limit: Time) -> Step {
-        let flows = &mut cx.shared.flows;
+        let flows = cx.shared.get_mut::<Flows>();
         let told = flows.settle(now);
         let next = flows.next_finish();
         let changed = flows.changed.expect("the flow agent exists only with flows");

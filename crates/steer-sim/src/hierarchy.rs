@@ -433,6 +433,24 @@ pub enum Holding {
     Probe,
 }
 
+/// The load-to-use latency of a hit at each place a line can be found.
+#[derive(Debug, Clone, Copy)]
+struct Latencies {
+    l1: Time,
+    l2: Time,
+    /// Another core's L2 in the same CCX.
+    peer_l2: Time,
+    l3: Time,
+    /// A cache of another CCX.
+    remote_cache: Time,
+}
+
+impl crate::engine::Facility for Hierarchy {
+    fn reset_stats(&mut self, _now: Time) {
+        Hierarchy::reset_stats(self);
+    }
+}
+
 pub struct Hierarchy {
     topology: TopologySpec,
     l1: Vec<LazyCache>,
@@ -448,7 +466,7 @@ pub struct Hierarchy {
     l2_injected_insertion: InjectedInsertion,
     /// The L3s' rinsing of dirty lines (`l3.rinse_gbs`), if they rinse.
     rinse: Option<RinseEngine>,
-    latency: [Time; 5],
+    latency: Latencies,
     pub memory: Memory,
     /// Private-cache holders per line; `None` when the caches are few enough to be asked directly.
     directory: Option<Directory>,
@@ -524,13 +542,13 @@ impl Hierarchy {
             l3_clean_victims: platform.l3.clean_victims,
             l2_injected_insertion: platform.l2.injected_insertion,
             rinse,
-            latency: [
-                clock.cycles(platform.l1d.latency_cycles),
-                clock.cycles(platform.l2.latency_cycles),
-                Time::from_ns(platform.fabric.peer_l2_latency_ns),
-                clock.cycles(platform.l3.latency_cycles),
-                Time::from_ns(platform.fabric.remote_cache_latency_ns),
-            ],
+            latency: Latencies {
+                l1: clock.cycles(platform.l1d.latency_cycles),
+                l2: clock.cycles(platform.l2.latency_cycles),
+                peer_l2: Time::from_ns(platform.fabric.peer_l2_latency_ns),
+                l3: clock.cycles(platform.l3.latency_cycles),
+                remote_cache: Time::from_ns(platform.fabric.remote_cache_latency_ns),
+            },
             memory: Memory::new(&platform.memory, &t, platform.line_bytes()),
             directory: (holding == Holding::Directory).then(Directory::default),
             holding,
@@ -690,7 +708,7 @@ impl Hierarchy {
                 ownership = self.take_ownership(core, line, now);
                 self.mark_exclusive(core, line, true);
             }
-            (first.source(Source::L1), self.latency[0] + first.wait)
+            (first.source(Source::L1), self.latency.l1 + first.wait)
         } else {
             self.serve_l1_miss(cpu, core, line, write, now)
         };
@@ -716,7 +734,7 @@ impl Hierarchy {
             if write && !self.l2[core as usize].is_exclusive(line) {
                 ownership = self.take_ownership(core, line, now);
             }
-            (first.source(Source::L2), self.latency[1].max(ownership))
+            (first.source(Source::L2), self.latency.l2.max(ownership))
         } else {
             let (source, dirty, latency) = self.fetch_below_l2(core, line, write, now);
             self.fill_l2(core, line, dirty, now);
@@ -862,10 +880,10 @@ impl Hierarchy {
                 if modified_in_peer {
                     // Not a prefetch's first use: a peer takes a line from the L3 only through
                     // this lookup, which uses the prefetch up, and an injection drops the L3's copy.
-                    return (Source::PeerL2, false, self.latency[2]);
+                    return (Source::PeerL2, false, self.latency.peer_l2);
                 }
             }
-            return (first.source(Source::L3), dirty, self.latency[3] + first.wait);
+            return (first.source(Source::L3), dirty, self.latency.l3 + first.wait);
         }
         // The copies other than the requester's own: whom a read is served by and a write
         // invalidates (an L3 copy filled from memory below is the requester's own).
@@ -874,12 +892,12 @@ impl Hierarchy {
             if self.l3_keeps_shared && !write {
                 self.l3_install(ccx, line, false, now);
             }
-            (Source::PeerL2, self.latency[2])
+            (Source::PeerL2, self.latency.peer_l2)
         } else {
             let (source, latency) = if holders.is_empty() {
                 (Source::Dram, self.memory.read(line, now))
             } else {
-                (Source::RemoteCache, self.latency[4])
+                (Source::RemoteCache, self.latency.remote_cache)
             };
             // An L3 that is not a victim cache takes the line however it came to the CCX.
             if self.l3_relation != Relation::Exclusive {
@@ -917,7 +935,7 @@ impl Hierarchy {
         let mut wait = Time::ZERO;
         for holder in holders.iter() {
             let holder_ccx = if holder < cores { self.ccx_of(holder) } else { holder - cores };
-            wait = wait.max(if holder_ccx == ccx { self.latency[2] } else { self.latency[4] });
+            wait = wait.max(if holder_ccx == ccx { self.latency.peer_l2 } else { self.latency.remote_cache });
             self.drop_copy(holder, line, now);
         }
         wait
@@ -1305,7 +1323,7 @@ impl Hierarchy {
             // costs about what the memory's latency does (Double Trouble, on Skylake-SP).
             let cores = self.topology.cores();
             if holders.iter().any(|id| id >= cores) {
-                self.latency[3]
+                self.latency.l3
             } else {
                 self.stats.devices[device as usize].read_private_hits += 1;
                 self.memory.idle_latency()

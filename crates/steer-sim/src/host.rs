@@ -10,6 +10,14 @@ use crate::platform::PlatformSpec;
 
 const CPU_ROOT: &str = "/sys/devices/system/cpu";
 
+/// The description of the `host` preset, read from this machine.
+pub const HOST_DESCRIPTION: &str =
+    "this machine: geometry from sysfs, latencies and bandwidths from `steer calibrate` (else assumed)";
+
+#[linkme::distributed_slice(crate::platform::READ_PRESETS)]
+static HOST: crate::platform::ReadPreset =
+    crate::platform::ReadPreset { name: "host", description: HOST_DESCRIPTION, read: host_platform_table };
+
 fn read(path: &Path) -> Option<String> {
     fs::read_to_string(path).ok().map(|s| s.trim().to_string())
 }
@@ -109,7 +117,7 @@ fn sysfs_table(root: &Path, cpuinfo: &str) -> toml::Table {
     let threads = read(&root.join("cpu0/topology/thread_siblings_list")).map(|s| cpu_list_len(&s)).unwrap_or(1).max(1);
     let mut platform = toml::Table::new();
     platform.insert("name".into(), "host".into());
-    platform.insert("description".into(), crate::platform::HOST_DESCRIPTION.into());
+    platform.insert("description".into(), HOST_DESCRIPTION.into());
     let mut l3_sharing = cpus;
     for entry in fs::read_dir(root.join("cpu0/cache")).into_iter().flatten().flatten() {
         let Some((level, kind, mut table, sharing)) = cache_table(&entry.path()) else { continue };
@@ -245,7 +253,7 @@ mod tests {
             topology = { sockets = 1, ccx_per_socket = 2, cores_per_ccx = 4, threads_per_core = 2 }
             core = { freq_ghz = 2.99 }
         "#
-        .replace("DESCRIPTION", crate::platform::HOST_DESCRIPTION)
+        .replace("DESCRIPTION", HOST_DESCRIPTION)
         .parse()
         .unwrap();
         assert_eq!(table, expected);

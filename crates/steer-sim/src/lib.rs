@@ -5,11 +5,14 @@
 //! `hierarchy` (coherent caches built from `cache` arrays) -> `memory`
 //! (DRAM channels); bulk copies (a copy engine's descriptors) move as `flows` over memory nodes,
 //! meshes and socket links. Workload programs (`workloads`) run on CPUs (`cpu`, with the core timing
-//! model); `engine` runs every agent in time order; `system` assembles a scenario into agents;
-//! `scenario` loads what users write; `stats` and `results` declare and shape what they read.
+//! model); `engine` runs every agent in time order and keeps what they share (`Shared`, a store of
+//! facilities by type); `system` is the builder kinds assemble a system with, `simulation` a
+//! scenario's run; `scenario` loads what users write; `stats` and `results` declare and shape what
+//! they read. The layers, each importing only those below it, are in docs/engine.md.
 //! Traces are replayed through these caches by the `steer-trace` crate.
 
 pub mod cache;
+pub mod catalog;
 pub mod cpu;
 pub mod devices;
 pub mod directory;
@@ -24,6 +27,7 @@ pub mod params;
 pub mod platform;
 pub mod results;
 pub mod scenario;
+pub mod simulation;
 pub mod stats;
 pub mod steering;
 pub mod system;
@@ -35,7 +39,7 @@ pub mod workloads;
 
 pub use error::Error;
 pub use scenario::{load, Scenario, ScenarioSource};
-pub use system::{RunResult, Simulation};
+pub use simulation::{RunResult, Simulation};
 
 /// Validates and runs a scenario, reporting progress as a fraction in [0, 1]; `progress`
 /// returning false stops the run (`Error::Stopped`).

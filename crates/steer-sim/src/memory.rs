@@ -46,9 +46,6 @@ const SLICE: Time = Time(64_000);
 /// Slices a channel remembers (a 262 µs window); a request dated before the window is not
 /// queued (it counts, but books nothing).
 const SLICES: u64 = 4096;
-/// The longest a line may occupy a channel: well inside the window, so that a booking always
-/// finds room in it (a slower channel is refused when the platform is validated).
-pub const MAX_LINE_SERVICE_NS: f64 = 100_000.0;
 
 struct Channel {
     /// Service time booked in each slice of the window, indexed by slice number mod `SLICES`.

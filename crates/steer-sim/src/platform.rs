@@ -7,7 +7,6 @@ use crate::cache::replacement::{self, PolicyOptions, ReplacementPolicies};
 use crate::cache::slice_hash::SliceHash;
 use crate::cache::Geometry;
 use crate::error::{ensure, ConfigError, ConfigResult, Shown};
-use crate::memory::MAX_LINE_SERVICE_NS;
 use crate::params::{choice, params, Describe, Name, OrNone};
 
 choice! {
@@ -34,6 +33,10 @@ params! {
         mask: u64 = 0,
     }
 }
+
+/// The longest a line may occupy a memory channel: well inside the window of a channel's calendar
+/// (`memory`), so that a booking always finds room in it (a slower channel is refused here).
+pub const MAX_LINE_SERVICE_NS: f64 = 100_000.0;
 
 /// Who a way mask is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -750,19 +753,27 @@ pub const PRESETS: &[Preset] = &[
     preset!("xeon-max-9468"),
 ];
 
-/// The description of the `host` preset, read from this machine.
-pub const HOST_DESCRIPTION: &str =
-    "this machine: geometry from sysfs, latencies and bandwidths from `steer calibrate` (else assumed)";
+/// A preset read rather than built in (`host`, from the running machine): the module that reads
+/// it registers it here, so a platform description knows no reader.
+pub struct ReadPreset {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub read: fn() -> ConfigResult<toml::Table>,
+}
+
+/// Every preset read rather than built in (one registration each, next to its reader).
+#[linkme::distributed_slice]
+pub static READ_PRESETS: [ReadPreset];
 
 /// The names `platform.preset` accepts, `host` included.
 pub fn preset_names() -> Vec<&'static str> {
-    PRESETS.iter().map(|p| p.name).chain(std::iter::once("host")).collect()
+    PRESETS.iter().map(|p| p.name).chain(READ_PRESETS.iter().map(|p| p.name)).collect()
 }
 
 /// The TOML table of a preset (before any user override).
 pub fn preset_table(name: &str) -> ConfigResult<toml::Table> {
-    if name == "host" {
-        return crate::host::host_platform_table();
+    if let Some(read) = READ_PRESETS.iter().find(|p| p.name == name) {
+        return (read.read)();
     }
     let preset = PRESETS.iter().find(|p| p.name == name).ok_or_else(|| {
         ConfigError::new("platform.preset", format!("unknown preset `{name}` (known: {})", preset_names().join(", ")))

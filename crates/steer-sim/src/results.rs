@@ -7,10 +7,12 @@
 
 use serde_json::Value;
 
-use crate::engine::{ReportView, Stall};
+use crate::engine::{Agent, ReportView, Stall};
+use crate::flows::Flows;
+use crate::hierarchy::Hierarchy;
 use crate::memory::ReadWrite;
+use crate::scenario::Scenario;
 use crate::stats::{stat, Report, SchemaEntry};
-use crate::system::Simulation;
 use crate::units::Time;
 
 stat!(SCENARIO, "scenario", "name", "the scenario's name");
@@ -75,28 +77,30 @@ stat!(STALL_AGENT, "agent", "name", "the agent that stalled");
 stat!(STALL_SINCE, "since_ns", "ns", "when it last made progress");
 stat!(STALL_REASON, "reason", "text", "why it cannot go on, or what it was waiting for");
 
-/// The result document of a simulation's measured window, and its schema.
+/// The result document of a simulation's measured window (its scenario, its agents and what
+/// they share), and its schema.
 pub fn collect(
-    simulation: &Simulation,
+    scenario: &Scenario,
+    agents: &[Box<dyn Agent>],
     view: &ReportView,
     stalls: &[Stall],
     ran_dry_at: Option<Time>,
     host_seconds: f64,
 ) -> (Value, Vec<SchemaEntry>) {
     let window = view.window_ns();
-    let hierarchy = &view.shared.hierarchy;
+    let hierarchy = view.shared.get::<Hierarchy>();
     let mut root = Report::root();
-    root.put(&SCENARIO, simulation.scenario.name.clone());
-    root.put(&PLATFORM, simulation.scenario.platform.name.clone());
+    root.put(&SCENARIO, scenario.name.clone());
+    root.put(&PLATFORM, scenario.platform.name.clone());
     let channels: Vec<_> = hierarchy.memory.stats().collect();
     // What bulk transfers moved, beside the lines: by channel on DDR, by node on HBM (nodes
     // after the DDR ones; the model gives them no channels).
-    let bulk = &view.shared.flows.traffic;
+    let bulk = &view.shared.get::<Flows>().traffic;
     let channel_bytes = |i: usize| {
         let flowed = bulk.channels.get(i).copied().unwrap_or_default();
         (channels[i].read_bytes + flowed.read, channels[i].write_bytes + flowed.write)
     };
-    let platform = &simulation.scenario.platform;
+    let platform = &scenario.platform;
     let hbm: Vec<(usize, ReadWrite)> = (platform.memory.nodes(&platform.topology) as usize
         ..platform.memory_nodes().len())
         .map(|node| (node, bulk.nodes.get(node).copied().unwrap_or_default()))
@@ -128,7 +132,9 @@ pub fn collect(
     // Keys every result has, even without CPUs or devices.
     root.section("cores", |_| {});
     root.section("devices", |_| {});
-    simulation.report_agents(&mut root, view);
+    for agent in agents {
+        agent.report(&mut root, view);
+    }
     let stats = &hierarchy.stats;
     root.section("caches", |caches| {
         caches.section("l1d", |r| stats.l1d.report(r));
@@ -147,7 +153,7 @@ pub fn collect(
         sim.put(&MEASURED_NS, window);
         sim.put(&HOST_SECONDS, host_seconds);
         sim.put(&LINE_OPS, stats.line_ops);
-        sim.put(&SEED, simulation.scenario.seed);
+        sim.put(&SEED, scenario.seed);
         sim.put(&STALLED_AT, ran_dry_at.map(|t| t.as_ns()));
         sim.list("stalls", stalls, |r, stall| {
             r.put(&STALL_AGENT, stall.agent.clone());

@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::devices::{DeviceSpec, DEVICES};
+use crate::devices::{DeviceSpec, SystemShape, DEVICES};
 use crate::error::{ensure, io_reason, shortened, ConfigError, ConfigResult, Error, Shown};
 use crate::kinds::{deserialize_at, Kind, SpecBase};
 use crate::params::{join_key, params, Describe, ParamDoc};
 use crate::platform::{self, MaskAgent, PlatformSpec};
-use crate::workloads::{SystemShape, WorkloadSpec, WORKLOADS};
+use crate::workloads::{WorkloadSpec, WORKLOADS};
 
 params! {
     /// The simulated time window.

@@ -1,9 +1,9 @@
 //! Shared pieces of unit tests: a tiny platform with round latencies, and rings to feed programs.
 
-use crate::devices::ring::{Completion, Recycle, RingId, RingMemory, RingShape, RingSignals, RxRing};
+use crate::devices::ring::{Completion, Recycle, RingId, RingMemory, RingShape, RingSignals, Rings, RxRing};
+use crate::engine::Shared;
 use crate::engine::{Harness, Signal};
 use crate::platform::{CacheSpec, CoreSpec, MemorySpec, PlatformSpec, Relation, TopologySpec};
-use crate::system::Shared;
 use crate::units::{Addr, Time};
 
 /// One CCX of two cores at 1 GHz (a cycle is 1 ns), one thread each: L1 1 KiB 2-way (4 cycles),
@@ -51,19 +51,16 @@ pub fn ring_harness(entries: u32, pool: u32, recycle: Recycle) -> (Harness, Ring
         tx_descriptor_ring: Addr(0x2000),
         completion_ring: Addr(0x3000),
     };
-    shared.rings.push(RxRing::new(
-        "nic0 queue 0".into(),
-        shape,
-        memory,
-        RingSignals { ready: READY, doorbell: DOORBELL, sent: SENT },
-    ));
-    (Harness::new(shared, SIGNALS), RingId(0))
+    let ring =
+        RxRing::new("nic0 queue 0".into(), shape, memory, RingSignals { ready: READY, doorbell: DOORBELL, sent: SENT });
+    let id = shared.get_or_default::<Rings>().add("nic0", ring);
+    (Harness::new(shared, SIGNALS), id)
 }
 
 /// Delivers a packet of `bytes` arriving at `arrival`, visible at `ready`, as a NIC would;
 /// returns its completion.
 pub fn deliver(harness: &mut Harness, ring: RingId, bytes: u32, arrival: Time, ready: Time) -> Completion {
-    let ring = &mut harness.shared.rings[ring.0 as usize];
+    let ring = &mut harness.shared.get_mut::<Rings>()[ring.0 as usize];
     let buffer = ring.accept(bytes, true).expect("a posted buffer");
     let completion = Completion { buffer, bytes, ready, entry: ring.next_completion_entry(), arrival };
     ring.complete(completion);

@@ -339,7 +339,7 @@ fn device_counters_start_at_the_warm_up_while_the_job_counts_from_its_start() {
 fn the_copy_policy_is_documented_as_a_name_or_a_list_of_nodes() {
     use steer_sim::params::Describe;
     use steer_sim::workloads::dsa_copy::CopyChoice;
-    let listed = steer_sim::kinds::catalog();
+    let listed = steer_sim::catalog::catalog();
     let job = listed.iter().find(|e| e.name == "dsa_copy").unwrap();
     let policy = job.params.iter().find(|p| p.key == "copy_policy").unwrap();
     assert_eq!(policy.value, "\"local\"");

@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 use steer_sim::devices::nic::Nic;
+use steer_sim::devices::ring::Rings;
 use steer_sim::devices::ring::{Completion, Poll};
 use steer_sim::hierarchy::{Destination, Hierarchy, Source};
 use steer_sim::platform::{CacheSpec, PlatformSpec, Relation, TopologySpec, WayMaskSpec};
@@ -54,7 +55,7 @@ fn run_to(sim: &mut Simulation, us: f64) {
 /// Takes every completion visible on a queue, as a consumer would, re-posting the buffers.
 fn drain(sim: &mut Simulation, queue: usize) -> Vec<Completion> {
     let now = sim.now();
-    let queue = &mut sim.shared.rings[queue];
+    let queue = &mut sim.shared.get_mut::<Rings>()[queue];
     let mut taken = Vec::new();
     while let Poll::Ready(completion) = queue.poll(now) {
         taken.push(queue.take().unwrap());
@@ -66,7 +67,7 @@ fn drain(sim: &mut Simulation, queue: usize) -> Vec<Completion> {
 /// The lines of a packet: its first (header) line and the rest (payload).
 fn packet_lines(sim: &Simulation, queue: usize, completion: &Completion) -> (Line, Vec<Line>) {
     let line_bits = sim.scenario.platform.line_bits();
-    let start = sim.shared.rings[queue].buffer_addr(completion.buffer);
+    let start = sim.shared.get::<Rings>()[queue].buffer_addr(completion.buffer);
     let first = start.line(line_bits);
     let last = start.offset(completion.bytes as u64 - 1).line(line_bits);
     (first, (first.0 + 1..=last.0).map(Line).collect())
@@ -86,9 +87,11 @@ fn an_affinity_change_moves_the_queue_payload_to_the_new_core_and_restarts_only_
     for completion in &before {
         let (header, payload) = packet_lines(&sim, 0, completion);
         for line in payload.iter().chain([&header]) {
-            assert!(sim.shared.hierarchy.in_l2(a, *line) && !sim.shared.hierarchy.in_l2(b, *line));
+            assert!(
+                sim.shared.get_mut::<Hierarchy>().in_l2(a, *line) && !sim.shared.get_mut::<Hierarchy>().in_l2(b, *line)
+            );
         }
-        assert!(sim.shared.hierarchy.in_l2(a, completion.entry.line(6)));
+        assert!(sim.shared.get_mut::<Hierarchy>().in_l2(a, completion.entry.line(6)));
     }
     let before_report = report(&sim);
     assert_eq!(before_report["devices"]["nic0"]["queues"][0]["steering_cpu"], a);
@@ -101,16 +104,18 @@ fn an_affinity_change_moves_the_queue_payload_to_the_new_core_and_restarts_only_
         assert!(completion.arrival >= Time::from_us(100.0), "a completion from before the restart survived it");
         let (header, payload) = packet_lines(&sim, 0, completion);
         for line in payload.iter().chain([&header]) {
-            assert!(sim.shared.hierarchy.in_l2(b, *line) && !sim.shared.hierarchy.in_l2(a, *line));
+            assert!(
+                sim.shared.get_mut::<Hierarchy>().in_l2(b, *line) && !sim.shared.get_mut::<Hierarchy>().in_l2(a, *line)
+            );
         }
         // The completion ring was allocated anew.
-        assert!(sim.shared.hierarchy.in_l2(b, completion.entry.line(6)));
+        assert!(sim.shared.get_mut::<Hierarchy>().in_l2(b, completion.entry.line(6)));
         assert!(before.iter().all(|c| c.entry != completion.entry));
     }
     // Queue 1 kept its IRQ, its tag and its ring.
     for completion in drain(&mut sim, 1) {
         let (_, payload) = packet_lines(&sim, 1, &completion);
-        assert!(payload.iter().all(|&line| sim.shared.hierarchy.in_l2(2, line)));
+        assert!(payload.iter().all(|&line| sim.shared.get_mut::<Hierarchy>().in_l2(2, line)));
     }
 
     let r = report(&sim);
@@ -146,8 +151,8 @@ fn a_restart_stops_the_queue_for_restart_us() {
     run_to(&mut sim, 100.0);
     let taken = drain(&mut sim, 1);
     assert!(!taken.is_empty() && taken.iter().all(|c| c.arrival >= Time::from_us(70.0)));
-    assert!(sim.shared.rings[1].stats.dropped_packets > 50);
-    assert_eq!(sim.shared.rings[0].stats.dropped_packets, 0);
+    assert!(sim.shared.get_mut::<Rings>()[1].stats.dropped_packets > 50);
+    assert_eq!(sim.shared.get_mut::<Rings>()[0].stats.dropped_packets, 0);
 }
 
 #[test]
@@ -161,7 +166,7 @@ fn when_enabling_fails_tph_stays_off_and_writes_go_to_memory() {
     ] {
         let mut sim = simulation(&overrides);
         run_to(&mut sim, 50.0);
-        let stats = &sim.shared.hierarchy.stats;
+        let stats = &sim.shared.get::<Hierarchy>().stats;
         assert_eq!(stats.dma_lines_to_cache, 0, "{reason}");
         assert!(stats.dma_lines_to_memory > 500, "{reason}");
         let tph = &report(&sim)["devices"]["nic0"]["tph"];
@@ -182,7 +187,7 @@ fn eight_bit_tags_steer_as_well_when_the_root_port_completes_tph_only() {
         assert_eq!(r["devices"]["nic0"]["queues"][queue]["steering_cpu"], cpu);
         for completion in drain(&mut sim, queue) {
             let (_, payload) = packet_lines(&sim, queue, &completion);
-            assert!(payload.iter().all(|&line| sim.shared.hierarchy.in_l2(cpu, line)));
+            assert!(payload.iter().all(|&line| sim.shared.get_mut::<Hierarchy>().in_l2(cpu, line)));
         }
     }
 }
@@ -195,12 +200,13 @@ fn header_hints_inject_only_the_first_line_of_each_packet() {
     assert!(!taken.is_empty());
     for completion in &taken {
         let (header, payload) = packet_lines(&sim, 0, completion);
-        assert!(sim.shared.hierarchy.in_l2(1, header));
-        assert!(payload.iter().all(|&line| !sim.shared.hierarchy.is_cached(line)));
-        assert!(!sim.shared.hierarchy.is_cached(completion.entry.line(6)));
+        assert!(sim.shared.get_mut::<Hierarchy>().in_l2(1, header));
+        assert!(payload.iter().all(|&line| !sim.shared.get_mut::<Hierarchy>().is_cached(line)));
+        assert!(!sim.shared.get_mut::<Hierarchy>().is_cached(completion.entry.line(6)));
     }
-    let stats = &sim.shared.hierarchy.stats;
-    let packets: u64 = sim.shared.rings.iter().map(|q| q.stats.arrived_packets - q.stats.dropped_packets).sum();
+    let stats = &sim.shared.get::<Hierarchy>().stats;
+    let packets: u64 =
+        sim.shared.get::<Rings>().iter().map(|q| q.stats.arrived_packets - q.stats.dropped_packets).sum();
     assert_eq!(stats.dma_lines_to_cache, packets);
 }
 
@@ -209,7 +215,7 @@ fn no_st_hints_reach_memory_for_lines_no_cache_holds() {
     let mut sim = simulation(&["devices.0.tph.mode=\"no_st\""]);
     run_to(&mut sim, 50.0);
     assert!(nic_agent(&sim).tph.status.enabled);
-    assert_eq!(sim.shared.hierarchy.stats.dma_lines_to_cache, 0);
+    assert_eq!(sim.shared.get_mut::<Hierarchy>().stats.dma_lines_to_cache, 0);
     assert_eq!(report(&sim)["devices"]["nic0"]["queues"][0]["steering_cpu"], Value::Null);
 }
 

@@ -29,6 +29,7 @@ use steer_sim::units::{Line, Time};
 mod crew;
 mod lru_sets;
 mod mapping;
+mod pass;
 mod single_core;
 use mapping::Mapping;
 use single_core::SetGroups;

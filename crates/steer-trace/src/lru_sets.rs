@@ -4,16 +4,10 @@
 //! fills them (`LruSets::access`, `LruSets::insert`); a replay by level runs a level's requests
 //! in one pass (`LruSets::run_pass`), its sets searched and rewritten by a `SetKernel`.
 
-use super::single_core::{Pass, PREFETCH_DISTANCE};
+use super::pass::{Pass, Victim, PREFETCH_DISTANCE};
 use steer_sim::cache::Geometry;
 
-/// A line pushed out of a level, and whether it was dirty.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Victim {
-    pub(super) line: u64,
-    pub(super) dirty: bool,
-}
-
+// How an LRU set makes the victim a pass records (`Victim` is the pass's, in `pass`).
 impl Victim {
     /// What a request that did (`hit`) or did not find its line pushed out of a set whose last
     /// way held `last` (see `Entry::use_or_fill`), `line` giving the line of a tag: dirty only

@@ -27,7 +27,8 @@ use std::sync::{Mutex, PoisonError};
 use super::crew::Crew;
 #[cfg(target_arch = "x86_64")]
 use super::lru_sets::avx512::{self, Avx512};
-use super::lru_sets::{Entry, LruSets, SetKernel, Victim, SET_WAYS};
+use super::lru_sets::{Entry, LruSets, SetKernel, SET_WAYS};
+use super::pass::{Counts, Pass, Victim, PREFETCH_DISTANCE};
 use super::{replay_record, replay_records, AccessKind, LineSink, Record};
 use steer_sim::cache::{replacement, Cache, Geometry};
 use steer_sim::hierarchy::LevelStats;
@@ -73,9 +74,6 @@ const MAX_THREADS: usize = 8;
 /// Parts a batch is sorted in per host thread, each taken by whichever thread is free: a host
 /// core slowed for a while sorts fewer of them.
 const PARTS_PER_THREAD: usize = 4;
-
-/// How many accesses ahead a group's replay starts loading the host memory of a line's L3 set.
-pub(super) const PREFETCH_DISTANCE: usize = 16;
 
 /// Into how many independent groups of sets the platform's caches split: the largest power of two,
 /// up to `MAX_GROUPS`, that divides every level's set count, if every level's replacement policy
@@ -729,42 +727,6 @@ impl Level {
     }
 }
 
-/// What one level counted: requests by kind and outcome (`[write][hit]`, one addition per
-/// request) and dirty lines evicted.
-#[derive(Debug, Clone, Default)]
-struct Counts {
-    requests: [[u64; 2]; 2],
-    writebacks: u64,
-}
-
-impl Counts {
-    #[inline(always)]
-    fn request(&mut self, write: bool, hit: bool) {
-        self.requests[write as usize][hit as usize] += 1;
-    }
-
-    fn add(&mut self, other: &Counts) {
-        for (sum, count) in self.requests.iter_mut().flatten().zip(other.requests.iter().flatten()) {
-            *sum += count;
-        }
-        self.writebacks += other.writebacks;
-    }
-
-    /// As `Hierarchy` keeps them (`LevelStats` has pycachesim's definitions).
-    fn stats(&self) -> LevelStats {
-        let [[read_misses, read_hits], [write_misses, write_hits]] = self.requests;
-        LevelStats {
-            reads: read_misses + read_hits,
-            writes: write_misses + write_hits,
-            read_hits,
-            write_hits,
-            misses: read_misses + write_misses,
-            writebacks: self.writebacks,
-            prefetch: Default::default(),
-        }
-    }
-}
-
 /// One core's L1D, L2 and L3 over memory, or one group of their sets, and the counters a replay
 /// reports.
 struct SingleCore<A> {
@@ -1142,73 +1104,6 @@ fn step_lone_set<K: SetKernel, const CLEAN: bool>(
     *set = after;
     // A lone set's tags are its lines.
     pass.record::<CLEAN>(line, write, hit, Victim::of_last_way(hit, last, |tag| tag));
-}
-
-/// One level's pass over a stream of requests (lines shifted left by one, the write bit in bit
-/// 0): what it passes down to the level below, and what it counted, in plain sums that the host
-/// keeps in registers.
-pub(super) struct Pass<'a> {
-    below: &'a mut Vec<u64>,
-    /// The start of `below`'s spare capacity, with room for two requests per request of the pass.
-    spare: *mut u64,
-    passed: usize,
-    requests: u64,
-    writes: u64,
-    write_misses: u64,
-    writebacks: u64,
-}
-
-impl Pass<'_> {
-    /// A pass of `requests` requests, passing down into `below` (emptied first).
-    fn new(below: &mut Vec<u64>, requests: usize) -> Pass<'_> {
-        below.clear();
-        below.reserve(2 * requests);
-        let spare = below.spare_capacity_mut().as_mut_ptr().cast();
-        Pass { below, spare, passed: 0, requests: requests as u64, writes: 0, write_misses: 0, writebacks: 0 }
-    }
-
-    /// The line of a request and whether it writes.
-    #[inline(always)]
-    pub(super) fn decode(request: u64) -> (u64, bool) {
-        (request >> 1, request & 1 == 1)
-    }
-
-    /// Counts a request to `line`, and passes down a read of the line if it missed, then a write
-    /// of `victim` if that is dirty. Both are written whatever the outcome, so that no branch is
-    /// needed; only what counts is kept.
-    #[inline(always)]
-    pub(super) fn record<const CLEAN: bool>(&mut self, line: u64, write: bool, hit: bool, victim: Victim) {
-        // SAFETY: a request passes down at most two, and `new` made room for two per request
-        // (and at most `requests` are recorded), so both writes stay within the spare capacity;
-        // `below` is not touched before `finish`.
-        unsafe {
-            self.spare.add(self.passed).write(line << 1);
-            self.passed += !hit as usize;
-            if CLEAN {
-                // Nothing is written or dirty.
-                return;
-            }
-            self.spare.add(self.passed).write(victim.line << 1 | 1);
-        }
-        self.passed += victim.dirty as usize;
-        self.writes += write as u64;
-        self.write_misses += (write & !hit) as u64;
-        self.writebacks += victim.dirty as u64;
-    }
-
-    /// Adds the counts to `counts` and keeps the requests passed down; returns the misses.
-    fn finish(self, counts: &mut Counts) -> u64 {
-        let misses = self.passed as u64 - self.writebacks;
-        let read_misses = misses - self.write_misses;
-        counts.requests[0][0] += read_misses;
-        counts.requests[0][1] += self.requests - self.writes - read_misses;
-        counts.requests[1][0] += self.write_misses;
-        counts.requests[1][1] += self.writes - self.write_misses;
-        counts.writebacks += self.writebacks;
-        // SAFETY: `record` wrote every place before `passed`.
-        unsafe { self.below.set_len(self.passed) };
-        misses
-    }
 }
 
 #[cfg(test)]

@@ -19,7 +19,9 @@ use std::collections::VecDeque;
 use crate::devices::{CopyEngineShape, DeviceSpec};
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
 use crate::error::{ensure, ConfigResult, Shown};
+use crate::flows::Flows;
 use crate::flows::{Network, OwnerId, Region, ResourceId, Transfer};
+use crate::hierarchy::Hierarchy;
 use crate::params::{choice, params};
 use crate::platform::PlatformSpec;
 use crate::stats::{stat, stats, Report};
@@ -264,60 +266,6 @@ impl WorkQueue {
     }
 }
 
-/// A program's submissions to DSA work queues, made one at a time: each pays its ENQCMD or
-/// MOVDIR64B on the core, then reaches its queue; one a shared queue refused waits until an entry
-/// frees and is tried again.
-#[derive(Debug, Default)]
-pub struct Submissions {
-    /// Descriptors to submit, with the device each goes to.
-    queue: VecDeque<(usize, Descriptor)>,
-    /// The front one's last ENQCMD got "retry".
-    retry_wait: bool,
-}
-
-impl Submissions {
-    pub fn push(&mut self, device: usize, descriptor: Descriptor) {
-        self.queue.push_back((device, descriptor));
-    }
-
-    pub fn extend(&mut self, descriptors: Vec<(usize, Descriptor)>) {
-        self.queue.extend(descriptors);
-    }
-
-    /// The next step of submitting, if there is one: the submission's core time then `call`, or
-    /// (after a "retry") a wait for the queue to free an entry.
-    pub fn next(&mut self, cx: &mut crate::cpu::ProgramCx, call: u32) -> Option<crate::cpu::Next> {
-        let &(device, _) = self.queue.front()?;
-        let port = &cx.shared().copy.devices[device];
-        if self.retry_wait && port.queue.is_full() {
-            let space = port.queue.space;
-            cx.wait_on(space);
-            return Some(crate::cpu::Next::Wait);
-        }
-        let cost = port.queue.submit_cost(&port.spec);
-        cx.hold(cost);
-        cx.call(call);
-        Some(crate::cpu::Next::Unit)
-    }
-
-    /// The front submission reached its queue (the `call` of `next`): what the queue answered,
-    /// and the descriptor. An accepted one rings the doorbell; accepted or dropped, it is done.
-    pub fn on_call(&mut self, cx: &mut crate::cpu::ProgramCx) -> (Submit, Descriptor) {
-        let (device, descriptor) = self.queue.front().cloned().expect("a submission in progress");
-        let queue = &mut cx.shared().copy.devices[device].queue;
-        let answer = queue.submit(descriptor.clone());
-        self.retry_wait = answer == Submit::Retry;
-        if answer != Submit::Retry {
-            self.queue.pop_front();
-        }
-        if answer == Submit::Accepted {
-            let doorbell = queue.doorbell;
-            cx.notify(doorbell);
-        }
-        (answer, descriptor)
-    }
-}
-
 /// A completion record as its submitter sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompletionRecord {
@@ -361,7 +309,16 @@ pub struct CopyPorts {
     pub devices: Vec<DevicePort>,
     pub completions: Vec<Completions>,
     /// Copy jobs' tallies (`workloads::dsa_copy`).
-    pub jobs: Vec<crate::workloads::dsa_copy::CopyJob>,
+    pub jobs: Vec<crate::devices::copy_job::CopyJob>,
+}
+
+impl crate::engine::Facility for CopyPorts {}
+
+impl Builder<'_> {
+    /// The ports between copy engines and the programs that use them.
+    pub fn copy_ports(&mut self) -> &mut CopyPorts {
+        self.facility()
+    }
 }
 
 impl CopyPorts {
@@ -592,7 +549,7 @@ impl Dsa {
         self.stats.engine_busy_ns += (now - engine.busy_since.max(self.window_start)).as_ns();
         engine.phase = Phase::Idle;
         let visible_at = now + Time::from_ns(self.spec.latency_ns);
-        let submitter = &mut cx.shared.copy.completions[work.descriptor.submitter];
+        let submitter = &mut cx.shared.get_mut::<CopyPorts>().completions[work.descriptor.submitter];
         submitter.records.push_back(CompletionRecord {
             tag: work.descriptor.tag,
             copied: work.copied,
@@ -619,7 +576,7 @@ impl Dsa {
         self.stats.bytes += bytes;
         // A device's writes: into the LLC with cache-control, else to memory, a line at a time.
         let lines = bytes.div_ceil(self.line_bytes);
-        let hierarchy = &mut cx.shared.hierarchy.stats;
+        let hierarchy = &mut cx.shared.get_mut::<Hierarchy>().stats;
         if d.cache_control {
             self.stats.cache_control_bytes += bytes;
             hierarchy.dma_lines_to_cache += lines;
@@ -641,7 +598,7 @@ impl Dsa {
             writes: Some(d.dst.skip(before)),
         };
         self.engines[e].phase = Phase::Transfer;
-        let flows = &mut cx.shared.flows;
+        let flows = cx.shared.get_mut::<Flows>();
         flows.start(now, transfer, self.owner, e as u64);
         let changed = flows.changed.expect("flows exist");
         cx.notify(changed, now);
@@ -654,11 +611,11 @@ impl Agent for Dsa {
     }
 
     fn step(&mut self, cx: &mut Cx, now: Time, _limit: Time) -> Step {
-        for tag in cx.shared.flows.take_finished(self.owner) {
+        for tag in cx.shared.get_mut::<Flows>().take_finished(self.owner) {
             self.end_task(cx, tag as usize, now);
         }
         let (doorbell, space) = {
-            let queue = &cx.shared.copy.devices[self.device].queue;
+            let queue = &cx.shared.get::<CopyPorts>().devices[self.device].queue;
             (queue.doorbell, queue.space)
         };
         loop {
@@ -670,7 +627,9 @@ impl Agent for Dsa {
                         progressed = true;
                     }
                     Phase::Idle => {
-                        let Some(descriptor) = cx.shared.copy.devices[self.device].queue.entries.pop_front() else {
+                        let Some(descriptor) =
+                            cx.shared.get_mut::<CopyPorts>().devices[self.device].queue.entries.pop_front()
+                        else {
                             continue;
                         };
                         cx.notify(space, now);
@@ -707,7 +666,7 @@ impl Agent for Dsa {
     }
 
     fn report(&self, out: &mut Report, view: &ReportView) {
-        let port = &view.shared.copy.devices[self.device];
+        let port = &view.shared.get::<CopyPorts>().devices[self.device];
         let busy_now: f64 = self
             .engines
             .iter()

@@ -7,13 +7,16 @@
 //! packets, drop them. With PCIe TPH (`tph`), the driver steers each queue's writes to the first
 //! CPU of its IRQ's affinity, and an affinity change restarts the queue.
 
+use crate::devices::dma::DmaKind;
 use crate::devices::pcie::{PcieLink, PcieSpec};
-use crate::devices::placement::{self, DmaKind, DmaWrite, PlacementPolicy, PlacementSpec};
+use crate::devices::placement::{self, DmaWrite, PlacementPolicy, PlacementSpec};
+use crate::devices::ring::Rings;
 use crate::devices::ring::{Completion, Recycle, RingId, RingMemory, RingShape, RingSignals, RxRing};
 use crate::devices::tph::{NicTph, NicTphSpec, StMap};
 use crate::devices::DeviceSpec;
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
 use crate::error::{ensure, ConfigResult, Shown};
+use crate::hierarchy::Hierarchy;
 use crate::params::{choice, params};
 use crate::platform::PlatformSpec;
 use crate::stats::{stat, Report};
@@ -462,7 +465,8 @@ impl Nic {
     /// dropped if no descriptor is posted (or the queue is restarting).
     fn deliver(&mut self, cx: &mut Cx, q: usize, bytes: u32, now: Time) {
         let state = &self.queues[q];
-        let ring = &mut cx.shared.rings[state.ring.0 as usize];
+        let (rings, hierarchy) = cx.shared.pair_mut::<Rings, Hierarchy>();
+        let ring = &mut rings[state.ring.0 as usize];
         let entry = ring.next_completion_entry();
         let link_wait = if ring.has_posted() && now >= state.stopped_until {
             self.pcie.receive(now, ring.shape.descriptor_bytes, &[bytes, ring.shape.completion_bytes])
@@ -475,7 +479,6 @@ impl Nic {
         let ready = now + self.dma_latency + link_wait.unwrap_or(Time::ZERO);
         ring.complete(Completion { buffer, bytes, ready, entry, arrival: now });
         let signal = ring.ready;
-        let hierarchy = &mut cx.shared.hierarchy;
         let consumer_ccx = hierarchy.ccx_of_cpu(consumer_cpu);
         let state = &mut self.queues[q];
         let line_mask = (1u64 << self.line_bits) - 1;
@@ -509,7 +512,7 @@ impl Nic {
     /// `now`), returns the buffer to the pool, and the packet is done when the read completes.
     fn transmit(&mut self, cx: &mut Cx, q: usize, now: Time) {
         let state = &mut self.queues[q];
-        let ring = &mut cx.shared.rings[state.ring.0 as usize];
+        let ring = &mut cx.shared.get_mut::<Rings>()[state.ring.0 as usize];
         let Some(packet) = ring.pop_tx() else { return };
         let start = ring.buffer_addr(packet.buffer);
         // The Ethernet link serialises packets, and the PCIe link their reads: the next one
@@ -523,7 +526,7 @@ impl Nic {
         let (first, last) = (start.line(self.line_bits), start.offset(packet.bytes as u64 - 1).line(self.line_bits));
         let mut slowest = Time::ZERO;
         for line in first.0..=last.0 {
-            slowest = slowest.max(cx.shared.hierarchy.dma_read(self.device, Line(line), now));
+            slowest = slowest.max(cx.shared.get_mut::<Hierarchy>().dma_read(self.device, Line(line), now));
         }
         if self.spec.tx_read_requests > 0 {
             let done = now + Time::from_ns(self.spec.tx_read_round_trip_ns) + slowest;
@@ -540,7 +543,7 @@ impl Nic {
     fn restart_queue(&mut self, cx: &mut Cx, q: usize, now: Time) {
         let state = &mut self.queues[q];
         let completion_ring = state.spare_completion_rings.pop_front().expect("one spare ring per planned restart");
-        cx.shared.rings[state.ring.0 as usize].restart(completion_ring);
+        cx.shared.get_mut::<Rings>()[state.ring.0 as usize].restart(completion_ring);
         state.stopped_until = now + Time::from_us(self.spec.tph.restart_us);
         state.restarts += 1;
         self.tph.start_queue(q);
@@ -564,8 +567,10 @@ impl Agent for Nic {
                 self.queues[q].next_arrival = Some(now + gap);
             }
             let ring = self.queues[q].ring.0 as usize;
-            while let Some((_, bytes)) = cx.shared.rings[ring].next_requested().filter(|(at, _)| *at <= now) {
-                cx.shared.rings[ring].pop_requested();
+            while let Some((_, bytes)) =
+                cx.shared.get_mut::<Rings>()[ring].next_requested().filter(|(at, _)| *at <= now)
+            {
+                cx.shared.get_mut::<Rings>()[ring].pop_requested();
                 self.deliver(cx, q, bytes, now);
             }
             if self.queues[q].tx_free_at <= now {
@@ -573,7 +578,7 @@ impl Agent for Nic {
             }
         }
         cx.wait_on(self.doorbell);
-        match self.next_event(&cx.shared.rings) {
+        match self.next_event(cx.shared.get::<Rings>()) {
             Some(at) => Step::At(at.max(now)),
             None => Step::Wait,
         }
@@ -586,10 +591,10 @@ impl Agent for Nic {
     fn reset_stats(&mut self, _now: Time) {}
 
     fn report(&self, out: &mut Report, view: &ReportView) {
-        let rings: Vec<&RxRing> = self.queues.iter().map(|q| &view.shared.rings[q.ring.0 as usize]).collect();
+        let rings: Vec<&RxRing> = self.queues.iter().map(|q| &view.shared.get::<Rings>()[q.ring.0 as usize]).collect();
         let window = view.window_ns();
         let sum = |f: fn(&RxRing) -> u64| rings.iter().map(|r| f(r)).sum::<u64>();
-        let traffic = &view.shared.hierarchy.stats.devices[self.device as usize];
+        let traffic = &view.shared.get::<Hierarchy>().stats.devices[self.device as usize];
         let ratio = |part: u64, whole: u64| if whole > 0 { Some(part as f64 / whole as f64) } else { None };
         let mut latency = crate::stats::Distribution::default();
         rings.iter().for_each(|r| latency.merge(&r.tx_latency));
@@ -673,11 +678,11 @@ mod tests {
         assert_eq!(nic.waiting_for(), "nic0: packets to transmit or closed-loop messages to deliver");
         assert!(first < ns(1000.0), "the first arrival is within one inter-arrival time");
         assert_eq!(step_at(&mut h, &mut nic, first), Step::At(first + ns(1000.0)));
-        let ring = &h.shared.rings[0];
+        let ring = &h.shared.get::<Rings>()[0];
         assert_eq!(ring.poll(first + ns(999.0)), crate::devices::ring::Poll::NotYet(first + ns(1000.0)));
         let (ready, doorbell) = (ring.ready, ring.doorbell);
         // 1000 B: 16 payload lines (the first a header) and one completion line, all to memory.
-        assert_eq!(h.shared.hierarchy.stats.dma_lines_to_memory, 16 + 1);
+        assert_eq!(h.shared.get_mut::<Hierarchy>().stats.dma_lines_to_memory, 16 + 1);
         assert_eq!(h.notified(), [(ready, first + ns(1000.0))]);
         assert_eq!(h.waits(), [doorbell]);
     }
@@ -702,7 +707,7 @@ mod tests {
         // another buffer is read in the idle latency (in one burst it would wait behind most of the
         // 1024 lines).
         let elsewhere = Line(1 << 20);
-        assert_eq!(h.shared.hierarchy.memory.read(elsewhere, second + ns(100.0)), ns(100.0));
+        assert_eq!(h.shared.get_mut::<Hierarchy>().memory.read(elsewhere, second + ns(100.0)), ns(100.0));
     }
 
     #[test]
@@ -710,7 +715,7 @@ mod tests {
         let (mut h, mut agent, first) = nic(spec());
         step_at(&mut h, &mut agent, first);
         // 1000 B = 15 whole lines and 40 B of a 16th; the 16 B completion entry is part of a line.
-        let traffic = &h.shared.hierarchy.stats.devices[0];
+        let traffic = &h.shared.get::<Hierarchy>().stats.devices[0];
         assert_eq!((traffic.writes, traffic.partial_writes), (15, 2));
         let whole = NicSpec {
             queues: vec![QueueSpec { packet_bytes: 1024, completion_bytes: 64, ..spec().queues[0].clone() }],
@@ -718,7 +723,7 @@ mod tests {
         };
         let (mut h, mut agent, first) = nic(whole);
         step_at(&mut h, &mut agent, first);
-        let traffic = &h.shared.hierarchy.stats.devices[0];
+        let traffic = &h.shared.get::<Hierarchy>().stats.devices[0];
         assert_eq!((traffic.writes, traffic.partial_writes), (17, 0));
         // Buffers 1000 B apart: the second starts 40 B into a line, so both its ends are partial
         // (bytes 1000-1999 of the pool: lines 15-31, 17 lines).
@@ -734,7 +739,7 @@ mod tests {
         let (mut h, mut agent, first) = nic(packed);
         step_at(&mut h, &mut agent, first);
         step_at(&mut h, &mut agent, first + ns(1000.0));
-        let traffic = &h.shared.hierarchy.stats.devices[0];
+        let traffic = &h.shared.get::<Hierarchy>().stats.devices[0];
         assert_eq!((traffic.writes, traffic.partial_writes), (15 + 1 + 15 + 1, 1 + 2));
     }
 
@@ -779,10 +784,10 @@ mod tests {
         let (mut h, mut agent, first) = nic(segmented);
         step_at(&mut h, &mut agent, first);
         // Bytes 0-1023 of the stream: no boundary; 1024-2047: one at 1448, 424 B into the packet.
-        assert_eq!(h.shared.hierarchy.stats.devices[0].partial_writes, 0);
+        assert_eq!(h.shared.get_mut::<Hierarchy>().stats.devices[0].partial_writes, 0);
         // 1024 B at 8 Gb/s: the next packet arrives 1024 ns later.
         step_at(&mut h, &mut agent, first + ns(1024.0));
-        let traffic = &h.shared.hierarchy.stats.devices[0];
+        let traffic = &h.shared.get::<Hierarchy>().stats.devices[0];
         assert_eq!((traffic.writes, traffic.partial_writes), (17 + 15 + 1, 2));
     }
 
@@ -801,9 +806,9 @@ mod tests {
         for k in 0..3 {
             step_at(&mut h, &mut nic, first + ns(1000.0 * k as f64));
         }
-        let stats = &h.shared.rings[0].stats;
+        let stats = &h.shared.get::<Rings>()[0].stats;
         assert_eq!((stats.arrived_packets, stats.dropped_packets, stats.dropped_bytes), (3, 1, 1000));
-        assert_eq!(h.shared.rings[0].in_flight_bytes, 2000);
+        assert_eq!(h.shared.get_mut::<Rings>()[0].in_flight_bytes, 2000);
     }
 
     /// `spec()` with its queue changed by `queue`, on a PCIe link of 2.5 GT/s x1 (8b/10b: 0.25 B/ns
@@ -824,7 +829,7 @@ mod tests {
         step_at(&mut h, &mut nic, first);
         step_at(&mut h, &mut nic, first + ns(10_000.0));
         let at = first + ns(15_000.0);
-        let ring = &mut h.shared.rings[0];
+        let ring = &mut h.shared.get_mut::<Rings>()[0];
         assert_eq!(ring.buffer_addr(0).0 % 64, 0);
         let packets: Vec<_> = (0..2).map(|_| ring.take().unwrap()).collect();
         packets.iter().for_each(|c| {
@@ -837,7 +842,7 @@ mod tests {
         // The read's completions: 16 B of descriptor and 1000 B in 16 of 64 B, 20 B each besides
         // their data: 1356 B at 0.25 B/ns, 5424 ns; the wire would take 800.
         assert_eq!(step_at(&mut h, &mut nic, at + ns(5000.0)), Step::At(at + ns(5424.0)));
-        let ring = &h.shared.rings[0];
+        let ring = &h.shared.get::<Rings>()[0];
         assert_eq!(ring.stats.transmitted_packets, 1);
         let done = ring.tx_latency.summary().unwrap().p50;
         assert_eq!(
@@ -846,7 +851,7 @@ mod tests {
             "done when its data is across, past the 1 µs DMA"
         );
         step_at(&mut h, &mut nic, at + ns(5424.0));
-        assert_eq!(h.shared.rings[0].stats.transmitted_packets, 2);
+        assert_eq!(h.shared.get_mut::<Rings>()[0].stats.transmitted_packets, 2);
     }
 
     #[test]
@@ -858,7 +863,7 @@ mod tests {
         for k in 0..3 {
             step_at(&mut h, &mut nic, first + ns(1000.0 * k as f64));
         }
-        let ring = &mut h.shared.rings[0];
+        let ring = &mut h.shared.get_mut::<Rings>()[0];
         assert_eq!(ring.take().unwrap().ready, first + ns(1000.0));
         // The second waits 3640 ns behind the first (910 B, within the 1 KiB buffer).
         assert_eq!(ring.take().unwrap().ready, first + ns(1000.0 + 1000.0 + 3640.0));
@@ -874,13 +879,13 @@ mod tests {
         let (mut h, mut nic, first) = nic(spec);
         step_at(&mut h, &mut nic, first);
         step_at(&mut h, &mut nic, first + ns(1000.0));
-        let ring = &mut h.shared.rings[0];
+        let ring = &mut h.shared.get_mut::<Rings>()[0];
         assert_eq!(ring.stats.dropped_packets, 1);
         let taken = ring.take().unwrap();
         ring.release(&taken);
         step_at(&mut h, &mut nic, first + ns(2000.0));
         // The third waits only for the first's 4640 ns, not for the dropped one's too.
-        let third = h.shared.rings[0].take().unwrap();
+        let third = h.shared.get_mut::<Rings>()[0].take().unwrap();
         assert_eq!(third.ready, first + ns(2000.0 + 1000.0 + 2640.0));
     }
 
@@ -891,7 +896,7 @@ mod tests {
         step_at(&mut h, &mut nic, first + ns(1000.0));
         // The host forwards both packets at `at` and rings the doorbell.
         let at = first + ns(1500.0);
-        let ring = &mut h.shared.rings[0];
+        let ring = &mut h.shared.get_mut::<Rings>()[0];
         let packets: Vec<_> = (0..2).map(|_| ring.take().unwrap()).collect();
         packets.iter().for_each(|c| {
             ring.finish(c);
@@ -899,15 +904,15 @@ mod tests {
         });
         // The first goes out at once; 1000 B at 10 Gb/s keep the link 800 ns.
         assert_eq!(step_at(&mut h, &mut nic, at), Step::At(at + ns(500.0)), "the next arrival comes first");
-        let ring = &h.shared.rings[0];
+        let ring = &h.shared.get::<Rings>()[0];
         assert_eq!(ring.stats.transmitted_packets, 1);
         assert_eq!(ring.tx_latency.summary().unwrap().p50, (at + ns(1000.0) - packets[0].arrival).as_ns());
-        assert_eq!(h.shared.hierarchy.stats.devices[0].reads, 16);
+        assert_eq!(h.shared.get_mut::<Hierarchy>().stats.devices[0].reads, 16);
         // The arrival at +2 µs finds the buffer the first packet freed.
         assert_eq!(step_at(&mut h, &mut nic, at + ns(500.0)), Step::At(at + ns(800.0)));
-        assert_eq!(h.shared.rings[0].stats.dropped_packets, 0);
+        assert_eq!(h.shared.get_mut::<Rings>()[0].stats.dropped_packets, 0);
         assert_eq!(step_at(&mut h, &mut nic, at + ns(800.0)), Step::At(first + ns(3000.0)));
-        let ring = &h.shared.rings[0];
+        let ring = &h.shared.get::<Rings>()[0];
         assert_eq!(ring.stats.transmitted_packets, 2);
         assert_eq!(
             ring.tx_latency.summary().unwrap().mean,
@@ -952,7 +957,7 @@ mod tests {
         let (mut h, mut nic, first) = nic(spec);
         step_at(&mut h, &mut nic, first);
         step_at(&mut h, &mut nic, first + ns(1000.0));
-        let ring = &mut h.shared.rings[0];
+        let ring = &mut h.shared.get_mut::<Rings>()[0];
         for _ in 0..2 {
             let packet = ring.take().unwrap();
             ring.finish(&packet);
@@ -981,10 +986,10 @@ mod tests {
         let (mut h, mut nic, first) = nic(spec);
         assert_eq!(first, Time::ZERO);
         assert_eq!(step_at(&mut h, &mut nic, Time::ZERO), Step::Wait);
-        h.shared.rings[0].request_arrival(ns(500.0), 100);
+        h.shared.get_mut::<Rings>()[0].request_arrival(ns(500.0), 100);
         assert_eq!(step_at(&mut h, &mut nic, ns(100.0)), Step::At(ns(500.0)));
         step_at(&mut h, &mut nic, ns(500.0));
-        let ring = &mut h.shared.rings[0];
+        let ring = &mut h.shared.get_mut::<Rings>()[0];
         let completion = ring.take().unwrap();
         assert_eq!((completion.bytes, completion.arrival, completion.ready), (100, ns(500.0), ns(1500.0)));
     }
@@ -999,23 +1004,26 @@ mod tests {
         let (mut h, mut nic, first) = nic(spec);
         step_at(&mut h, &mut nic, first);
         step_at(&mut h, &mut nic, first + ns(1000.0));
-        assert_eq!(h.shared.rings[0].in_flight_bytes, 2000);
-        let old_entry = h.shared.rings[0].next_completion_entry();
+        assert_eq!(h.shared.get_mut::<Rings>()[0].in_flight_bytes, 2000);
+        let old_entry = h.shared.get_mut::<Rings>()[0].next_completion_entry();
         // The change is due at 2.5 µs: the NIC wakes then, the two pending completions go with
         // the old ring, and the arrival due at first + 2 µs (< 2.5) finds the queue stopped.
         assert!(first < ns(500.0), "the seed's phase puts the third arrival before the change");
         assert_eq!(step_at(&mut h, &mut nic, first + ns(2000.0)), Step::At(ns(2500.0)));
-        let ring = &h.shared.rings[0];
+        let ring = &h.shared.get::<Rings>()[0];
         assert_eq!((ring.stats.dropped_packets, ring.in_flight_bytes), (1, 2000), "the ring was full");
         step_at(&mut h, &mut nic, ns(2500.0));
-        let ring = &h.shared.rings[0];
+        let ring = &h.shared.get::<Rings>()[0];
         assert_eq!((ring.stats.dropped_packets, ring.in_flight_bytes), (3, 0));
         assert_ne!(ring.next_completion_entry(), old_entry);
         // Stopped until 3.5 µs: the arrival at first + 3 µs is dropped, the one at + 4 µs is not.
         step_at(&mut h, &mut nic, first + ns(3000.0));
-        assert_eq!(h.shared.rings[0].stats.dropped_packets, 4);
+        assert_eq!(h.shared.get_mut::<Rings>()[0].stats.dropped_packets, 4);
         step_at(&mut h, &mut nic, first + ns(4000.0));
-        assert_eq!((h.shared.rings[0].stats.dropped_packets, h.shared.rings[0].in_flight_bytes), (4, 1000));
+        assert_eq!(
+            (h.shared.get_mut::<Rings>()[0].stats.dropped_packets, h.shared.get_mut::<Rings>()[0].in_flight_bytes),
+            (4, 1000)
+        );
         let nic = nic.as_any().downcast_ref::<Nic>().unwrap();
         assert_eq!((nic.queues[0].restarts, nic.tph.irq_cpu[0], nic.tph.steering_cpu(0)), (1, 1, Some(1)));
     }

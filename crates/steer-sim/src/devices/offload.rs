@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use steer_offload::{Backend, Cache, CacheData, CopyJob};
 
+use crate::devices::dsa::CopyPorts;
 use crate::devices::dsa::{Descriptor, Faults};
 use crate::engine::{Agent, Cx, Signal, Step};
 use crate::error::{ConfigError, ConfigResult};
@@ -228,7 +229,7 @@ impl Agent for Poller {
 
     fn step(&mut self, cx: &mut Cx, now: Time, _limit: Time) -> Step {
         let mut offload = self.offload.borrow_mut();
-        let records = &mut cx.shared.copy.completions[offload.records];
+        let records = &mut cx.shared.get_mut::<CopyPorts>().completions[offload.records];
         let mut finished = false;
         while let Some(record) = records.take_visible(now) {
             let job = offload.in_flight.remove(&record.tag).expect("a record of a job in flight");
@@ -267,7 +268,7 @@ pub fn place(name: &str, platform: &PlatformSpec, src_node: u32, consumer_node: 
 }
 
 /// Checks that the devices named `device` exist and take shared submissions.
-pub fn check_devices(shape: &crate::workloads::SystemShape, device: &str, key: &str) -> ConfigResult<()> {
+pub fn check_devices(shape: &crate::devices::SystemShape, device: &str, key: &str) -> ConfigResult<()> {
     let engines = shape.copy_engines.iter().find(|e| e.name == device).ok_or_else(|| {
         ConfigError::new(key, format!("no copy engine device named `{device}` (add [[devices]] kind = \"dsa\")"))
     })?;

@@ -22,7 +22,7 @@ use steer_tph::{
     TphCapability, TphCompleter,
 };
 
-use crate::devices::placement::{DmaKind, Hint};
+use crate::devices::dma::{DmaKind, Hint};
 use crate::error::{ensure, ConfigResult, Shown};
 use crate::params::{choice, params};
 use crate::platform::{Completer, TopologySpec, TphHostSpec};

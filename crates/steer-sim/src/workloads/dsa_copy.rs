@@ -11,18 +11,21 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, DESCRIPTOR};
+use crate::devices::copy_job::CopyJob;
 use crate::devices::copy_policy::{self, CopyPolicies};
-use crate::devices::dsa::{
-    pages_first_touched, Descriptor, DsaSpec, Faults, Submissions, Submit, WqMode, MAX_TRANSFER_BYTES,
-};
-use crate::engine::{Agent, Cx, ReportView, Signal, Step};
+use crate::devices::dsa::CopyPorts;
+use crate::devices::dsa::{pages_first_touched, Descriptor, DsaSpec, Faults, Submit, WqMode, MAX_TRANSFER_BYTES};
+use crate::devices::SystemShape;
+use crate::engine::{Agent, Cx, ReportView, Step};
 use crate::error::{ensure, ConfigError, ConfigResult};
+use crate::flows::Flows;
 use crate::flows::{OwnerId, Region, Transfer, Use};
 use crate::params::{choice, params, Describe, Name, ParamDoc};
 use crate::stats::{stat, Report};
 use crate::system::Builder;
 use crate::units::Time;
-use crate::workloads::{SystemShape, WorkloadSpec};
+use crate::workloads::submissions::Submissions;
+use crate::workloads::WorkloadSpec;
 
 /// Most descriptors one job may need (a run beyond it is refused: raise `transfer_bytes`).
 pub const MAX_DESCRIPTORS: u64 = 4 << 20;
@@ -290,26 +293,6 @@ fn split(total: u64, parts: u64) -> impl Iterator<Item = u64> {
     (0..parts).map(move |i| total / parts + u64::from(i < total % parts))
 }
 
-/// The tally of one copy job, shared by its threads.
-#[derive(Debug)]
-pub struct CopyJob {
-    /// Notified by each thread that has finished its share.
-    pub done: Signal,
-    pub end: Option<Time>,
-    pub devices: Vec<String>,
-    pub bytes: u64,
-    pub descriptors: u64,
-    pub operations: u64,
-    pub latency_ns: f64,
-    pub software_bytes: u64,
-    pub submit_ns: f64,
-    pub poll_ns: f64,
-    pub cpu_copy_ns: f64,
-    pub src_in_llc: bool,
-    /// Its threads that have not finished their share.
-    pub threads_left: u32,
-}
-
 /// Bytes from which glibc's `memcpy` copies with `rep movsb` on a CPU with fast short REP MOV
 /// (FSRM: Ice Lake and later, Sapphire Rapids included), and above its non-temporal threshold with
 /// non-temporal stores: both write whole destination lines without reading them
@@ -378,7 +361,7 @@ struct Submitter {
 
 impl Submitter {
     fn job<'a>(&self, cx: &'a mut ProgramCx) -> &'a mut CopyJob {
-        &mut cx.shared().copy.jobs[self.job]
+        &mut cx.shared().get_mut::<CopyPorts>().jobs[self.job]
     }
 
     /// Where the next `bytes` of its share lie: its buffers from where the last piece ended.
@@ -420,7 +403,7 @@ impl Submitter {
     /// Reads every completion record visible now.
     fn collect_completions(&mut self, cx: &mut ProgramCx) {
         let now = cx.now();
-        while let Some(record) = cx.shared().copy.completions[self.me].take_visible(now) {
+        while let Some(record) = cx.shared().get_mut::<CopyPorts>().completions[self.me].take_visible(now) {
             let i = self.in_flight.iter().position(|(tag, ..)| *tag == record.tag).expect("a record of ours");
             let (_, began, src, dst) = self.in_flight.remove(i).expect("found");
             if record.left > 0 {
@@ -461,9 +444,9 @@ impl Program for Submitter {
         if let Some(since) = self.waiting_since.take() {
             self.job(cx).poll_ns += (now - since).as_ns();
         }
-        let signal = cx.shared().copy.completions[self.me].signal;
+        let signal = cx.shared().get_mut::<CopyPorts>().completions[self.me].signal;
         if let Some(since) = self.cpu_copy_since {
-            if cx.shared().flows.take_finished(self.owner).is_empty() {
+            if cx.shared().get_mut::<Flows>().take_finished(self.owner).is_empty() {
                 cx.wait_on(signal);
                 return Next::Wait;
             }
@@ -514,7 +497,7 @@ impl Program for Submitter {
             self.waiting_since = Some(now);
             cx.wait_on(signal);
             // A record written while it was busy (its notification came before it waited).
-            let records = &cx.shared().copy.completions[self.me].records;
+            let records = &cx.shared().get::<CopyPorts>().completions[self.me].records;
             return match records.iter().map(|r| r.visible_at).min() {
                 Some(at) => Next::At(at),
                 None => Next::Wait,
@@ -538,7 +521,7 @@ impl Program for Submitter {
         let now = cx.now();
         match tag {
             SUBMIT => {
-                let cost = cx.shared().copy.devices[self.device].queue.submit_cost(&self.dsa).as_ns();
+                let cost = cx.shared().get_mut::<CopyPorts>().devices[self.device].queue.submit_cost(&self.dsa).as_ns();
                 match self.submissions.on_call(cx) {
                     (Submit::Accepted, descriptor) => {
                         let tasks = descriptor.tasks as u64;
@@ -564,7 +547,7 @@ impl Program for Submitter {
                     reads: (!self.src_in_llc).then_some(src),
                     writes: Some(dst),
                 };
-                let flows = &mut cx.shared().flows;
+                let flows = cx.shared().get_mut::<Flows>();
                 flows.start(now, transfer, self.owner, 0);
                 let changed = flows.changed.expect("flows exist");
                 cx.notify(changed);
@@ -604,13 +587,13 @@ impl Agent for JobAgent {
 
     fn step(&mut self, cx: &mut Cx, _now: Time, _limit: Time) -> Step {
         // Woken by each thread that finishes, so that it has run at the job's end.
-        let done = cx.shared.copy.jobs[self.job].done;
+        let done = cx.shared.get_mut::<CopyPorts>().jobs[self.job].done;
         cx.wait_on(done);
         Step::Wait
     }
 
     fn report(&self, out: &mut Report, view: &ReportView) {
-        let job = &view.shared.copy.jobs[self.job];
+        let job = &view.shared.get::<CopyPorts>().jobs[self.job];
         let seconds = job.end.map(|t| t.as_ns() / 1e9);
         out.section("copy", |r| {
             r.put(&GIBPS, seconds.map(|s| job.bytes as f64 / s.max(1e-12) / (1u64 << 30) as f64));

@@ -14,13 +14,14 @@
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, PACKET};
 use crate::devices::ring::{Completion, RingId};
+use crate::devices::SystemShape;
 use crate::engine::ReportView;
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
 use crate::stats::{stat, Report};
 use crate::system::Builder;
 use crate::units::{Line, Time};
-use crate::workloads::{SystemShape, WorkloadSpec};
+use crate::workloads::WorkloadSpec;
 
 params! {
     /// The packet filter's parameters.
@@ -140,6 +141,7 @@ mod tests {
     use super::*;
     use crate::cpu::{ask, reach_call, Op};
     use crate::devices::ring::Recycle;
+    use crate::devices::ring::Rings;
     use crate::testing::{deliver, ns, ring_harness, READY};
 
     #[test]
@@ -164,7 +166,7 @@ mod tests {
         ];
         assert_eq!(ops, expected);
         assert_eq!(h.with_cx(ns(20.0), ns(20.0), |cx| reach_call(&mut p, 0, cx, ns(20.0))), 1);
-        assert_eq!((h.shared.rings[0].stats.consumed_packets, p.lines_read), (1, 2));
+        assert_eq!((h.shared.get_mut::<Rings>()[0].stats.consumed_packets, p.lines_read), (1, 2));
         let mut out = Report::root();
         p.report(&mut out, &ReportView { shared: &h.shared, window_start: ns(0.0), now: ns(20.0) });
         assert_eq!(out.finish().0["lines_read"].as_u64(), Some(2), "the statistic it declares");

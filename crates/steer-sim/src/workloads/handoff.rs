@@ -9,13 +9,14 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, ROUND_TRIP};
+use crate::devices::SystemShape;
 use crate::engine::{ReportView, Signal};
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
 use crate::stats::{stat, Report};
 use crate::system::Builder;
 use crate::units::Line;
-use crate::workloads::{SystemShape, WorkloadSpec};
+use crate::workloads::WorkloadSpec;
 
 params! {
     /// The pair's parameters.
@@ -276,7 +277,7 @@ mod tests {
     fn the_round_trip_time_is_the_window_over_the_round_trips() {
         let (mut a, _) = pair();
         a.round_trips = 4;
-        let shared = crate::system::Shared::empty();
+        let shared = crate::engine::Shared::empty();
         let view = ReportView { shared: &shared, window_start: ns(100.0), now: ns(1100.0) };
         let mut out = Report::root();
         a.report(&mut out, &view);

@@ -4,11 +4,12 @@
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, PACKET};
 use crate::devices::ring::{Completion, Poll, RingId};
+use crate::devices::SystemShape;
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
 use crate::system::Builder;
 use crate::units::Line;
-use crate::workloads::{SystemShape, WorkloadSpec};
+use crate::workloads::WorkloadSpec;
 
 params! {
     /// The forwarding loop's parameters (one loop per queue of the device).
@@ -149,6 +150,7 @@ mod tests {
     use super::*;
     use crate::cpu::{ask, reach_call, Op};
     use crate::devices::ring::Recycle;
+    use crate::devices::ring::Rings;
     use crate::testing::{deliver, ns, ring_harness, DOORBELL, READY, SENT};
 
     fn program(ring: RingId, burst: u32) -> L2fwd {
@@ -192,13 +194,13 @@ mod tests {
             Op::Drain,
         ];
         assert_eq!(ops, expected);
-        assert_eq!(h.shared.rings[0].stats.consumed_packets, 2);
+        assert_eq!(h.shared.get_mut::<Rings>()[0].stats.consumed_packets, 2);
         for (tag, at) in [(0, 150.0), (1, 180.0)] {
             let units = h.with_cx(ns(at), ns(at), |cx| reach_call(&mut p, tag, cx, ns(at)));
             assert_eq!(units, 1);
             assert_eq!(h.notified(), [(DOORBELL, ns(at))], "the doorbell rings when the packet is posted");
         }
-        let r = &mut h.shared.rings[0];
+        let r = &mut h.shared.get_mut::<Rings>()[0];
         assert_eq!((r.pop_tx().unwrap().buffer, r.pop_tx().unwrap().buffer), (0, 1));
         assert!(p.burst.is_empty());
     }
@@ -206,7 +208,7 @@ mod tests {
     #[test]
     fn a_burst_takes_no_more_than_the_tx_room_and_with_none_waits_for_the_nic_to_send() {
         let (mut h, ring) = ring_harness(4, 8, Recycle::Lifo);
-        h.shared.rings[0].shape.tx_entries = 1;
+        h.shared.get_mut::<Rings>()[0].shape.tx_entries = 1;
         let mut p = program(ring, 4);
         for i in 0..2 {
             deliver(&mut h, ring, 64, ns(i as f64), ns(10.0));
@@ -217,7 +219,7 @@ mod tests {
         h.with_cx(ns(30.0), ns(30.0), |cx| reach_call(&mut p, 0, cx, ns(30.0)));
         assert_eq!(h.with_cx(ns(40.0), ns(40.0), |cx| ask(&mut p, cx, ns(40.0))).0, Next::Wait);
         assert_eq!(h.waits(), [SENT], "the TX queue is full: it waits for the NIC, not for packets");
-        assert_eq!(h.shared.rings[0].stats.consumed_packets, 1, "the second packet stays on the ring");
+        assert_eq!(h.shared.get_mut::<Rings>()[0].stats.consumed_packets, 1, "the second packet stays on the ring");
     }
 
     #[test]

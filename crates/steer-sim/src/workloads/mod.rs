@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 
-use crate::error::{ConfigError, ConfigResult};
+use crate::devices::SystemShape;
+use crate::error::ConfigResult;
 use crate::kinds::{defaults_of, deserialize_at, Kind, SpecBase};
 use crate::params::Describe;
 use crate::system::Builder;
@@ -57,54 +58,8 @@ pub mod qdp;
 pub mod reduce;
 pub mod rx_loop;
 pub mod stream;
+pub mod submissions;
 pub mod tcp_rx;
-
-/// What validation needs to know about the system a workload runs in.
-pub struct SystemShape<'a> {
-    pub platform: &'a crate::platform::PlatformSpec,
-    pub cpus: u32,
-    /// Copy engine devices.
-    pub copy_engines: Vec<crate::devices::CopyEngineShape>,
-    /// (device name, consumer CPU of each RX queue)
-    pub devices: Vec<(&'a str, Vec<u32>)>,
-}
-
-impl SystemShape<'_> {
-    /// Consumer CPUs of a device's queues (empty if there is no such device).
-    pub fn queue_cpus(&self, device: &str) -> Vec<u32> {
-        self.devices.iter().find(|(name, _)| *name == device).map(|(_, cpus)| cpus.clone()).unwrap_or_default()
-    }
-
-    /// Fails at `{path}.cpu` unless `cpu` exists.
-    pub fn check_cpu(&self, path: &str, cpu: u32) -> ConfigResult<()> {
-        crate::error::ensure(cpu < self.cpus, &format!("{path}.cpu"), || {
-            format!("CPU {cpu} out of range (the platform has {})", self.cpus)
-        })
-    }
-
-    /// Fails at `{path}.device` or `{path}.queue` unless the device has queue `queue`.
-    pub fn check_queue(&self, path: &str, device: &str, queue: u32) -> ConfigResult<()> {
-        let queues = self.check_device(path, device)?.len();
-        crate::error::ensure((queue as usize) < queues, &format!("{path}.queue"), || {
-            format!("device `{device}` has {queues} queue(s)")
-        })
-    }
-
-    /// The consumer CPUs of `device`'s queues; fails at `{path}.device` if there is no such device
-    /// or it has no queues.
-    pub fn check_device(&self, path: &str, device: &str) -> ConfigResult<&[u32]> {
-        let cpus = self
-            .devices
-            .iter()
-            .find(|(name, _)| *name == device)
-            .map(|(_, cpus)| cpus.as_slice())
-            .ok_or_else(|| ConfigError::new(format!("{path}.device"), format!("no device named `{device}`")))?;
-        crate::error::ensure(!cpus.is_empty(), &format!("{path}.device"), || {
-            format!("device `{device}` has no RX queues")
-        })?;
-        Ok(cpus)
-    }
-}
 
 #[cfg(test)]
 mod tests {

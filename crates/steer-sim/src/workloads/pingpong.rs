@@ -6,13 +6,14 @@
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, MESSAGE};
 use crate::devices::ring::{Completion, RingId};
+use crate::devices::SystemShape;
 use crate::engine::ReportView;
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
 use crate::stats::{stat, Distribution, Report};
 use crate::system::Builder;
 use crate::units::{Line, Time};
-use crate::workloads::{SystemShape, WorkloadSpec};
+use crate::workloads::WorkloadSpec;
 
 /// The largest message: an IP datagram's 64 KiB.
 const MAX_MESSAGE_BYTES: u64 = 65536;
@@ -202,6 +203,7 @@ mod tests {
     use super::*;
     use crate::cpu::{ask, reach_call, Op};
     use crate::devices::ring::Recycle;
+    use crate::devices::ring::Rings;
     use crate::testing::{deliver, ns, ring_harness, DOORBELL, READY};
 
     fn program(ring: RingId, read_data: bool, copy: bool) -> PingPong {
@@ -243,8 +245,8 @@ mod tests {
         assert_eq!(h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(0.0))).0, Next::Wait);
         assert_eq!(h.notified(), [(DOORBELL, ns(0.0))]);
         assert_eq!(h.waits(), [READY]);
-        assert_eq!(h.shared.rings[0].next_requested(), Some((ns(0.0), 128)));
-        h.shared.rings[0].pop_requested();
+        assert_eq!(h.shared.get_mut::<Rings>()[0].next_requested(), Some((ns(0.0), 128)));
+        h.shared.get_mut::<Rings>()[0].pop_requested();
         // The NIC delivers it: arrival 0, visible at 400 ns.
         deliver(&mut h, ring, 128, ns(0.0), ns(400.0));
         let (next, ops, _) = h.with_cx(ns(400.0), ns(400.0), |cx| ask(&mut p, cx, ns(400.0)));
@@ -267,9 +269,9 @@ mod tests {
         let units = h.with_cx(ns(700.0), ns(700.0), |cx| reach_call(&mut p, 0, cx, ns(700.0)));
         assert_eq!(units, 1);
         assert_eq!(p.half_rtt.summary().unwrap().p50, 1200.0);
-        assert_eq!(h.shared.rings[0].next_requested(), Some((ns(700.0 + 500.0 + 700.0 + 500.0), 128)));
+        assert_eq!(h.shared.get_mut::<Rings>()[0].next_requested(), Some((ns(700.0 + 500.0 + 700.0 + 500.0), 128)));
         assert_eq!(h.notified(), [(DOORBELL, ns(700.0))]);
-        assert_eq!(h.shared.rings[0].stats.consumed_packets, 1);
+        assert_eq!(h.shared.get_mut::<Rings>()[0].stats.consumed_packets, 1);
     }
 
     #[test]

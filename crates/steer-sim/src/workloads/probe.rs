@@ -3,12 +3,13 @@
 //! a measured figure and a simulated one describe the same work.
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, BUFFER, LOAD};
+use crate::devices::SystemShape;
 use crate::error::{ensure, ConfigResult};
 use crate::hierarchy::Level;
 use crate::params::{choice, params};
 use crate::system::Builder;
 use crate::units::{Line, Rng};
-use crate::workloads::{SystemShape, WorkloadSpec};
+use crate::workloads::WorkloadSpec;
 
 choice! {
     /// The loop a probe runs.

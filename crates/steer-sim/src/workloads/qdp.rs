@@ -20,16 +20,20 @@ use steer_offload::CacheData;
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, BLOCK};
 use crate::devices::copy_policy::CopyPolicies;
-use crate::devices::dsa::{Submissions, Submit};
+use crate::devices::dsa::CopyPorts;
+use crate::devices::dsa::Submit;
 use crate::devices::offload::{self, CachePlacements, Found, Offload};
+use crate::devices::SystemShape;
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
 use crate::error::{ensure, ConfigResult, Shown};
+use crate::flows::Flows;
 use crate::flows::{plain, OwnerId, Region, Transfer, Use};
 use crate::params::{choice, params, Name};
 use crate::stats::{stat, Report};
 use crate::system::Builder;
 use crate::units::Time;
-use crate::workloads::{SystemShape, WorkloadSpec};
+use crate::workloads::submissions::Submissions;
+use crate::workloads::WorkloadSpec;
 
 /// Most blocks a column may be cut into (a run beyond it is refused: raise `block_bytes`).
 pub const MAX_BLOCKS: u64 = 1 << 20;
@@ -312,7 +316,7 @@ impl Worker {
         let now = cx.now();
         self.reading_since = now;
         let transfer = Transfer { bytes, route, cap_gbs: cap, reads: Some(region), writes: None };
-        let flows = &mut cx.shared().flows;
+        let flows = cx.shared().get_mut::<Flows>();
         flows.start(now, transfer, self.owner, 0);
         let changed = flows.changed.expect("flows exist");
         cx.notify(changed);
@@ -327,7 +331,8 @@ impl Worker {
         let spec = &query.spec;
         let offload = query.offload.as_ref().expect("prefetching has a cache");
         let (offset, len) = (block as u64 * spec.block_bytes, spec.block_len(block));
-        let (data, found, descriptors) = offload.borrow_mut().access(offset, len, spec.node, &cx.shared().copy);
+        let (data, found, descriptors) =
+            offload.borrow_mut().access(offset, len, spec.node, cx.shared().get::<CopyPorts>());
         self.submissions.extend(descriptors);
         let cost = if found == Found::Miss { spec.miss_ns } else { spec.hit_ns };
         cx.hold(Time::from_ns(cost));
@@ -384,7 +389,7 @@ impl Program for Worker {
 
     fn next(&mut self, cx: &mut ProgramCx) -> Next {
         if let Phase::Reading(_) = self.phase {
-            if cx.shared().flows.take_finished(self.owner).is_empty() {
+            if cx.shared().get_mut::<Flows>().take_finished(self.owner).is_empty() {
                 cx.wait_on(self.signal);
                 return Next::Wait;
             }

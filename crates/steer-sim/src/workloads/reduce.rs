@@ -6,12 +6,13 @@
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, MESSAGE};
 use crate::devices::ring::{Completion, RingId};
+use crate::devices::SystemShape;
 use crate::error::{ensure, ConfigResult, Shown};
 use crate::hierarchy::Level;
 use crate::params::{choice, params};
 use crate::system::Builder;
 use crate::units::{Line, Time};
-use crate::workloads::{SystemShape, WorkloadSpec};
+use crate::workloads::WorkloadSpec;
 
 choice! {
     /// Where software prefetches put the data.
@@ -211,6 +212,7 @@ mod tests {
     use super::*;
     use crate::cpu::{ask, reach_call, Op};
     use crate::devices::ring::Recycle;
+    use crate::devices::ring::Rings;
     use crate::testing::{deliver, ns, ring_harness, READY};
 
     fn program(ring: RingId, window: u64, prefetch_distance: u32, delay_ns: f64, working_lines: u64) -> Reduce {
@@ -286,7 +288,7 @@ mod tests {
         ];
         assert_eq!(ops, expected);
         assert_eq!(h.with_cx(ns(0.0), ns(0.0), |cx| reach_call(&mut p, 0, cx, ns(90.0))), 1);
-        assert_eq!(h.shared.rings[0].stats.consumed_packets, 1);
+        assert_eq!(h.shared.get_mut::<Rings>()[0].stats.consumed_packets, 1);
     }
 
     #[test]

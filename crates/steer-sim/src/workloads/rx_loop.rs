@@ -3,13 +3,14 @@
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, PACKET};
 use crate::devices::ring::{Completion, RingId};
+use crate::devices::SystemShape;
 use crate::engine::ReportView;
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
 use crate::stats::{stat, Report};
 use crate::system::Builder;
 use crate::units::{Line, Time};
-use crate::workloads::{SystemShape, WorkloadSpec};
+use crate::workloads::WorkloadSpec;
 
 params! {
     /// The receive loop's parameters.
@@ -151,6 +152,7 @@ mod tests {
     use super::*;
     use crate::cpu::{ask, reach_call, Op};
     use crate::devices::ring::Recycle;
+    use crate::devices::ring::Rings;
     use crate::testing::{deliver, ns, ring_harness, READY};
 
     fn program(ring: RingId, copy: bool) -> RxLoop {
@@ -201,14 +203,18 @@ mod tests {
             Op::Call(RELEASE),
         ];
         assert_eq!(ops, expected);
-        assert_eq!(h.shared.rings[0].stats.consumed_packets, 0, "released only when the unit reaches its call");
+        assert_eq!(
+            h.shared.get_mut::<Rings>()[0].stats.consumed_packets,
+            0,
+            "released only when the unit reaches its call"
+        );
         let units = h.with_cx(ns(500.0), ns(500.0), |cx| reach_call(&mut p, RELEASE, cx, ns(500.0)));
         assert_eq!(units, 1);
-        let r = &h.shared.rings[0];
+        let r = &h.shared.get::<Rings>()[0];
         assert_eq!((r.stats.consumed_packets, r.stats.consumed_bytes, r.in_flight_bytes), (1, 150, 0));
         assert_eq!(p.bytes, 150);
         // The buffer went back to the ring: four descriptors are posted again, buffer 0 last.
-        let rings = &mut h.shared.rings[0];
+        let rings = &mut h.shared.get_mut::<Rings>()[0];
         let taken: Vec<u32> = (0..4).map(|_| rings.accept(64, true).unwrap()).collect();
         assert_eq!(taken, [1, 2, 3, c.buffer]);
     }

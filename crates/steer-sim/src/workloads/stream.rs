@@ -2,11 +2,12 @@
 //! accesses (as a STREAM-like kernel does), so it competes with I/O for cache capacity.
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, LINE};
+use crate::devices::SystemShape;
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
 use crate::system::Builder;
 use crate::units::Line;
-use crate::workloads::{SystemShape, WorkloadSpec};
+use crate::workloads::WorkloadSpec;
 
 params! {
     /// The co-runner's parameters.

@@ -18,12 +18,13 @@ use std::rc::Rc;
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, STEP};
 use crate::devices::ring::{Completion, Poll, RingId, RxRing};
+use crate::devices::SystemShape;
 use crate::engine::Signal;
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
 use crate::system::Builder;
 use crate::units::Line;
-use crate::workloads::{SystemShape, WorkloadSpec};
+use crate::workloads::WorkloadSpec;
 
 /// Bounds that keep a run's work sane: no kernel structure of one sk_buff spans more than
 /// 256 KiB, and a slab holds a few dozen sk_buffs.
@@ -593,6 +594,7 @@ mod tests {
     use super::*;
     use crate::cpu::{ask, reach_call, Op};
     use crate::devices::ring::Recycle;
+    use crate::devices::ring::Rings;
     use crate::engine::Harness;
     use crate::testing::{deliver, ns, ring_harness, READY};
 
@@ -730,7 +732,7 @@ mod tests {
         let queued: Vec<bool> = napi.socket.borrow().queue.iter().map(|p| p.last).collect();
         assert_eq!(queued, [false, true]);
         assert_eq!(h.notified(), [(DATA, ns(300.0))], "the application is woken when the sk_buff is queued");
-        assert_eq!(h.shared.rings[0].stats.consumed_packets, 2);
+        assert_eq!(h.shared.get_mut::<Rings>()[0].stats.consumed_packets, 2);
         // Nothing more is ready: the poll ends with a drain, and the next one waits.
         let (next, ops, units) = h.with_cx(ns(300.0), ns(300.0), |cx| ask(&mut napi, cx, ns(300.0)));
         assert_eq!((next, ops, units), (Next::Yield, vec![Op::Drain], 1));
@@ -772,7 +774,7 @@ mod tests {
         }
         let (next, ops, _) = h.with_cx(ns(10.0), ns(10.0), |cx| ask(&mut napi, cx, ns(10.0)));
         assert_eq!((next, ops), (Next::Yield, vec![Op::Drain]));
-        assert_eq!(h.shared.rings[0].stats.consumed_packets, 3);
+        assert_eq!(h.shared.get_mut::<Rings>()[0].stats.consumed_packets, 3);
     }
 
     #[test]
@@ -818,7 +820,7 @@ mod tests {
         let (next, ops, units) = h.with_cx(ns(40.0), ns(40.0), |cx| ask(&mut recv, cx, ns(40.0)));
         assert_eq!((next, ops, units), (Next::Yield, vec![Op::Drain], 1));
         // NAPI's next poll frees the pages (back to the pool's cache) and the sk_buff.
-        let posted_before = h.shared.rings[0].next_descriptor_addr();
+        let posted_before = h.shared.get_mut::<Rings>()[0].next_descriptor_addr();
         let (next, ops, _) = h.with_cx(ns(50.0), ns(50.0), |cx| ask(&mut napi, cx, ns(50.0)));
         assert_eq!(next, Next::Unit);
         let frees = [
@@ -831,7 +833,11 @@ mod tests {
         assert_eq!(ops, frees);
         h.with_cx(ns(60.0), ns(60.0), |cx| reach_call(&mut napi, FREE_DEFERRED, cx, ns(60.0)));
         assert_eq!(napi.socket.borrow().free_skbs.last(), Some(&Line(0x500)));
-        assert_ne!(h.shared.rings[0].next_descriptor_addr(), posted_before, "the freed pages refilled descriptors");
+        assert_ne!(
+            h.shared.get_mut::<Rings>()[0].next_descriptor_addr(),
+            posted_before,
+            "the freed pages refilled descriptors"
+        );
     }
 
     #[test]

@@ -2,32 +2,12 @@
 //! `Destination`); the hierarchy carries the decision out. A policy is one file with a `KIND`
 //! static registering it in `POLICIES`, plus its `mod` line here.
 
+use crate::devices::dma::{DmaKind, Hint};
 use crate::devices::tph::StMap;
 use crate::error::ConfigResult;
 use crate::hierarchy::Destination;
 use crate::params::{choice, params, Name, Registry};
 use crate::platform::PlatformSpec;
-
-choice! {
-    /// What a DMA write carries, so a policy (or a driver choosing hints) can treat kinds apart.
-    pub enum DmaKind {
-        /// The first line of a packet (protocol headers).
-        Header,
-        /// The rest of the packet.
-        Payload,
-        /// A completion (event) entry telling the driver a packet arrived.
-        Completion,
-    }
-}
-
-/// The TLP Processing Hint a write carries (PCIe TPH), as the device's TPH state sets it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hint {
-    /// A hint without a steering tag (No-ST mode).
-    NoSt,
-    /// A steering tag: 8 bits, or 16 with extended TPH.
-    Tag { st: u16, extended: bool },
-}
 
 /// One inbound line write as a policy sees it.
 #[derive(Debug, Clone, Copy)]

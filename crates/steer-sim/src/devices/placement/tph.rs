@@ -36,7 +36,7 @@ impl PlacementPolicy for Tph {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devices::placement::DmaKind;
+    use crate::devices::dma::DmaKind;
     use crate::platform::{TopologySpec, TphHostSpec};
 
     fn write(hint: Option<Hint>) -> DmaWrite {
