@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, list[str]]] = [
         ["cache", "platform", "memory", "directory", "steering", "hierarchy", "flows", "system"],
     ),
     ("devices", ["devices", "copy"]),
-    ("CPUs and workloads", ["cpu", "workloads"]),
+    ("CPUs and workloads", ["cpu", "tlb", "workloads"]),
     ("scenarios", ["scenario", "simulation", "results", "catalog"]),
     ("host", ["host"]),
 ]
