@@ -33,6 +33,7 @@ def calibration(monkeypatch, tmp_path):
     monkeypatch.setattr(calibrate, "fit", lambda measured, geometry: VALUES[:1])
     monkeypatch.setattr(calibrate, "fit_streamer", lambda measured, values, vendor: VALUES[1:])
     monkeypatch.setattr(calibrate, "cpu_vendor", lambda: "GenuineIntel")
+    monkeypatch.setattr(calibrate, "translation_values", lambda measured, vendor, guest, cpuid: [])
     monkeypatch.setattr(calibrate, "warnings", lambda measured, values, streamer: [])
     monkeypatch.setattr(calibrate, "calibration_toml", lambda measured, values: f"{measured} {len(values)}\n")
     monkeypatch.setattr(calibrate, "plot", lambda measured, values: b"\x89PNG")
@@ -50,6 +51,21 @@ def test_calibrate_writes_the_host_calibration_and_prints_each_value(calibration
         "core.clock_ghz       3.5  preset",
         f"wrote {calibration.default}",
     ]
+
+
+def test_calibrate_lays_the_tlb_over_the_fit_and_refits_the_memory_latency_with_it(calibration, monkeypatch):
+    tlb = Value("core.tlb.entries", 2048, "assumed")
+    monkeypatch.setattr(calibrate, "translation_values", lambda measured, vendor, guest, cpuid: [tlb])
+    refits = []
+
+    def refit(measured, values, geometry):
+        refits.append((measured, [v.key for v in values], geometry))
+        return values
+
+    monkeypatch.setattr(calibrate, "refit_memory_latency", refit)
+    assert cli.main(["calibrate", "--quiet"]) == 0
+    assert refits == [("measured plan", ["l2.latency_cycles", "core.tlb.entries"], {"l3.size_kib": 32768})]
+    assert calibration.default.read_text() == "measured plan 3\n"
 
 
 @pytest.mark.parametrize(

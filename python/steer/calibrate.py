@@ -506,9 +506,11 @@ def refit_memory_latency(m: Measurements, values: list[Value], geometry: dict[st
     """With page walks modelled, the DRAM chase's measured latency holds its walks too: the
     memory's latency is what makes the model's chase over the same working set take the measured
     time. Corrected step by step (a walk's reads that reach DRAM make the chase a little more than
-    linear in it) until a step moves it less than REFIT_NS."""
+    linear in it) until a step moves it less than REFIT_NS. Nothing changes without a fitted latency."""
     key = "memory.idle_latency_ns"
-    old = next(v for v in values if v.key == key)
+    old = next((v for v in values if v.key == key), None)
+    if old is None:
+        return values
     l3_kib = next((v.value for v in values if v.key == "l3.size_kib"), geometry["l3.size_kib"])
     dram_ws, dram = latency_at(m, DRAM_LLC_MULTIPLE * int(l3_kib) * KIB)
     chase = f'pattern = "chase"\nworking_set_bytes = {dram_ws}\n'
