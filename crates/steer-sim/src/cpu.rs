@@ -114,13 +114,14 @@ impl CoreTimer {
         done
     }
 
-    /// Translates `line` for an access asked for at `at`: the core waits for a free page walker
-    /// (its `now` moves to the walk's start); returns when the walk started and when the access
-    /// can go (both `at` when the TLB holds the page or translation is not modelled).
+    /// Translates `line` for an access asked for at `at`: the core waits as long as the walk waits
+    /// for a free page walker (a store's `at` is its port's time, which the core does not wait
+    /// for); returns when the walk started and when the access can go (both `at` when the TLB
+    /// holds the page or translation is not modelled).
     fn translate(&mut self, hierarchy: &mut Hierarchy, line: Line, at: Time) -> (Time, Time) {
         let Some(tlb) = &mut self.tlb else { return (at, at) };
         let (start, done) = tlb.translate(hierarchy, self.cpu, line, at);
-        self.now = self.now.max(start);
+        self.now += start - at;
         (start, done)
     }
 
@@ -967,10 +968,16 @@ mod tests {
     fn a_store_commits_after_its_walk_and_a_software_prefetch_walks_too() {
         let (mut timer, mut h) = timer_with_tlb(1);
         // The store takes the port at 1 ns; its walk ends at 101, its line comes from DRAM at 201.
+        // The core waits for neither the port nor the walk.
         assert_eq!(timer.store(&mut h, Line(0x10_0000)), ns(201.0));
-        assert_eq!(timer.now, ns(1.0));
-        // A prefetch of another page's line at 2 ns waits for the walker (101), walks until 201.
+        assert_eq!(timer.now, ns(0.0));
+        // A prefetch of another page's line at 1 ns waits for the walker (101), walks until 201.
         timer.prefetch(&mut h, Line(0x10_0000 + 64 * 16), Level::L1);
+        assert_eq!(timer.now, ns(101.0));
+        // A store to the first page waits for no walker: the core stays where it was though the
+        // port's next slot is later than it.
+        timer.store_port_free = ns(150.0);
+        timer.store(&mut h, Line(0x10_0000 + 1));
         assert_eq!(timer.now, ns(101.0));
         assert_eq!(timer.walks(), Some(2));
         assert_eq!(CoreTimer::on_cpu(0, &tiny_platform()).walks(), None, "no TLB, no walks");
