@@ -196,9 +196,49 @@ def leon_answer(scenario: str, o: dict[str, str]) -> dict:
     config = {'"l3"': "inject-l3", '"l2"': "inject-l2"}.get(o.get("level", ""), "base")
     if "prefetch_distance" in o:
         config = "prefetch"
-    i = reproduce.LEON_SIZES.index(int(o["message_bytes"]))
+    i = reproduce.PUBLISHED["leon"]["message_bytes"].index(int(o["message_bytes"]))
     workload = {"exec_ns_per_message": LEON_EXEC_NS[config][i]}
     return {"dram": {"read_gbps": LEON_READS[config][i]}, "cores": {"0": {"workload": workload}}}
+
+
+def test_every_published_row_is_of_its_experiment_once_with_a_known_unit_and_relation():
+    ids = [row["id"] for name in reproduce.EXPERIMENTS for row in reproduce.PUBLISHED[name]["rows"]]
+    assert len(ids) == len(set(ids)) == 81
+    for name in reproduce.EXPERIMENTS:
+        for row in reproduce.PUBLISHED[name]["rows"]:
+            assert row["id"].startswith(f"{name}/"), row["id"]
+            assert set(row) <= {"id", "metric", "unit", "published", "relation"}, row["id"]
+            assert row["unit"] in reproduce.TARGETS, row["id"]
+            assert row.get("relation", "") in ("", *reproduce.RELATIONS), row["id"]
+            assert isinstance(row["published"], float), row["id"]
+
+
+def test_rows_take_the_published_file_s_order_source_and_relation_and_the_simulated_values_by_id():
+    simulated = {
+        f"seed002/{s}/dram-total-change": float(i) for i, s in enumerate(("160c-2q", "96c-2q", "96c-1q", "160c-1q"))
+    }
+    rows = reproduce.rows_of("seed002", simulated)
+    assert [(r.id, r.simulated, r.published) for r in rows] == [
+        ("seed002/96c-1q/dram-total-change", 2.0, -55.0),
+        ("seed002/96c-2q/dram-total-change", 1.0, -22.0),
+        ("seed002/160c-1q/dram-total-change", 3.0, -79.0),
+        ("seed002/160c-2q/dram-total-change", 0.0, -80.0),
+    ]
+    assert {r.source for r in rows} == {"seed 002 (SDCI white paper)"}
+    seed001 = reproduce.rows_of("seed001", dict.fromkeys(reproduce.ROW_IDS["seed001"], 1.0))
+    assert {r.id: r.relation for r in seed001}["seed001/software-vs-dsa"] == "<"
+
+
+def test_a_row_the_code_and_the_published_file_do_not_share_is_one_line_naming_it():
+    simulated = dict.fromkeys(reproduce.ROW_IDS["seed002"], 0.0)
+    del simulated["seed002/96c-2q/dram-total-change"]
+    simulated["seed002/96c-3q/dram-total-change"] = 0.0
+    with pytest.raises(
+        reproduce.ScenarioError,
+        match=r"listed only \['seed002/96c-2q/dram-total-change'\], "
+        r"simulated only \['seed002/96c-3q/dram-total-change'\]",
+    ):
+        reproduce.rows_of("seed002", simulated)
 
 
 def test_leons_rows_take_the_best_saving_over_sizes_and_skip_sizes_that_read_nothing():

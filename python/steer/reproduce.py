@@ -12,6 +12,7 @@ import fnmatch
 import itertools
 import json
 import math
+import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -85,9 +86,11 @@ RELATIONS: dict[str, Callable[[float, float], bool]] = {
     "<": lambda a, b: a < b,
     "<=": lambda a, b: a <= b,
 }
+# Every published row, each experiment's source and setups (python/steer/published.toml).
+PUBLISHED = tomllib.loads((Path(__file__).parent / "published.toml").read_text(encoding="utf-8"))
 # The only rows calibrated parameters may be fitted on: seed 000's one-queue DRAM and fill rows
 # and seed 004's eflatency mean. Every other row validates.
-CALIBRATION_ROWS = ("seed000/1q/*", "seed004/eflatency-avg")
+CALIBRATION_ROWS = tuple(PUBLISHED["calibration_rows"])
 ROLES = ("calibration", "validation")
 # Beside `steer reproduce --plot DIR`'s figures: the rows they were drawn from.
 ROWS_FILE = "reproduce.json"
@@ -112,24 +115,37 @@ class Runner:
         return self.cache[key]
 
 
-LEON = "seed 003 (Leon & Maccabe, POWER5)"
-LEON_SIZES = (4096, 16384, 65536, 262144)
-# The seed's four ways of delivering incoming data (see the leon-reduce scenario).
-LEON_CONFIGS = {
-    "base": (),
-    "prefetch": ("prefetch_distance=32",),
-    "inject-l3": ('policy="inject"', 'level="l3"'),
-    "inject-l2": ('policy="inject"', 'level="l2"'),
-}
+def rows_of(experiment: str, simulated: dict[str, float]) -> list[Row]:
+    """The experiment's rows as published.toml lists them, each with its simulated value."""
+    spec = PUBLISHED[experiment]
+    listed = [row["id"] for row in spec["rows"]]
+    if set(listed) != set(simulated):
+        raise ScenarioError(
+            f"published.toml and reproduce.py disagree on {experiment}'s rows: "
+            f"listed only {sorted(set(listed) - set(simulated))}, simulated only {sorted(set(simulated) - set(listed))}"
+        )
+    return [
+        Row(
+            row["id"],
+            spec["source"],
+            row["metric"],
+            row["unit"],
+            row["published"],
+            simulated[row["id"]],
+            row.get("relation", ""),
+        )
+        for row in spec["rows"]
+    ]
 
 
 def leon_rows(runner: Runner) -> list[Row]:
     """Memory reads and execution time of base, prefetching and injection, over message sizes;
     the seed reports the best case ("up to"), so the rows take the maximum over sizes."""
-    reads: dict[str, list[float]] = {c: [] for c in LEON_CONFIGS}
-    exec_ns: dict[str, list[float]] = {c: [] for c in LEON_CONFIGS}
-    for size in LEON_SIZES:
-        for config, overrides in LEON_CONFIGS.items():
+    configs = PUBLISHED["leon"]["configs"]
+    reads: dict[str, list[float]] = {c: [] for c in configs}
+    exec_ns: dict[str, list[float]] = {c: [] for c in configs}
+    for size in PUBLISHED["leon"]["message_bytes"]:
+        for config, overrides in configs.items():
             result = runner.run("leon-reduce", f"message_bytes={size}", *overrides)
             reads[config].append(result["dram"]["read_gbps"])
             exec_ns[config].append(result["cores"]["0"]["workload"]["exec_ns_per_message"])
@@ -139,46 +155,18 @@ def leon_rows(runner: Runner) -> list[Row]:
         return max((100 * (1 - new / old) for new, old in zip(values[config], values["base"]) if old > 0), default=0.0)
 
     ratios = [p / b for p, b in zip(reads["prefetch"], reads["base"]) if b > 0]
-    ratio = sum(ratios) / len(ratios) if ratios else 1.0
-    return [
-        Row("leon/prefetch-reads", LEON, "memory reads, prefetch / base (published: equal)", "x", 1.0, ratio),
-        Row(
-            "leon/inject-l3-reads",
-            LEON,
-            "memory reads saved by L3 injection, up to",
-            "%",
-            96.0,
-            saved("inject-l3", reads),
-        ),
-        Row(
-            "leon/prefetch-time",
-            LEON,
-            "execution time saved by prefetching, up to",
-            "%",
-            37.0,
-            saved("prefetch", exec_ns),
-        ),
-        Row(
-            "leon/inject-l3-time",
-            LEON,
-            "execution time saved by L3 injection, up to",
-            "%",
-            30.0,
-            saved("inject-l3", exec_ns),
-        ),
-        Row(
-            "leon/inject-l2-time",
-            LEON,
-            "execution time saved by L2 injection, up to (seed expects: as prefetching)",
-            "%",
-            37.0,
-            saved("inject-l2", exec_ns),
-        ),
-    ]
+    return rows_of(
+        "leon",
+        {
+            "leon/prefetch-reads": sum(ratios) / len(ratios) if ratios else 1.0,
+            "leon/inject-l3-reads": saved("inject-l3", reads),
+            "leon/prefetch-time": saved("prefetch", exec_ns),
+            "leon/inject-l3-time": saved("inject-l3", exec_ns),
+            "leon/inject-l2-time": saved("inject-l2", exec_ns),
+        },
+    )
 
 
-SEED000 = "seed 000 (LPC 2025 talk, 64-core Turin)"
-SEED002 = "seed 002 (SDCI white paper)"
 # SDCI on: the driver enables PCIe TPH in interrupt-vector mode (bnxt_en's flow through the TPH
 # stack) and the I/O die steers tagged writes; off: TPH stays disabled and DMA goes to memory.
 SDCI = {"off": 'tph_mode="off"', "on": 'tph_mode="iv"'}
@@ -193,37 +181,8 @@ def change(off: float, on: float) -> float:
     return 100 * (on / off - 1) if off > 0 else 0.0
 
 
-# Seed 000's setups: iperf on cores next to the IRQ cores in the same CCX (its DC-fill table
-# shows iperf filling from "other cache (same CCX)"). The talk gives no throughput; the seed 002
-# rates of the same NIC family stand in (70 Gb/s with one queue, 94 with more). Four rings at
-# 23.5 Gb/s each take 2.85 ms a pass, longer than the scenario's window (made for one ring at 70):
-# the four-queue runs warm up for four passes and measure two.
-SEED000_SETUPS = {
-    "1q": ('platform="turin-9575f"', "queues=1", "offered_gbps=70.0", "app_offset=1"),
-    "4q": (
-        'platform="turin-9575f"',
-        "queues=4",
-        "offered_gbps=94.0",
-        "app_offset=4",
-        "sim.warmup_us=12000",
-        "sim.measure_us=6000",
-    ),
-}
-SEED000_DRAM = {  # (read, write, total) GB/s with SDCI off and on, and % change, per setup
-    "1q": {"off": (11.54, 10.37, 21.91), "on": (1.68, 3.6, 5.28), "change": (-85, -65, -76)},
-    "4q": {"off": (13.87, 12.50, 26.37), "on": (4.69, 6.52, 11.21), "change": (-66, -48, -57)},
-}
-# DC fill % by source for cores running irq, iperf and both combined, SDCI off and on.
-SEED000_FILLS = {
-    "1q": {
-        "off": {"irq": (2, 87, 11), "iperf": (51, 44, 5), "combined": (44, 50, 6)},
-        "on": {"irq": (1, 89, 11), "iperf": (2, 66, 32), "combined": (2, 70, 29)},
-    },
-    "4q": {
-        "off": {"irq": (2, 83, 15), "iperf": (28, 67, 5), "combined": (22, 71, 7)},
-        "on": {"irq": (1, 81, 18), "iperf": (1, 70, 28), "combined": (1, 72, 26)},
-    },
-}
+# Seed 000's DC-fill table: the cores it groups, and AMD's source categories by steer's sources.
+FILL_ROLES = ("irq", "iperf", "combined")
 FILL_SOURCES = (("memory", ("dram",)), ("local-l2", ("l2",)), ("other-cache", ("peer_l2", "l3")))
 
 
@@ -241,100 +200,39 @@ def role_fills(result: dict, role: str) -> dict[str, float]:
 
 def seed000_rows(runner: Runner) -> list[Row]:
     """Seed 000's DRAM bandwidth table (UMC read/write/total, SDCI off/on, % change) and DC-fill
-    table, for one and four queues."""
-    rows = []
-    for setup, overrides in SEED000_SETUPS.items():
+    table, for each of its setups."""
+    simulated = {}
+    for setup, overrides in PUBLISHED["seed000"]["setups"].items():
         runs = sdci_pair(runner, *overrides)
-        simulated = {
-            state: (r["dram"]["read_gbps"], r["dram"]["write_gbps"], r["dram"]["total_gbps"])
-            for state, r in runs.items()
-        }
-        published = SEED000_DRAM[setup]
-        for i, metric in enumerate(("read", "write", "total")):
-            for state in ("off", "on"):
-                rows.append(
-                    Row(
-                        f"seed000/{setup}/dram-{metric}-sdci-{state}",
-                        SEED000,
-                        f"UMC est {metric} BW, SDCI {state}, {setup}",
-                        "GB/s",
-                        published[state][i],
-                        simulated[state][i],
-                    )
-                )
-            rows.append(
-                Row(
-                    f"seed000/{setup}/dram-{metric}-change",
-                    SEED000,
-                    f"UMC {metric} BW change with SDCI, {setup}",
-                    "%",
-                    published["change"][i],
-                    change(simulated["off"][i], simulated["on"][i]),
-                )
-            )
+        for metric in ("read", "write", "total"):
+            gbps = {state: r["dram"][f"{metric}_gbps"] for state, r in runs.items()}
+            for state, value in gbps.items():
+                simulated[f"seed000/{setup}/dram-{metric}-sdci-{state}"] = value
+            simulated[f"seed000/{setup}/dram-{metric}-change"] = change(gbps["off"], gbps["on"])
         for state, result in runs.items():
-            for role, values in SEED000_FILLS[setup][state].items():
-                fills = role_fills(result, role)
-                for (name, _), value in zip(FILL_SOURCES, values):
-                    rows.append(
-                        Row(
-                            f"seed000/{setup}/fills-{role}-{name}-sdci-{state}",
-                            SEED000,
-                            f"DC fills from {name}, {role} cores, SDCI {state}, {setup}",
-                            "%",
-                            value,
-                            fills[name],
-                        )
-                    )
-    return rows
-
-
-# Seed 002: iperf on the IRQ cores (A.2), 511-entry queues, the published iperf throughputs.
-SEED002_SETUPS = {
-    "96c-1q": (('platform="turin-9655"', "queues=1", "offered_gbps=70.0"), -55.0),
-    "96c-2q": (('platform="turin-9655"', "queues=2", "offered_gbps=94.0"), -22.0),
-    "160c-1q": (('platform="turin-9845"', "queues=1", "offered_gbps=43.0"), -79.0),
-    "160c-2q": (('platform="turin-9845"', "queues=2", "offered_gbps=78.0"), -80.0),
-}
+            for role in FILL_ROLES:
+                for name, value in role_fills(result, role).items():
+                    simulated[f"seed000/{setup}/fills-{role}-{name}-sdci-{state}"] = value
+    return rows_of("seed000", simulated)
 
 
 def seed002_rows(runner: Runner) -> list[Row]:
     """Seed 002's total memory bandwidth reduction with SDCI, per platform and queue count."""
-    rows = []
-    for setup, (overrides, published) in SEED002_SETUPS.items():
+    simulated = {}
+    for setup, overrides in PUBLISHED["seed002"]["setups"].items():
         runs = sdci_pair(runner, *overrides, "app_offset=0")
-        simulated = change(runs["off"]["dram"]["total_gbps"], runs["on"]["dram"]["total_gbps"])
-        rows.append(
-            Row(
-                f"seed002/{setup}/dram-total-change",
-                SEED002,
-                f"total memory bandwidth change with SDCI, {setup}",
-                "%",
-                published,
-                simulated,
-            )
-        )
-    return rows
-
-
-SEED004 = "seed 004 (Solarflare X4 white paper, EPYC 9575F)"
-SEED004_PAYLOADS = (0, 64, 128, 256, 384, 512, 648)
-# ef_vi reads the data; Onload inspects the header and copies to the application. The stack
-# costs are assumptions (Onload's TCP does more per message than its UDP); they shift both
-# placements alike and so hardly change the reductions.
-SEED004_MODES = {
-    "eflatency": ("read_data=true",),
-    "onload-tcp": ("copy=true", "stack_cycles=1000.0"),
-    "onload-udp": ("copy=true", "stack_cycles=600.0"),
-}
+        total = {state: r["dram"]["total_gbps"] for state, r in runs.items()}
+        simulated[f"seed002/{setup}/dram-total-change"] = change(total["off"], total["on"])
+    return rows_of("seed002", simulated)
 
 
 def seed004_rows(runner: Runner) -> list[Row]:
-    """Median half round-trip latency saved by SDCI, averaged over 0..648 B payloads, and at 256 B."""
+    """Median half round-trip latency saved by SDCI, averaged over the payloads, and at 256 B."""
+    spec = PUBLISHED["seed004"]
     saved: dict[str, dict[int, float]] = {}
-    for mode, overrides in SEED004_MODES.items():
+    for mode, overrides in spec["modes"].items():
         saved[mode] = {}
-        for payload in SEED004_PAYLOADS:
+        for payload in spec["payloads"]:
             runs = {
                 state: runner.run("eflatency", *overrides, f"payload_bytes={payload}", flag)
                 for state, flag in SDCI.items()
@@ -342,43 +240,15 @@ def seed004_rows(runner: Runner) -> list[Row]:
             median = {state: r["cores"]["2"]["workload"]["half_rtt_ns"]["p50"] for state, r in runs.items()}
             saved[mode][payload] = median["off"] - median["on"]
     mean = {mode: sum(values.values()) / len(values) for mode, values in saved.items()}
-    return [
-        Row(
-            "seed004/eflatency-avg",
-            SEED004,
-            "eflatency latency saved by SDCI, mean over 0-648 B",
-            "ns",
-            55.0,
-            mean["eflatency"],
-        ),
-        Row(
-            "seed004/eflatency-256b",
-            SEED004,
-            "eflatency latency saved by SDCI at 256 B",
-            "ns",
-            46.0,
-            saved["eflatency"][256],
-        ),
-        Row(
-            "seed004/onload-tcp-avg",
-            SEED004,
-            "Onload TCP latency saved by SDCI, mean over 0-648 B",
-            "ns",
-            67.0,
-            mean["onload-tcp"],
-        ),
-        Row(
-            "seed004/onload-udp-avg",
-            SEED004,
-            "Onload UDP latency saved by SDCI, mean over 0-648 B",
-            "ns",
-            76.0,
-            mean["onload-udp"],
-        ),
-    ]
-
-
-SEED001 = "seed 001 (DSA on Xeon Max)"
+    return rows_of(
+        "seed004",
+        {
+            "seed004/eflatency-avg": mean["eflatency"],
+            "seed004/eflatency-256b": saved["eflatency"][256],
+            "seed004/onload-tcp-avg": mean["onload-tcp"],
+            "seed004/onload-udp-avg": mean["onload-udp"],
+        },
+    )
 
 
 def copy_gibps(runner: Runner, *overrides: str) -> float:
@@ -397,8 +267,7 @@ def local_copy_gibps(runner: Runner, transfer: int, total: int, *more: str) -> f
 
 def seed001_rows(runner: Runner) -> list[Row]:
     """Seed 001's DSA benchmarks (chapter 3): submission method, submitting threads, DDR to HBM
-    with brute-force and smart device assignment, and the CPU's software path. The seed gives
-    figures and relations; a relation row holds or not."""
+    with brute-force and smart device assignment, and the CPU's software path."""
 
     def gibps(*overrides: str) -> float:
         return copy_gibps(runner, *overrides)
@@ -416,94 +285,26 @@ def seed001_rows(runner: Runner) -> list[Row]:
         size: {n: local(size, tasks * size, f"threads={n}") for n in (1, 2, 12)}
         for size, tasks in ((MIB, 120), (GIB, 12))
     }
-    no_slower = min(t[n] / t[1] for t in threads.values() for n in (2, 12))
     brute = {dst: gibps('copy_policy="brute"', f"dst_node={dst}") for dst in (8, 11, 12, 15)}
     smart = {dst: gibps('copy_policy="smart"', f"dst_node={dst}") for dst in (8, 11, 12, 15)}
     software = gibps('copy_policy="smart"', "dst_node=15", 'path="software"')
     cpu12 = {dst: gibps('path="software"', "threads=12", f"dst_node={dst}") for dst in (8, 11, 12, 15)}
-    rows = [
-        Row("seed001/dsa-ceiling", SEED001, "one DSA, 1 MiB, node 0 to 0", "GiB/s", 30.0, methods["single"]),
-        Row(
-            "seed001/methods-1mib",
-            SEED001,
-            "fastest / slowest of single, batch, 12 threads at 1 MiB (published: within 5%)",
-            "x",
-            1.05,
-            max(methods.values()) / min(methods.values()),
-            "<=",
-        ),
-        Row(
-            "seed001/batch-small",
-            SEED001,
-            "batch / single below 1 MiB, least over 4-256 KiB (published: batch faster)",
-            "x",
-            1.0,
-            small,
-            ">",
-        ),
-        Row(
-            "seed001/threads-no-slower",
-            SEED001,
-            "2 or 12 threads / 1 thread, least over 1 MiB and 1 GiB (published: no slower)",
-            "x",
-            0.99,
-            no_slower,
-            ">=",
-        ),
-        Row(
-            "seed001/threads-1mib",
-            SEED001,
-            "12 threads / 1 thread at 1 MiB (published: faster)",
-            "x",
-            1.0,
-            threads[MIB][12] / threads[MIB][1],
-            ">",
-        ),
-        Row(
-            "seed001/threads-1mib-above-1gib",
-            SEED001,
-            "1 MiB / 1 GiB transfers, least over 1, 2, 12 threads (published: 1 MiB faster, unexplained)",
-            "x",
-            1.0,
-            min(threads[MIB][n] / threads[GIB][n] for n in (1, 2, 12)),
-            ">",
-        ),
-        Row("seed001/brute-0-15", SEED001, "brute force, node 0 to 15 (cross-socket)", "GiB/s", 96.0, brute[15]),
-        Row(
-            "seed001/brute-cross-above-intra",
-            SEED001,
-            "brute force to node 15 / to node 11 (published: cross-socket above)",
-            "x",
-            1.0,
-            brute[15] / brute[11],
-            ">",
-        ),
-    ]
-    for dst, published in ((8, 2.0), (11, 18.0), (12, 18.0), (15, 30.0)):
-        metric = f"brute force minus smart, node 0 to {dst}"
-        difference = brute[dst] - smart[dst]
-        rows.append(Row(f"seed001/brute-minus-smart-{dst}", SEED001, metric, "GiB/s", published, difference))
-    rows += [
-        Row(
-            "seed001/software-vs-dsa",
-            SEED001,
-            "software path / DSA, smart, node 0 to 15 (published: far below)",
-            "x",
-            0.5,
-            software / smart[15],
-            "<",
-        ),
-        Row(
-            "seed001/cpu-cross-slower",
-            SEED001,
-            "12 CPU threads, cross-socket / within (best of 12, 15 over worst of 8, 11)",
-            "x",
-            1.0,
-            max(cpu12[12], cpu12[15]) / min(cpu12[8], cpu12[11]),
-            "<",
-        ),
-    ]
-    return rows
+    return rows_of(
+        "seed001",
+        {
+            "seed001/dsa-ceiling": methods["single"],
+            "seed001/methods-1mib": max(methods.values()) / min(methods.values()),
+            "seed001/batch-small": small,
+            "seed001/threads-no-slower": min(t[n] / t[1] for t in threads.values() for n in (2, 12)),
+            "seed001/threads-1mib": threads[MIB][12] / threads[MIB][1],
+            "seed001/threads-1mib-above-1gib": min(threads[MIB][n] / threads[GIB][n] for n in (1, 2, 12)),
+            "seed001/brute-0-15": brute[15],
+            "seed001/brute-cross-above-intra": brute[15] / brute[11],
+            **{f"seed001/brute-minus-smart-{dst}": brute[dst] - smart[dst] for dst in brute},
+            "seed001/software-vs-dsa": software / smart[15],
+            "seed001/cpu-cross-slower": max(cpu12[12], cpu12[15]) / min(cpu12[8], cpu12[11]),
+        },
+    )
 
 
 # Every experiment, in the order rows are printed. Each takes a Runner and returns its rows.
@@ -515,48 +316,10 @@ EXPERIMENTS: dict[str, Callable[[Runner], list[Row]]] = {
     "leon": leon_rows,
 }
 # Distinct runs each experiment asks for (progress counts them; a test keeps them true).
-RUNS = {"seed000": 4, "seed001": 28, "seed002": 8, "seed004": 42, "leon": 16}
+RUNS = {name: PUBLISHED[name]["runs"] for name in EXPERIMENTS}
 # The ids of each experiment's rows, in order, so that `--only` picks the experiments it needs
-# before any run (a test keeps them true).
-ROW_IDS: dict[str, tuple[str, ...]] = {
-    "seed000": tuple(
-        f"seed000/{setup}/{name}"
-        for setup in SEED000_SETUPS
-        for name in (
-            *(f"dram-{metric}-{x}" for metric in ("read", "write", "total") for x in ("sdci-off", "sdci-on", "change")),
-            *(
-                f"fills-{role}-{source}-sdci-{state}"
-                for state in SDCI
-                for role in SEED000_FILLS[setup][state]
-                for source, _ in FILL_SOURCES
-            ),
-        )
-    ),
-    "seed001": tuple(
-        f"seed001/{name}"
-        for name in (
-            "dsa-ceiling",
-            "methods-1mib",
-            "batch-small",
-            "threads-no-slower",
-            "threads-1mib",
-            "threads-1mib-above-1gib",
-            "brute-0-15",
-            "brute-cross-above-intra",
-            *(f"brute-minus-smart-{dst}" for dst in (8, 11, 12, 15)),
-            "software-vs-dsa",
-            "cpu-cross-slower",
-        )
-    ),
-    "seed002": tuple(f"seed002/{setup}/dram-total-change" for setup in SEED002_SETUPS),
-    "seed004": tuple(
-        f"seed004/{name}" for name in ("eflatency-avg", "eflatency-256b", "onload-tcp-avg", "onload-udp-avg")
-    ),
-    "leon": tuple(
-        f"leon/{name}"
-        for name in ("prefetch-reads", "inject-l3-reads", "prefetch-time", "inject-l3-time", "inject-l2-time")
-    ),
-}
+# before any run.
+ROW_IDS = {name: tuple(row["id"] for row in PUBLISHED[name]["rows"]) for name in EXPERIMENTS}
 
 
 Only = str | Iterable[str] | None
