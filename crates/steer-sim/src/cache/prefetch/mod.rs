@@ -171,6 +171,10 @@ mod tests {
         // Two lines a trigger: the stride's next two steps from the distance on.
         let two = PrefetcherSpec { kind: Name::new("stride"), degree: 2, distance: 2, ..Default::default() };
         assert_eq!(run(two.build().unwrap().as_mut(), &[0, 3, 6]), vec![12, 15]);
+        // The distance counts strides: one, then three strides beyond the confirming access.
+        let at = |distance| PrefetcherSpec { kind: Name::new("stride"), degree: 1, distance, ..Default::default() };
+        assert_eq!(run(at(1).build().unwrap().as_mut(), &[0, 3, 6]), vec![9]);
+        assert_eq!(run(at(3).build().unwrap().as_mut(), &[0, 3, 6]), vec![15]);
         // Nothing beyond the 64-line region the stride runs in.
         assert!(run(spec.build().unwrap().as_mut(), &[54, 57, 60, 63]).is_empty());
         assert!(spec.build().is_some());
@@ -187,6 +191,8 @@ mod tests {
         // 10, 11 start it (head 12); each access then fetches up to 2 lines while the head is at
         // most 4 beyond it: 11 -> 12, 13; 12 -> 14, 15; 13 -> 16, 17; 14 -> 18 (19 would be 5 ahead).
         assert_eq!(run(stream(2, 4).as_mut(), &[10, 11, 12, 13, 14]), vec![12, 13, 14, 15, 16, 17, 18]);
+        // Three lines an access up to six ahead: 12-14 at 11, 15-17 at 12, then only 18-19 at 13.
+        assert_eq!(run(stream(3, 6).as_mut(), &[10, 11, 12, 13]), vec![12, 13, 14, 15, 16, 17, 18, 19]);
         // Down, the same way.
         assert_eq!(run(stream(2, 4).as_mut(), &[50, 49, 48, 47, 46]), vec![48, 47, 46, 45, 44, 43, 42]);
     }
