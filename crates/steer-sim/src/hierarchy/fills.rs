@@ -10,20 +10,20 @@ use crate::units::{Line, Time};
 impl Hierarchy {
     /// Installs a line in a core's L1. The core is already among its holders: every L1 fill
     /// follows an L2 hit or an L2 fill.
-    pub(super) fn fill_l1(&mut self, core: u32, line: Line, dirty: bool, exclusive: bool, now: Time) {
+    pub(super) fn fill_l1(&mut self, by: Requester, core: u32, line: Line, dirty: bool, exclusive: bool, now: Time) {
         let l1 = &mut self.l1[core as usize];
-        let victim = l1.insert(line, dirty, self.masks[0].of(self.requester));
+        let victim = l1.insert(line, dirty, self.masks[0].of(by));
         if exclusive {
             // Before the victim goes down: that may push this line out of the L2 into the L3,
             // which clears the mark again.
             l1.set_exclusive(line, true);
         }
         if let Some(victim) = victim {
-            self.l1_victim(core, victim, now);
+            self.l1_victim(by, core, victim, now);
         }
     }
 
-    pub(super) fn l1_victim(&mut self, core: u32, victim: Evicted, now: Time) {
+    pub(super) fn l1_victim(&mut self, by: Requester, core: u32, victim: Evicted, now: Time) {
         self.evicted_unused(Level::L1, &victim);
         if victim.dirty {
             self.stats.l1d.writebacks += 1;
@@ -31,8 +31,8 @@ impl Hierarchy {
             self.stats.l2.request(true, hit);
             if !hit {
                 // Only a non-inclusive L2 can miss here: write-allocate fetches the line first.
-                let (_, _, _) = self.fetch_below_l2(core, victim.line, false, now);
-                self.fill_l2(core, victim.line, true, now);
+                let (_, _, _) = self.fetch_below_l2(by, core, victim.line, false, now);
+                self.fill_l2(by, core, victim.line, true, now);
             }
         } else if self.l2_relation != Relation::Inclusive {
             // An inclusive L2 still holds the line: the core remains a holder.
@@ -40,12 +40,12 @@ impl Hierarchy {
         }
     }
 
-    pub(super) fn fill_l2(&mut self, core: u32, line: Line, dirty: bool, now: Time) {
+    pub(super) fn fill_l2(&mut self, by: Requester, core: u32, line: Line, dirty: bool, now: Time) {
         if self.l2[core as usize].cache.is_none() {
             self.first_fill_of(core);
         }
-        if let Some(victim) = self.l2[core as usize].insert(line, dirty, self.masks[1].of(self.requester)) {
-            self.l2_victim(core, victim, now);
+        if let Some(victim) = self.l2[core as usize].insert(line, dirty, self.masks[1].of(by)) {
+            self.l2_victim(by, core, victim, now);
         }
         self.dir_add(line, core);
     }
@@ -65,7 +65,7 @@ impl Hierarchy {
         }
     }
 
-    pub(super) fn l2_victim(&mut self, core: u32, victim: Evicted, now: Time) {
+    pub(super) fn l2_victim(&mut self, by: Requester, core: u32, victim: Evicted, now: Time) {
         self.evicted_unused(Level::L2, &victim);
         let mut dirty = victim.dirty;
         if self.l2_relation == Relation::Inclusive {
@@ -98,12 +98,12 @@ impl Hierarchy {
                         l3.mark_dirty(victim.line);
                     }
                 } else if dirty || self.l3_clean_victims {
-                    self.l3_install(ccx, victim.line, dirty, now);
+                    self.l3_install(by, ccx, victim.line, dirty, now);
                 }
             }
             Relation::Inclusive => {
                 if dirty && !l3.mark_dirty(victim.line) {
-                    self.l3_install(ccx, victim.line, true, now);
+                    self.l3_install(by, ccx, victim.line, true, now);
                 }
             }
             Relation::NonInclusive => {
@@ -113,19 +113,19 @@ impl Hierarchy {
                     if !hit {
                         // Write-allocate: fetch from memory, then install dirty.
                         self.memory.read(victim.line, now);
-                        self.l3_install(ccx, victim.line, true, now);
+                        self.l3_install(by, ccx, victim.line, true, now);
                     }
                 }
             }
         }
     }
 
-    pub(super) fn l3_install(&mut self, ccx: u32, line: Line, dirty: bool, now: Time) {
-        self.l3_install_in(ccx, line, dirty, self.masks[2].of(self.requester), now);
+    pub(super) fn l3_install(&mut self, by: Requester, ccx: u32, line: Line, dirty: bool, now: Time) {
+        self.l3_install_in(by, ccx, line, dirty, self.masks[2].of(by), now);
     }
 
     /// Installs a line in the L3 of `ccx` within the ways `allowed`.
-    pub(super) fn l3_install_in(&mut self, ccx: u32, line: Line, dirty: bool, allowed: u64, now: Time) {
+    pub(super) fn l3_install_in(&mut self, by: Requester, ccx: u32, line: Line, dirty: bool, allowed: u64, now: Time) {
         let l3 = &mut self.l3[ccx as usize];
         if l3.cache.is_none() {
             let at = self.filled_l3s.partition_point(|&c| c < ccx);
@@ -134,7 +134,7 @@ impl Hierarchy {
         // A device's allocations fill its ways from the highest, a core's from the lowest: DDIO's
         // ways are the highest and those of lines cores used the lowest, so where a DDIO mask
         // reaches into those, each still fills from its own end (assumed; docs/ddio.md).
-        let free_way = match self.requester {
+        let free_way = match by {
             Requester::Device(_) => FreeWay::Highest,
             Requester::Cpu(_) => FreeWay::Lowest,
         };

@@ -54,7 +54,7 @@ impl Hierarchy {
         destination: Destination,
         now: Time,
     ) {
-        self.requester = Requester::Device(device);
+        let by = Requester::Device(device);
         self.stats.line_ops += 1;
         let cores = self.topology.cores();
         let destination = match destination {
@@ -68,7 +68,7 @@ impl Hierarchy {
                 if !self.steering.is_empty() {
                     let ccx = self.ccx_of(core);
                     if let Steered::ToMemory { fetch_at } = self.steering[ccx as usize].steer(now) {
-                        self.steer_through_memory(core, line, holders, now, fetch_at);
+                        self.steer_through_memory(by, core, line, holders, now, fetch_at);
                         return;
                     }
                 }
@@ -79,7 +79,7 @@ impl Hierarchy {
                 }
                 let ccx = self.ccx_of(core);
                 if own_l3.is_some() && !self.l3[ccx as usize].contains(line) {
-                    self.l3_install(ccx, line, false, now);
+                    self.l3_install(by, ccx, line, false, now);
                 }
                 // The core's L1 copy is stale; the next load refills it from L2.
                 self.l1[core as usize].remove(line);
@@ -92,7 +92,7 @@ impl Hierarchy {
                     InjectedInsertion::Lru => self.l2[core as usize].mark_dirty(line),
                 };
                 if !present {
-                    self.fill_l2_injected(core, line, true, now);
+                    self.fill_l2_injected(by, core, line, true, now);
                 }
                 self.dir_add(line, core);
                 self.stats.dma_lines_to_cache += 1;
@@ -107,9 +107,9 @@ impl Hierarchy {
                 // core's caches goes to the ways of lines cores use, where there are such.
                 if !self.l3[ccx as usize].access(line, true).hit() {
                     if used_by_cores && self.inclusive_mask != 0 {
-                        self.l3_install_in(ccx, line, true, self.inclusive_mask, now);
+                        self.l3_install_in(by, ccx, line, true, self.inclusive_mask, now);
                     } else {
-                        self.l3_install(ccx, line, true, now);
+                        self.l3_install(by, ccx, line, true, now);
                     }
                 }
                 self.stats.dma_lines_to_cache += 1;
@@ -142,13 +142,21 @@ impl Hierarchy {
     /// A line steered into `core`'s L2 that found the fabric's queue full: it is written to
     /// memory, cached copies dropped, and the L2 fetches it from there at `fetch_at`, clean, where
     /// an injected line would have entered its replacement order.
-    pub(super) fn steer_through_memory(&mut self, core: u32, line: Line, holders: Holders, now: Time, fetch_at: Time) {
+    pub(super) fn steer_through_memory(
+        &mut self,
+        by: Requester,
+        core: u32,
+        line: Line,
+        holders: Holders,
+        now: Time,
+        fetch_at: Time,
+    ) {
         self.write_to_memory(line, holders, now);
         self.memory.read(line, fetch_at);
         if self.inclusive_l3_of(core).is_some() {
-            self.l3_install(self.ccx_of(core), line, false, now);
+            self.l3_install(by, self.ccx_of(core), line, false, now);
         }
-        self.fill_l2_injected(core, line, false, now);
+        self.fill_l2_injected(by, core, line, false, now);
         self.stats.steered_through_memory += 1;
     }
 
@@ -163,8 +171,8 @@ impl Hierarchy {
 
     /// Fills `core`'s L2 with a line a device placed there, where injected lines enter its
     /// replacement order.
-    pub(super) fn fill_l2_injected(&mut self, core: u32, line: Line, dirty: bool, now: Time) {
-        self.fill_l2(core, line, dirty, now);
+    pub(super) fn fill_l2_injected(&mut self, by: Requester, core: u32, line: Line, dirty: bool, now: Time) {
+        self.fill_l2(by, core, line, dirty, now);
         if self.l2_injected_insertion == InjectedInsertion::Lru {
             self.l2[core as usize].demote(line);
         }

@@ -201,8 +201,6 @@ pub struct Hierarchy {
     filled_l3s: Vec<u32>,
     /// Way masks of L1D, L2 and L3.
     masks: [LevelMasks; 3],
-    /// The request being carried out (see `Requester`).
-    requester: Requester,
     /// Hardware prefetchers of each core's L1D and L2, indexed by `Level as usize` (`None`: no prefetcher).
     prefetchers: [Vec<Option<Box<dyn Prefetcher>>>; 2],
     /// When each prefetched line's data arrives and where it is read from (removed at first use
@@ -282,7 +280,6 @@ impl Hierarchy {
                 LevelMasks::new(&platform.l2, t.cpus()),
                 LevelMasks::new(&platform.l3, t.cpus()),
             ],
-            requester: Requester::Cpu(0),
             prefetchers: [
                 (0..t.cores()).map(|_| platform.l1d.prefetcher.build()).collect(),
                 (0..t.cores()).map(|_| platform.l2.prefetcher.build()).collect(),
@@ -331,7 +328,6 @@ impl Hierarchy {
     /// A demand load (`write = false`) or store by logical CPU `cpu`.
     pub fn core_access(&mut self, cpu: u32, line: Line, write: bool, now: Time) -> Access {
         let core = self.core_of_cpu[cpu as usize];
-        self.requester = Requester::Cpu(cpu);
         self.stats.line_ops += 1;
         let l1 = self.l1[core as usize].access(line, write);
         self.stats.l1d.request(write, l1.hit());
@@ -360,6 +356,7 @@ impl Hierarchy {
     /// and an L1D prefetch's request: fills the L1D, counted by source as a DC fill.
     #[inline(never)]
     fn serve_l1_miss(&mut self, cpu: u32, core: u32, line: Line, write: bool, now: Time) -> (Source, Time) {
+        let by = Requester::Cpu(cpu);
         let l2 = self.l2[core as usize].access(line, false);
         self.stats.l2.request(false, l2.hit());
         let first = self.first_use(Level::L2, l2, line, now);
@@ -370,15 +367,15 @@ impl Hierarchy {
             }
             (first.source(Source::L2), self.latency.l2.max(ownership))
         } else {
-            let (source, dirty, latency) = self.fetch_below_l2(core, line, write, now);
-            self.fill_l2(core, line, dirty, now);
+            let (source, dirty, latency) = self.fetch_below_l2(by, core, line, write, now);
+            self.fill_l2(by, core, line, dirty, now);
             (source, latency)
         };
         if write {
             // Every other copy is gone: later writes need not look for any.
             self.l2[core as usize].set_exclusive(line, true);
         }
-        self.fill_l1(core, line, write, write, now);
+        self.fill_l1(by, core, line, write, write, now);
         self.stats.dc_fills[cpu as usize][source as usize] += 1;
         self.train(
             cpu,
@@ -392,7 +389,7 @@ impl Hierarchy {
     /// Finds a line missing from `core`'s private caches: own L3, a peer in the CCX, another
     /// CCX, or memory. Returns the source, whether dirty ownership moved to the requester, and
     /// the load-to-use latency.
-    fn fetch_below_l2(&mut self, core: u32, line: Line, write: bool, now: Time) -> (Source, bool, Time) {
+    fn fetch_below_l2(&mut self, by: Requester, core: u32, line: Line, write: bool, now: Time) -> (Source, bool, Time) {
         let ccx = self.ccx_of(core);
         // The requester's own private caches missed; its CCX's L3 is asked first, directly (a miss
         // changes nothing in it).
@@ -430,7 +427,7 @@ impl Hierarchy {
         let holders = self.other_holders(line, core, true);
         let (source, latency) = if holders.iter().any(|h| h < self.topology.cores() && self.ccx_of(h) == ccx) {
             if self.l3_keeps_shared && !write {
-                self.l3_install(ccx, line, false, now);
+                self.l3_install(by, ccx, line, false, now);
             }
             (Source::PeerL2, self.latency.peer_l2)
         } else {
@@ -441,7 +438,7 @@ impl Hierarchy {
             };
             // An L3 that is not a victim cache takes the line however it came to the CCX.
             if self.l3_relation != Relation::Exclusive {
-                self.l3_install(ccx, line, false, now);
+                self.l3_install(by, ccx, line, false, now);
             }
             (source, latency)
         };

@@ -82,7 +82,7 @@ impl Hierarchy {
     /// issued. Prefetches count no demand fills; the levels below see them as reads.
     pub fn prefetch(&mut self, cpu: u32, line: Line, level: Level, now: Time) -> Option<Time> {
         let core = self.core_of_cpu[cpu as usize];
-        self.requester = Requester::Cpu(cpu);
+        let by = Requester::Cpu(cpu);
         self.stats.line_ops += 1;
         let in_l1 = self.l1[core as usize].contains(line);
         let in_l2 = self.l2[core as usize].contains(line);
@@ -96,8 +96,8 @@ impl Hierarchy {
                 (latency, source)
             }
             Level::L2 => {
-                let (source, dirty, latency) = self.fetch_below_l2(core, line, false, now);
-                self.fill_l2(core, line, dirty, now);
+                let (source, dirty, latency) = self.fetch_below_l2(by, core, line, false, now);
+                self.fill_l2(by, core, line, dirty, now);
                 self.l2[core as usize].mark_prefetched(line);
                 (latency, source)
             }
@@ -107,7 +107,7 @@ impl Hierarchy {
                 }
                 let ccx = self.ccx_of(core);
                 let latency = self.memory.read(line, now);
-                self.l3_install(ccx, line, false, now);
+                self.l3_install(by, ccx, line, false, now);
                 self.l3[ccx as usize].mark_prefetched(line);
                 (latency, Source::Dram)
             }
