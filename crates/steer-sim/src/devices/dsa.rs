@@ -79,6 +79,10 @@ params! {
         fabric_gbs: f64 = 31.4,
         /// Read buffers (reads in flight): 96 ([V] accel-config on SPR).
         read_buffers: u32 = 96,
+        /// Source lines an engine reads at once when it starts a task; each round trip of them
+        /// doubles the reads it keeps in flight until the fabric port, not the reads, limits the
+        /// task (lines): assumed.
+        first_reads: u32 = 4,
         /// Engine time per task before its data moves (ns): calibrated on 0.05 µs per descriptor
         /// in a batch of 32 (LightDSA; fits/dsa-descriptor.toml).
         descriptor_ns: f64 = 48.0,
@@ -135,6 +139,30 @@ impl DsaSpec {
             + FAULT_WAKEUPS * self.fault_wakeup_ns
             + self.software_fault_ns
             + self.page_response_ns
+    }
+
+    /// How much longer than a full pipeline (one read latency, then the bytes at the fabric
+    /// port's rate) a task of `bytes` takes because its reads ramp up (ns): round trips of
+    /// `latency_ns` each carry `first_reads` lines, then twice as many, and so on, until the
+    /// reads in flight cover the port's rate over the latency (or all the read buffers); the
+    /// bytes left then stream at the port's rate. A task within the first round trip loses
+    /// nothing.
+    pub fn read_ramp_ns(&self, bytes: u64, line_bytes: u64, latency_ns: f64) -> f64 {
+        let lines = bytes.div_ceil(line_bytes) as f64;
+        let streaming = (self.fabric_gbs * latency_ns / line_bytes as f64).min(self.read_buffers as f64);
+        let (mut window, mut sent, mut trips) = (self.first_reads as f64, 0.0, 0.0);
+        while window < streaming && sent + window < lines {
+            sent += window;
+            window *= 2.0;
+            trips += 1.0;
+        }
+        let rest = if window < streaming {
+            latency_ns
+        } else {
+            latency_ns + (bytes as f64 - sent * line_bytes as f64) / self.fabric_gbs
+        };
+        let pipelined = latency_ns + bytes as f64 / self.fabric_gbs;
+        (trips * latency_ns + rest - pipelined).max(0.0)
     }
 
     /// Engine time before a task that writes `new_pages` untouched destination pages moves its
@@ -355,6 +383,9 @@ impl DeviceSpec for DsaSpec {
         ensure((1..=4096).contains(&self.read_buffers), &key("read_buffers"), || {
             format!("must be 1 to 4096 (got {})", self.read_buffers)
         })?;
+        ensure((1..=4096).contains(&self.first_reads), &key("first_reads"), || {
+            format!("must be 1 to 4096 lines (got {})", self.first_reads)
+        })?;
         ensure(self.fabric_gbs > 0.0, &key("fabric_gbs"), || {
             format!("must be positive (got {})", Shown(self.fabric_gbs))
         })?;
@@ -461,6 +492,8 @@ struct Work {
     task: u32,
     copied: u64,
     left: u64,
+    /// What the ramp of its last moved task's reads adds to its completion (`read_ramp_ns`).
+    ramp: Time,
 }
 
 stats! {
@@ -548,7 +581,8 @@ impl Dsa {
         let engine = &mut self.engines[e];
         self.stats.engine_busy_ns += (now - engine.busy_since.max(self.window_start)).as_ns();
         engine.phase = Phase::Idle;
-        let visible_at = now + Time::from_ns(self.spec.latency_ns);
+        // The ramp of the last task's reads holds no engine: the engine has issued them.
+        let visible_at = now + Time::from_ns(self.spec.latency_ns) + work.ramp;
         let submitter = &mut cx.shared.get_mut::<CopyPorts>().completions[work.descriptor.submitter];
         submitter.records.push_back(CompletionRecord {
             tag: work.descriptor.tag,
@@ -567,6 +601,7 @@ impl Dsa {
         let d = &work.descriptor;
         let bytes = d.bytes_of(work.task);
         if d.faults == Faults::Partial && d.new_pages(work.task) > 0 {
+            work.ramp = Time::ZERO;
             work.left += bytes;
             self.stats.partial_bytes += bytes;
             self.end_task(cx, e, now);
@@ -588,6 +623,7 @@ impl Dsa {
         let latencies = if d.src_in_llc { &self.llc_read_latency } else { &self.read_latency };
         route.push((self.fabric, 1.0));
         route.push((self.read_buffers, latencies[src as usize]));
+        work.ramp = Time::from_ns(self.spec.read_ramp_ns(bytes, self.line_bytes, latencies[src as usize]));
         // The tasks before this one moved `task_bytes` each.
         let before = work.task as u64 * d.task_bytes;
         let transfer = Transfer {
@@ -634,7 +670,7 @@ impl Agent for Dsa {
                         };
                         cx.notify(space, now);
                         self.engines[e].busy_since = now;
-                        self.begin_task(e, Work { descriptor, task: 0, copied: 0, left: 0 }, now);
+                        self.begin_task(e, Work { descriptor, task: 0, copied: 0, left: 0, ramp: Time::ZERO }, now);
                         progressed = true;
                     }
                     _ => {}
@@ -779,6 +815,8 @@ mod tests {
         assert_eq!(reject(DsaSpec { wq_size: 129, ..base() }), "devices.0.wq_size");
         assert_eq!(reject(DsaSpec { max_batch: 1025, ..base() }), "devices.0.max_batch");
         assert_eq!(reject(DsaSpec { read_buffers: 0, ..base() }), "devices.0.read_buffers");
+        assert_eq!(reject(DsaSpec { first_reads: 0, ..base() }), "devices.0.first_reads");
+        assert_eq!(reject(DsaSpec { first_reads: 4097, ..base() }), "devices.0.first_reads");
         assert_eq!(reject(DsaSpec { fabric_gbs: 0.0, ..base() }), "devices.0.fabric_gbs");
         assert_eq!(reject(DsaSpec { latency_ns: -1.0, ..base() }), "devices.0.latency_ns");
         assert_eq!(reject(DsaSpec { fault_wakeup_ns: -1.0, ..base() }), "devices.0.fault_wakeup_ns");
@@ -807,6 +845,46 @@ mod tests {
     fn a_partial_completion_costs_one_translation_that_finds_no_page() {
         assert_eq!(DsaSpec::default().setup_ns(Faults::Partial, 256), (48.0 + 1000.0, 0));
         assert_eq!(DsaSpec::default().setup_ns(Faults::Partial, 0), (48.0, 0));
+    }
+
+    /// A port of 32 GB/s and reads of 128 ns: the reads stream once 64 lines are in flight.
+    fn ramp_spec() -> DsaSpec {
+        DsaSpec { fabric_gbs: 32.0, first_reads: 4, read_buffers: 96, ..DsaSpec::default() }
+    }
+
+    #[test]
+    fn a_task_within_its_first_reads_loses_nothing_to_the_ramp() {
+        // 64 B and 256 B: one round trip, as a full pipeline takes (128 ns + 2 or 8 ns).
+        assert_eq!(ramp_spec().read_ramp_ns(64, 64, 128.0), 0.0);
+        assert_eq!(ramp_spec().read_ramp_ns(256, 64, 128.0), 0.0);
+    }
+
+    #[test]
+    fn a_task_inside_the_ramp_takes_a_round_trip_per_doubling_of_its_reads() {
+        // 1 KiB, 16 lines: 4, then 8, then the last 4 in a third round trip: 3 x 128 = 384 ns
+        // against 128 + 1024 / 32 = 160 ns.
+        assert_eq!(ramp_spec().read_ramp_ns(1024, 64, 128.0), 224.0);
+        // 257 B, 5 lines: 4, then 1: two round trips against 128 + 257 / 32.
+        assert_eq!(ramp_spec().read_ramp_ns(257, 64, 128.0), 256.0 - (128.0 + 257.0 / 32.0));
+    }
+
+    #[test]
+    fn past_the_ramp_a_task_streams_and_loses_the_same_whatever_its_size() {
+        // 4 + 8 + 16 + 32 = 60 lines in four round trips; 64 in flight then cover 32 GB/s x 128
+        // ns: the other 4 lines stream (128 + 256 / 32 ns). 648 against 128 + 4096 / 32 = 256.
+        assert_eq!(ramp_spec().read_ramp_ns(4096, 64, 128.0), 392.0);
+        assert_eq!(ramp_spec().read_ramp_ns(65536, 64, 128.0), 392.0);
+        // Starting with the lines that stream, there is no ramp.
+        assert_eq!(DsaSpec { first_reads: 64, ..ramp_spec() }.read_ramp_ns(4096, 64, 128.0), 0.0);
+        assert_eq!(DsaSpec { first_reads: 63, ..ramp_spec() }.read_ramp_ns(4096, 64, 128.0), 128.0 - 63.0 * 2.0);
+    }
+
+    #[test]
+    fn the_ramp_ends_where_the_read_buffers_are_all_in_use() {
+        // 16 buffers: 4 + 8 lines in two round trips, then the other 52 stream: 256 + 128 + 3328
+        // / 32 against 256.
+        let spec = DsaSpec { read_buffers: 16, ..ramp_spec() };
+        assert_eq!(spec.read_ramp_ns(4096, 64, 128.0), 256.0 + 128.0 + 104.0 - 256.0);
     }
 
     #[test]
