@@ -73,7 +73,7 @@ mod tests {
             platform,
             cpus: platform.topology.cpus(),
             copy_engines: Vec::new(),
-            devices: vec![("nic0", queue_cpus)],
+            devices: vec![crate::devices::DeviceShape::rx("nic0", queue_cpus)],
         }
     }
 
@@ -96,6 +96,27 @@ mod tests {
             error,
             format!("workloads.0.app_offset: the application of IRQ CPU 0 would run on CPU {cpus}, out of range")
         );
+    }
+
+    #[test]
+    fn a_workload_consumes_only_the_kind_of_queue_it_reads() {
+        let platform = tiny_platform();
+        let storage = crate::devices::DeviceShape { name: "ssd0", port: "NVMe queue pair", queue_cpus: vec![0] };
+        let with_storage = SystemShape { devices: vec![storage], ..shape(&platform, vec![0]) };
+        let spec = rx_loop::RxLoopSpec { device: "ssd0".into(), ..Default::default() };
+        let error = spec.validate("workloads.0", &with_storage).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "workloads.0.device: device `ssd0` offers NVMe queue pairs, not the RX queues this workload reads"
+        );
+        let spec = l2fwd::L2fwdSpec { device: "ssd0".into(), ..Default::default() };
+        assert_eq!(spec.validate("workloads.0", &with_storage).unwrap_err().to_string(), error);
+        let none =
+            crate::devices::DeviceShape { queue_cpus: Vec::new(), ..crate::devices::DeviceShape::rx("dsa0", vec![]) };
+        let without_queues = SystemShape { devices: vec![none], ..shape(&platform, vec![0]) };
+        let spec = rx_loop::RxLoopSpec { device: "dsa0".into(), ..Default::default() };
+        let error = spec.validate("workloads.0", &without_queues).unwrap_err().to_string();
+        assert_eq!(error, "workloads.0.device: device `dsa0` has no RX queues");
     }
 
     #[test]
