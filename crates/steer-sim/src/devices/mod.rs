@@ -150,3 +150,4 @@ pub static DEVICES: [DeviceKind];
 
 pub mod dsa;
 pub mod nic;
+pub mod nvme;
