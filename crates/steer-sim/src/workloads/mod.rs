@@ -48,6 +48,7 @@ fn parse<T: WorkloadSpec + DeserializeOwned>(value: toml::Value, path: &str) -> 
 #[linkme::distributed_slice]
 pub static WORKLOADS: [WorkloadKind];
 
+pub mod block_read;
 pub mod dsa_copy;
 pub mod example;
 pub mod handoff;
