@@ -553,6 +553,12 @@ stat!(READ_HIT_RATE, "dma_read_hit_rate", "fraction", "DMA line reads (command f
 stat!(LATENCY, "latency_ns", "ns", "a read's submission to the host seeing its completion");
 stat!(IN_FLIGHT_END, "in_flight_bytes_end", "bytes", "blocks written but not yet consumed at the end");
 stat!(STEERING_CPU, "steering_cpu", "cpu", "the CPU the queue pair's steering tag names (null: none)");
+stat!(
+    RING_PASSES,
+    "ring_passes",
+    "passes",
+    "reads the pair completed in the window over its buffers (under 1: the window saw a part of them)"
+);
 stat!(COMPLETIONS, "completions", "name", "how the host learns of completions (polled or interrupt)");
 
 impl Nvme {
@@ -668,6 +674,7 @@ impl Agent for Nvme {
                     r.put(&IN_FLIGHT_END, pair.in_flight_bytes);
                     r.put(&COMPLETIONS, if *completions == Completions::Polled { "polled" } else { "interrupt" });
                     r.put(&STEERING_CPU, self.tph.steering_cpu(i));
+                    r.put(&RING_PASSES, pair.stats.completed_reads as f64 / pair.depth as f64);
                 });
             });
         });
@@ -826,6 +833,41 @@ mod tests {
         step_at(&mut h, &mut device, ns(1100.0));
         let block = h.shared.get::<QueuePairs>()[1].buffer_addr(0).line(6);
         assert!(h.shared.get::<Hierarchy>().in_l2(1, block));
+    }
+
+    #[test]
+    fn the_report_gives_rates_over_the_window_hit_rates_and_each_pairs_accounting() {
+        let (mut h, mut device) = two_reads(spec());
+        step_at(&mut h, &mut device, ns(1100.0));
+        step_at(&mut h, &mut device, ns(2100.0));
+        pair(&mut h).consume();
+        let mut out = Report::root();
+        device.report(&mut out, &ReportView { shared: &h.shared, window_start: Time::ZERO, now: ns(4000.0) });
+        let result = out.finish().0;
+        let d = &result["devices"]["nvme0"];
+        // 1024 B in 4 µs; two reads; no line cached for a write, none for a command fetch.
+        assert_eq!((d["rx_gbps"].as_f64(), d["iops"].as_f64()), (Some(2.048), Some(500_000.0)));
+        assert_eq!((d["dma_write_hit_rate"].as_f64(), d["dma_read_hit_rate"].as_f64()), (Some(0.0), Some(0.0)));
+        assert_eq!((d["placement"].as_str(), d["latency_ns"]["p50"].as_f64()), (Some("memory"), Some(1100.0)));
+        assert_eq!(d["dma"]["writes"].as_u64(), Some(16));
+        assert_eq!(d["tph"]["enabled"].as_bool(), Some(false));
+        let q = &d["queues"][0];
+        assert_eq!(
+            (q["completed_reads"].as_u64(), q["consumed_reads"].as_u64(), q["in_flight_bytes_end"].as_u64()),
+            (Some(2), Some(1), Some(512))
+        );
+        assert_eq!(
+            (q["ring_passes"].as_f64(), q["completions"].as_str(), q["steering_cpu"].is_null()),
+            (Some(1.0), Some("polled"), true)
+        );
+        let mut spec = spec();
+        spec.queues[0].completions = Completions::Interrupt;
+        let (h, device) = nvme(spec);
+        let mut out = Report::root();
+        device.report(&mut out, &ReportView { shared: &h.shared, window_start: Time::ZERO, now: ns(4000.0) });
+        let d = &out.finish().0["devices"]["nvme0"];
+        assert!(d["dma_write_hit_rate"].is_null() && d["latency_ns"].is_null(), "nothing written: no rate");
+        assert_eq!(d["queues"][0]["completions"].as_str(), Some("interrupt"));
     }
 
     #[test]
