@@ -720,6 +720,7 @@ pub const BUILTINS: &[Builtin] = &[
     Builtin { name: "sdci-affinity", source: include_str!("../scenarios/sdci-affinity.toml") },
     Builtin { name: "dsa-copy", source: include_str!("../scenarios/dsa-copy.toml") },
     Builtin { name: "qdp", source: include_str!("../scenarios/qdp.toml") },
+    Builtin { name: "nvme-read", source: include_str!("../scenarios/nvme-read.toml") },
 ];
 
 impl Builtin {
