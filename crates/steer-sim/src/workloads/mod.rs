@@ -112,8 +112,10 @@ mod tests {
         );
         let spec = l2fwd::L2fwdSpec { device: "ssd0".into(), ..Default::default() };
         assert_eq!(spec.validate("workloads.0", &with_storage).unwrap_err().to_string(), error);
-        let none =
-            crate::devices::DeviceShape { queue_cpus: Vec::new(), ..crate::devices::DeviceShape::rx("dsa0", vec![]) };
+        // A NIC's queues are RX queues without its kind saying so.
+        let nic = crate::devices::nic::NicSpec::default();
+        assert_eq!(crate::devices::DeviceShape::of(&nic), crate::devices::DeviceShape::rx("nic0", vec![0]));
+        let none = crate::devices::DeviceShape::rx("dsa0", Vec::new());
         let without_queues = SystemShape { devices: vec![none], ..shape(&platform, vec![0]) };
         let spec = rx_loop::RxLoopSpec { device: "dsa0".into(), ..Default::default() };
         let error = spec.validate("workloads.0", &without_queues).unwrap_err().to_string();
