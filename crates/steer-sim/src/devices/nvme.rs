@@ -790,8 +790,10 @@ mod tests {
     #[test]
     fn reads_wait_for_a_slow_pcie_link() {
         // 2.5 GT/s x1: 0.25 B/ns. Each read takes 24 B of command request, 512 B in two 256 B
-        // writes and the 16 B entry, 24 B each beside their data: 624 B, 2496 ns.
-        let spec = NvmeSpec { pcie: PcieSpec { gts: 2.5, lanes: 1, ..PcieSpec::default() }, ..spec() };
+        // writes and the 16 B entry, 24 B each beside their data: 624 B, 2496 ns. However small
+        // the device's buffer, nothing is dropped: what it read waits.
+        let spec =
+            NvmeSpec { pcie: PcieSpec { gts: 2.5, lanes: 1, rx_buffer_kib: 0.0, ..PcieSpec::default() }, ..spec() };
         let (mut h, mut device) = two_reads(spec);
         step_at(&mut h, &mut device, ns(1100.0));
         step_at(&mut h, &mut device, ns(2100.0));
@@ -871,6 +873,53 @@ mod tests {
     }
 
     #[test]
+    fn a_pairs_buffers_and_queues_are_allocated_whole_one_after_the_other() {
+        // 256 buffers of 4 KiB, 257 commands of 64 B (5 pages) and 257 entries of 16 B (2 pages).
+        let spec = NvmeSpec {
+            block_bytes: 4096,
+            queues: vec![NvmeQueueSpec { depth: 256, ..NvmeQueueSpec::default() }],
+            ..spec()
+        };
+        let platform = tiny_platform();
+        let mut b = Builder::new(&platform, 1);
+        spec.build(&mut b);
+        let next = b.alloc(0, 1);
+        let memory = b.facility::<QueuePairs>()[0].memory;
+        assert_eq!(memory.submission_queue.0 - memory.buffers.0, 256 * 4096);
+        assert_eq!(memory.completion_queue.0 - memory.submission_queue.0, 5 * 4096);
+        assert_eq!(next.0 - memory.completion_queue.0, 2 * 4096);
+    }
+
+    #[test]
+    fn workloads_find_a_devices_queue_pairs_by_its_name() {
+        let platform = tiny_platform();
+        let mut b = Builder::new(&platform, 1);
+        assert_eq!(b.queue_pairs_of("nvme0"), [], "none before a device is built");
+        let two = NvmeQueueSpec { count: 2, consumer_cpu: 0, ..NvmeQueueSpec::default() };
+        NvmeSpec { queues: vec![two], ..spec() }.build(&mut b);
+        NvmeSpec { name: "nvme1".into(), ..spec() }.build(&mut b);
+        assert_eq!(b.queue_pairs_of("nvme0"), [PairId(0), PairId(1)]);
+        assert_eq!(b.queue_pairs_of("nvme1"), [PairId(2)]);
+        assert_eq!(b.queue_pairs_of("nic0"), []);
+        assert_eq!(b.facility::<QueuePairs>()[1].name, "nvme0 queue 1");
+    }
+
+    #[test]
+    fn a_device_on_the_second_sockets_node_has_that_sockets_llc() {
+        // Two nodes a socket: node 2 is the second socket's first.
+        let tiny = tiny_platform();
+        let platform = PlatformSpec {
+            topology: crate::platform::TopologySpec { sockets: 2, ccx_per_socket: 3, ..tiny.topology },
+            memory: crate::platform::MemorySpec { nodes_per_socket: 2, ..tiny.memory.clone() },
+            ..tiny_platform()
+        };
+        let mut b = Builder::new(&platform, 1);
+        NvmeSpec { numa_node: 2, ..spec() }.build(&mut b);
+        let (agents, _, _) = b.into_parts();
+        assert_eq!(agents[0].0.as_any().downcast_ref::<Nvme>().unwrap().llc_ccx, 3, "the first CCX of socket 1");
+    }
+
+    #[test]
     fn queue_pairs_wrap_their_entries_after_depth_plus_one() {
         let (mut h, _) = nvme(spec());
         let pair = pair(&mut h);
@@ -932,6 +981,7 @@ mod tests {
             spec(),
             NvmeSpec { block_bytes: 512, read_latency_us: 1e6, interrupt_latency_ns: 0.0, ..spec() },
             queue(NvmeQueueSpec { depth: 65_535, consumer_cpu: 0, count: 2, ..spec().queues[0].clone() }),
+            NvmeSpec { placement: PlacementSpec { cpu: Some(1), ..Default::default() }, ..spec() },
         ] {
             assert_eq!(fine.validate("devices.0", &platform), Ok(()));
         }
@@ -944,6 +994,11 @@ mod tests {
             ..spec()
         };
         assert_eq!((spec.queue_port(), spec.queue_cpus()), (QUEUE_PAIR, vec![0, 1]));
+        let pairs = spec.expanded_queues();
+        assert_eq!(
+            pairs.iter().map(|q| (q.count, q.consumer_cpu, q.depth)).collect::<Vec<_>>(),
+            [(1, 0, 8), (1, 1, 8)]
+        );
         assert_eq!(spec.host_bytes(), 2 * 64 * 8);
     }
 }
