@@ -253,7 +253,6 @@ impl DeviceSpec for NvmeSpec {
             pairs,
             next_start: Time::ZERO,
             reading: BinaryHeap::new(),
-            fetched: 0,
             doorbell,
             spec: self.clone(),
         };
@@ -507,8 +506,6 @@ impl Builder<'_> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Reading {
     data_at: Time,
-    /// The order it was fetched in, so that reads due together are written in that order.
-    order: u64,
     pair: usize,
     buffer: u32,
     submitted: Time,
@@ -535,8 +532,6 @@ pub struct Nvme {
     /// When the controller may start its next read.
     next_start: Time,
     reading: BinaryHeap<Reverse<Reading>>,
-    /// Reads fetched since the start.
-    fetched: u64,
     doorbell: Signal,
 }
 
@@ -580,12 +575,10 @@ impl Nvme {
                 self.next_start = start + self.read_interval;
                 self.reading.push(Reverse(Reading {
                     data_at: start + self.read_latency,
-                    order: self.fetched,
                     pair: index,
                     buffer: command.buffer,
                     submitted: command.submitted,
                 }));
-                self.fetched += 1;
             }
         }
     }
@@ -773,6 +766,9 @@ mod tests {
         pair(&mut h).submit(0, ns(300.0));
         assert_eq!(step_at(&mut h, &mut device, Time::ZERO), Step::At(ns(300.0)), "the doorbell's time");
         assert_eq!(step_at(&mut h, &mut device, ns(300.0)), Step::At(ns(1400.0)));
+        step_at(&mut h, &mut device, ns(1400.0));
+        pair(&mut h).consume();
+        assert_eq!(pair(&mut h).latency.summary().unwrap().mean, 1100.0, "from its submission at 300 ns");
     }
 
     #[test]
@@ -917,6 +913,24 @@ mod tests {
         NvmeSpec { numa_node: 2, ..spec() }.build(&mut b);
         let (agents, _, _) = b.into_parts();
         assert_eq!(agents[0].0.as_any().downcast_ref::<Nvme>().unwrap().llc_ccx, 3, "the first CCX of socket 1");
+    }
+
+    #[test]
+    fn a_block_read_into_a_buffer_the_consumers_cache_holds_is_a_write_hit() {
+        let l2 = PlacementSpec { policy: crate::params::Name::new("l2"), ..Default::default() };
+        let (mut h, mut device) = two_reads(NvmeSpec { placement: l2, ..spec() });
+        step_at(&mut h, &mut device, ns(1100.0));
+        step_at(&mut h, &mut device, ns(2100.0));
+        pair(&mut h).consume();
+        pair(&mut h).submit(0, ns(2200.0));
+        let Step::At(third) = step_at(&mut h, &mut device, ns(2200.0)) else { panic!("a read in flight") };
+        step_at(&mut h, &mut device, third);
+        let mut out = Report::root();
+        device.report(&mut out, &ReportView { shared: &h.shared, window_start: Time::ZERO, now: ns(4000.0) });
+        // Three blocks of 8 lines; the third finds buffer 0's lines in CPU 1's L2, where the first put them.
+        let d = &out.finish().0["devices"]["nvme0"];
+        assert_eq!((d["dma"]["writes"].as_u64(), d["dma"]["write_private_hits"].as_u64()), (Some(24), Some(8)));
+        assert_eq!(d["dma_write_hit_rate"].as_f64(), Some(8.0 / 24.0));
     }
 
     #[test]
