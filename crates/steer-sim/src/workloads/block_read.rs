@@ -287,6 +287,8 @@ mod tests {
         assert_eq!(probes(8, 5), [4, 6, 5]);
         assert_eq!(probes(8, 7), [4, 6, 7]);
         assert_eq!(probes(64, 63), [32, 48, 56, 60, 62, 63]);
+        // Past a middle with an odd number of lines above it, the search starts above the middle.
+        assert_eq!(probes(10, 8), [5, 8]);
     }
 
     #[test]
@@ -313,6 +315,7 @@ mod tests {
         assert_eq!(h.with_cx(ns(20.0), ns(20.0), |cx| ask(&mut p, cx, ns(20.0))).0, Next::Wait);
         assert_eq!(h.waits(), [READY]);
         assert_eq!(p.waiting_for(), "a block read on nvme0 queue 0");
+        assert_eq!((p.role(), p.unit().count.key), ("block_read", "blocks"), "what results call it and count");
         complete_one(&mut h, ns(50.0));
         assert_eq!(h.with_cx(ns(30.0), ns(30.0), |cx| ask(&mut p, cx, ns(30.0))).0, Next::At(ns(50.0)));
     }
@@ -373,6 +376,7 @@ mod tests {
         };
         let second = BlockReadSpec { queue: 1, ..BlockReadSpec::default() };
         assert_eq!((second.validate("workloads.0", &shape), second.cpus(&shape)), (Ok(()), vec![1]));
+        assert_eq!(BlockReadSpec::default().cpus(&shape), [0]);
         assert_eq!(second.queues(&shape), [("nvme0".to_string(), 1)]);
         let error = |spec: BlockReadSpec| spec.validate("workloads.0", &shape).unwrap_err().to_string();
         assert_eq!(
