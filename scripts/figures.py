@@ -20,6 +20,10 @@ the numbers the docs quote from it, so that a change to the model refreshes both
 - ddio-rate.png (docs/ddio.md): examples/ddio-rate-sweep.toml's sweep (ddio-l2fwd at ddio-bench's
   offered rates, a window of whole ring passes), the same rates in the scenario's own window, and
   ddio-bench's measurements (scripts/data/ddio-bench.csv). Prints the three side by side.
+- nvme-read-placement.png (docs/storage.md): the built-in nvme-read under memory, ddio and l2
+  (SDCI), scanning each block or looking a key up in it, completions polled or interrupt-driven:
+  the reading core's cycles per block and the DRAM bytes per byte read. Prints docs/storage.md's
+  table of the same runs.
 - fit-turin-write-queue.png (docs/fit.md): `steer fit fits/turin-write-queue.toml --plot FILE`'s
   cost of each point the search ran. Prints the fit's result.
 
@@ -309,6 +313,84 @@ def ddio_rate() -> dict[str, bytes]:
     return {"ddio-rate.png": steer.plot.image_bytes(fig)}
 
 
+# docs/storage.md's runs: nvme-read under each placement, each use of a block and each way the
+# host learns of completions.
+STORAGE_PLACEMENTS = ("memory", "ddio", "l2")
+STORAGE_CASES = (("scan", "polled"), ("scan", "interrupt"), ("get", "polled"), ("get", "interrupt"))
+
+
+def storage_runs() -> dict[tuple[str, str, str], dict]:
+    """nvme-read's result for each (access, completions, placement)."""
+    return {
+        (access, completions, placement): steer.run(
+            "nvme-read", [f"placement={placement}", f"access={access}", f"completions={completions}"]
+        )
+        for access, completions in STORAGE_CASES
+        for placement in STORAGE_PLACEMENTS
+    }
+
+
+def storage_row(key: tuple[str, str, str], result: dict) -> list:
+    """One line of docs/storage.md's table."""
+    device, core = result["devices"]["nvme0"], result["cores"]["0"]
+    read_gbytes = device["rx_gbps"] / 8
+    fills = core["fills"]
+    return [
+        *key,
+        f"{device['iops'] / 1000:.0f}",
+        f"{device['latency_ns']['p50'] / 1000:.2f}",
+        f"{core['workload']['cycles_per_block']:.0f}",
+        f"{100 * core['workload']['busy']:.1f}",
+        " / ".join(f"{100 * fills[source]:.0f}" for source in ("l2", "l3", "dram")),
+        f"{result['dram']['read_gbps'] / read_gbytes:.2f} / {result['dram']['write_gbps'] / read_gbytes:.2f}",
+    ]
+
+
+def storage_table(runs: dict | None = None) -> str:
+    """docs/storage.md's table, in markdown."""
+    runs = runs or storage_runs()
+    headers = [
+        "access",
+        "completions",
+        "placement",
+        "reads/s (k)",
+        "latency p50 µs",
+        "cycles per block",
+        "core busy %",
+        "fills % L2 / L3 / DRAM",
+        "DRAM read / write B per B read",
+    ]
+    return markdown(headers, [storage_row(key, result) for key, result in runs.items()])
+
+
+def storage() -> dict[str, bytes]:
+    """The reading core's cycles per block and the DRAM bytes per byte read, by placement."""
+    runs = storage_runs()
+    print("nvme-read-placement.png: nvme-read by placement, access and completions")
+    print(storage_table(runs))
+    fig = steer.plot.new_figure(10.0, 4.0)
+    cycles_ax, dram_ax = fig.subplots(1, 2)
+    width = 0.8 / len(STORAGE_CASES)
+    for i, (access, completions) in enumerate(STORAGE_CASES):
+        xs = [p + (i - (len(STORAGE_CASES) - 1) / 2) * width for p in range(len(STORAGE_PLACEMENTS))]
+        results = [runs[(access, completions, placement)] for placement in STORAGE_PLACEMENTS]
+        cycles = [r["cores"]["0"]["workload"]["cycles_per_block"] for r in results]
+        cycles_ax.bar(xs, cycles, width, label=f"{access}, {completions}", color=f"C{i}")
+        per_byte = [
+            (r["dram"]["read_gbps"] + r["dram"]["write_gbps"]) / (r["devices"]["nvme0"]["rx_gbps"] / 8) for r in results
+        ]
+        dram_ax.bar(xs, per_byte, width, label=f"{access}, {completions}", color=f"C{i}")
+    names = [{"l2": "l2 (SDCI)"}.get(p, p) for p in STORAGE_PLACEMENTS]
+    for ax in (cycles_ax, dram_ax):
+        ax.set_xticks(range(len(STORAGE_PLACEMENTS)), names)
+        ax.grid(axis="y", alpha=0.3)
+    cycles_ax.set(ylabel="reading core's cycles per 4 KiB block", title="the core's time per block")
+    dram_ax.set(ylabel="DRAM bytes (read + written) per byte read", title="DRAM traffic per byte read")
+    cycles_ax.legend(fontsize="small")
+    fig.suptitle("nvme-read: an SSD (85 µs, 32 reads outstanding) read by one EPYC 9655 core", fontsize=10)
+    return {"nvme-read-placement.png": steer.plot.image_bytes(fig)}
+
+
 def steer_command(*args: str) -> str:
     """Runs `steer ARGS` as a user would; its standard output."""
     return subprocess.run([sys.executable, "-m", "steer", *args], check=True, capture_output=True, text=True).stdout
@@ -349,6 +431,7 @@ DRAWINGS = {
     dsa_sizes: ("dsa-latency-by-size.png", "dsa-throughput-by-size.png"),
     reproduce_figures: ("reproduce-parity.png", "reproduce-rows.png"),
     fit_costs: ("fit-turin-write-queue.png",),
+    storage: ("nvme-read-placement.png",),
 }
 FIGURES = tuple(name for names in DRAWINGS.values() for name in names)
 

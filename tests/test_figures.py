@@ -45,3 +45,8 @@ def test_the_steering_limit_docs_sweeps_md_quotes_is_the_presets():
     text = " ".join((ROOT / "docs" / "sweeps.md").read_text().split())
     assert "is 6.56 GB/s for the 9655's 8 cores at 4.1 GHz. A packet is 25 line writes" in text
     assert "so that rate carries 49.2 Gb/s of packets" in text
+
+
+def test_the_table_of_docs_storage_md_is_what_the_model_gives_now():
+    """Twelve runs of nvme-read (about a second): a change that moves them must refresh the docs."""
+    assert figures.storage_table() in (ROOT / "docs" / "storage.md").read_text()

@@ -17,7 +17,7 @@ def test_kinds_lists_every_registry_from_the_core(steer_cli):
     one = steer_cli("kinds", "workload", "tcp_rx")
     assert one.returncode == 0 and "napi_budget" in one.stdout and "64" in one.stdout
     unknown = steer_cli("kinds", "workload", "bogus")
-    assert unknown.returncode == 2 and "no entry `bogus` (known: dsa_copy, example, handoff, l2fwd" in unknown.stderr
+    assert unknown.returncode == 2 and "no entry `bogus` (known: block_read, dsa_copy, example," in unknown.stderr
     markdown = steer_cli("kinds", "--markdown")
     assert "| `tph` |" in markdown.stdout and "**replacement**" in markdown.stdout
 
@@ -102,7 +102,7 @@ def test_kinds_in_process_names_columns_and_refuses_an_unknown_entry(capsys):
         "params",
     ]
     assert main(["kinds", "workload", "bogus"]) == 2
-    assert capsys.readouterr().err.startswith("steer: error: workload: no entry `bogus` (known: dsa_copy, ")
+    assert capsys.readouterr().err.startswith("steer: error: workload: no entry `bogus` (known: block_read, dsa_copy, ")
     # Registries before the one asked for hold nothing and are passed over.
     assert run_in_process(capsys, "kinds", "replacement", "--markdown").startswith("**replacement**\n\n| name |")
     assert markdown([{"registry": "workload", "name": "x", "description": "a|b"}]).endswith("| `x` | a/b |")

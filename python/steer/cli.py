@@ -43,10 +43,17 @@ def format_run(result: dict) -> str:
             f"write {sum(n['write_gbps'] for n in hbm):.2f} GB/s"
         )
     lines.append("")
-    nics = {name: d for name, d in result["devices"].items() if "placement" in d}
+    placed = {name: d for name, d in result["devices"].items() if "placement" in d}
+    # A device that is asked for what it writes (an SSD's reads) has no offered load and drops nothing.
     device_rows = [
-        [name, d["placement"], f"{d['offered_gbps']:.2f}", f"{d['rx_gbps']:.2f}", d["drops"]]
-        for name, d in nics.items()
+        [
+            name,
+            d["placement"],
+            f"{d['offered_gbps']:.2f}" if "offered_gbps" in d else "",
+            f"{d['rx_gbps']:.2f}",
+            d.get("drops", ""),
+        ]
+        for name, d in placed.items()
     ]
     if device_rows:
         lines += [output.table(["device", "placement", "offered Gb/s", "rx Gb/s", "drops"], device_rows), ""]
@@ -177,7 +184,7 @@ def note_partial_rings(result: dict) -> None:
     pass over a ring: its hit rates can depend on which part of the ring the window saw."""
     window_us = result.get("sim", {}).get("measured_ns", 0) / 1000
     for name, device in result.get("devices", {}).items():
-        passes = [q["ring_passes"] for q in device.get("queues", []) if q["ring_passes"] > 0]
+        passes = [q["ring_passes"] for q in device.get("queues", []) if q.get("ring_passes", 0) > 0]
         if device.get("placement") == "memory" or not passes or min(passes) >= 1:
             continue
         print(

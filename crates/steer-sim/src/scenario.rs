@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::devices::{DeviceSpec, SystemShape, DEVICES};
+use crate::devices::{DeviceShape, DeviceSpec, SystemShape, DEVICES};
 use crate::error::{ensure, io_reason, shortened, ConfigError, ConfigResult, Error, Shown};
 use crate::kinds::{deserialize_at, Kind, SpecBase};
 use crate::params::{join_key, params, Describe, ParamDoc};
@@ -260,7 +260,7 @@ impl Scenario {
             platform: &self.platform,
             cpus: self.platform.topology.cpus(),
             copy_engines: self.devices.iter().filter_map(|d| d.spec.copy_engines(&self.platform)).collect(),
-            devices: self.devices.iter().map(|d| (d.spec.name(), d.spec.queue_cpus())).collect(),
+            devices: self.devices.iter().map(|d| DeviceShape::of(&*d.spec)).collect(),
         };
         let mut busy: Vec<(u32, usize)> = Vec::new();
         for (i, workload) in self.workloads.iter().enumerate() {
@@ -720,6 +720,7 @@ pub const BUILTINS: &[Builtin] = &[
     Builtin { name: "sdci-affinity", source: include_str!("../scenarios/sdci-affinity.toml") },
     Builtin { name: "dsa-copy", source: include_str!("../scenarios/dsa-copy.toml") },
     Builtin { name: "qdp", source: include_str!("../scenarios/qdp.toml") },
+    Builtin { name: "nvme-read", source: include_str!("../scenarios/nvme-read.toml") },
 ];
 
 impl Builtin {

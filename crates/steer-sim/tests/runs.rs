@@ -1135,3 +1135,39 @@ fn a_name_is_a_file_if_it_exists_ends_in_toml_or_has_a_slash_else_a_builtin() {
     assert!(unknown.starts_with("rx-defualt: no such scenario file or built-in scenario (built-in: rx-default, "));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn an_ssds_blocks_go_through_dram_under_memory_and_stay_in_the_readers_l2_under_sdci() {
+    for placement in ["memory", "l2"] {
+        let r = run_builtin("nvme-read", &[&format!("placement=\"{placement}\""), "sim.measure_us=200"]);
+        let device = &r["devices"]["nvme0"];
+        let read_gbytes = f(&device["rx_gbps"]) / 8.0;
+        // Each 4 KiB block and its completion entry's line: 4160 B of DRAM writes per 4096 read.
+        let expected = if placement == "memory" { 4160.0 / 4096.0 } else { 0.0 };
+        let written = f(&r["dram"]["write_gbps"]) / read_gbytes;
+        assert!((written - expected).abs() < 0.01, "{placement}: {written} B written per B read");
+        let queue = &device["queues"][0];
+        let in_flight = |key: &str| queue[key].as_u64().unwrap();
+        assert_eq!(
+            in_flight("read_bytes") + in_flight("in_flight_bytes_start"),
+            in_flight("consumed_bytes") + in_flight("in_flight_bytes_end"),
+            "{placement}: every byte read is consumed or still in flight"
+        );
+        let source = if placement == "memory" { "dram" } else { "l2" };
+        assert!(f(&r["cores"]["0"]["fills"][source]) > 0.98, "{placement}: the reader's fills from {source}");
+    }
+}
+
+#[test]
+fn the_ssd_scenario_refuses_impossible_values_with_their_key() {
+    let text = steer_sim::scenario::builtin("nvme-read").unwrap().source;
+    let cases = [
+        ("depth=0", "--set depth: devices.0.queues.0.depth: must be 1 to 65535 (a queue of at most 65536 entries keeps one empty; got 0)"),
+        ("devices.0.block_bytes=1000", "--set devices.0.block_bytes: must be a whole number of 512 B sectors, at most 1073741824 B (got 1000)"),
+        ("completions=\"sometimes\"", "--set completions: devices.0.queues.0.completions: unknown value `sometimes` (known: polled, interrupt)"),
+        ("workloads.0.queue=1", "--set workloads.0.queue: device `nvme0` has 1 queue(s)"),
+    ];
+    for (set, expected) in cases {
+        assert_eq!(load_error(text, &[set]), expected);
+    }
+}

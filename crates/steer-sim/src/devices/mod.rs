@@ -29,8 +29,13 @@ pub trait DeviceSpec: SpecBase {
     fn name(&self) -> &str;
     /// Checks every value that types alone cannot; errors name keys below `path`.
     fn validate(&self, path: &str, platform: &PlatformSpec) -> ConfigResult<()>;
-    /// The consumer CPU of each RX queue it offers workloads (none for devices without queues).
+    /// The consumer CPU of each queue it offers workloads (none for devices without queues).
     fn queue_cpus(&self) -> Vec<u32>;
+    /// What its queues are, so that a workload consumes only the kind of queue it knows how to
+    /// read: `ring::RX_QUEUE` unless the kind says otherwise (a name of its own, declared in its file).
+    fn queue_port(&self) -> &'static str {
+        ring::RX_QUEUE
+    }
     /// What copy jobs need to know of it, if it is a copy engine.
     fn copy_engines(&self, _platform: &PlatformSpec) -> Option<CopyEngineShape> {
         None
@@ -58,14 +63,35 @@ pub struct SystemShape<'a> {
     pub cpus: u32,
     /// Copy engine devices.
     pub copy_engines: Vec<CopyEngineShape>,
-    /// (device name, consumer CPU of each RX queue)
-    pub devices: Vec<(&'a str, Vec<u32>)>,
+    pub devices: Vec<DeviceShape<'a>>,
+}
+
+/// A device as workloads see it before it is built: its name and its queues.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceShape<'a> {
+    pub name: &'a str,
+    /// What its queues are (`DeviceSpec::queue_port`).
+    pub port: &'static str,
+    /// The consumer CPU of each queue.
+    pub queue_cpus: Vec<u32>,
+}
+
+impl<'a> DeviceShape<'a> {
+    /// The shape of a device of `spec`.
+    pub fn of(spec: &'a dyn DeviceSpec) -> DeviceShape<'a> {
+        DeviceShape { name: spec.name(), port: spec.queue_port(), queue_cpus: spec.queue_cpus() }
+    }
+
+    /// A NIC-like device with RX rings consumed on `queue_cpus` (for tests of workloads).
+    pub fn rx(name: &'a str, queue_cpus: Vec<u32>) -> DeviceShape<'a> {
+        DeviceShape { name, port: ring::RX_QUEUE, queue_cpus }
+    }
 }
 
 impl SystemShape<'_> {
     /// Consumer CPUs of a device's queues (empty if there is no such device).
     pub fn queue_cpus(&self, device: &str) -> Vec<u32> {
-        self.devices.iter().find(|(name, _)| *name == device).map(|(_, cpus)| cpus.clone()).unwrap_or_default()
+        self.devices.iter().find(|d| d.name == device).map(|d| d.queue_cpus.clone()).unwrap_or_default()
     }
 
     /// Fails at `{path}.cpu` unless `cpu` exists.
@@ -75,27 +101,28 @@ impl SystemShape<'_> {
         })
     }
 
-    /// Fails at `{path}.device` or `{path}.queue` unless the device has queue `queue`.
-    pub fn check_queue(&self, path: &str, device: &str, queue: u32) -> ConfigResult<()> {
-        let queues = self.check_device(path, device)?.len();
+    /// Fails at `{path}.device` or `{path}.queue` unless the device has queue `queue` of `port`.
+    pub fn check_queue(&self, path: &str, device: &str, port: &str, queue: u32) -> ConfigResult<()> {
+        let queues = self.check_device(path, device, port)?.len();
         crate::error::ensure((queue as usize) < queues, &format!("{path}.queue"), || {
             format!("device `{device}` has {queues} queue(s)")
         })
     }
 
-    /// The consumer CPUs of `device`'s queues; fails at `{path}.device` if there is no such device
-    /// or it has no queues.
-    pub fn check_device(&self, path: &str, device: &str) -> ConfigResult<&[u32]> {
-        let cpus = self
+    /// The consumer CPUs of `device`'s queues, which are of `port` (`ring::RX_QUEUE`, say); fails
+    /// at `{path}.device` if there is no such device, its queues are of another port, or it has none.
+    pub fn check_device(&self, path: &str, device: &str, port: &str) -> ConfigResult<&[u32]> {
+        let key = format!("{path}.device");
+        let shape = self
             .devices
             .iter()
-            .find(|(name, _)| *name == device)
-            .map(|(_, cpus)| cpus.as_slice())
-            .ok_or_else(|| ConfigError::new(format!("{path}.device"), format!("no device named `{device}`")))?;
-        crate::error::ensure(!cpus.is_empty(), &format!("{path}.device"), || {
-            format!("device `{device}` has no RX queues")
+            .find(|d| d.name == device)
+            .ok_or_else(|| ConfigError::new(&key, format!("no device named `{device}`")))?;
+        crate::error::ensure(!shape.queue_cpus.is_empty(), &key, || format!("device `{device}` has no {port}s"))?;
+        crate::error::ensure(shape.port == port, &key, || {
+            format!("device `{device}` offers {}s, not the {port}s this workload reads", shape.port)
         })?;
-        Ok(cpus)
+        Ok(&shape.queue_cpus)
     }
 }
 
@@ -123,3 +150,4 @@ pub static DEVICES: [DeviceKind];
 
 pub mod dsa;
 pub mod nic;
+pub mod nvme;

@@ -13,6 +13,9 @@ use crate::stats::{stats, Distribution};
 use crate::system::Builder;
 use crate::units::{Addr, Time};
 
+/// What a device's queues are when they are RX rings of this file (`DeviceSpec::queue_port`).
+pub const RX_QUEUE: &str = "RX queue";
+
 /// The host side of every RX queue, shared by devices and the programs that consume them
 /// (indexed by `RingId`), with each device's queues by device name.
 #[derive(Debug, Default)]

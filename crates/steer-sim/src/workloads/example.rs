@@ -13,7 +13,7 @@
 //! 5. its own statistics, declared with `stat!` next to the code, put in `report`.
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, PACKET};
-use crate::devices::ring::{Completion, RingId};
+use crate::devices::ring::{Completion, RingId, RX_QUEUE};
 use crate::devices::SystemShape;
 use crate::engine::ReportView;
 use crate::error::{ensure, ConfigResult};
@@ -49,7 +49,7 @@ pub static KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind
 impl WorkloadSpec for ExampleSpec {
     fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
         system.check_cpu(path, self.cpu)?;
-        system.check_queue(path, &self.device, self.queue)?;
+        system.check_queue(path, &self.device, RX_QUEUE, self.queue)?;
         ensure(self.lines >= 1, &format!("{path}.lines"), || "must be at least 1".into())?;
         ensure(self.cycles >= 0.0, &format!("{path}.cycles"), || "must not be negative".into())
     }

@@ -3,7 +3,7 @@
 //! transmission. The NIC DMA-reads the whole packet and returns the buffer to the mempool.
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, PACKET};
-use crate::devices::ring::{Completion, Poll, RingId};
+use crate::devices::ring::{Completion, Poll, RingId, RX_QUEUE};
 use crate::devices::SystemShape;
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
@@ -35,7 +35,7 @@ pub static KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind
 
 impl WorkloadSpec for L2fwdSpec {
     fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
-        system.check_device(path, &self.device)?;
+        system.check_device(path, &self.device, RX_QUEUE)?;
         // DPDK's rx_burst takes a 16-bit count.
         ensure((1..=u16::MAX as u32).contains(&self.burst), &format!("{path}.burst"), || {
             format!("must be 1 to {} (got {})", u16::MAX, self.burst)

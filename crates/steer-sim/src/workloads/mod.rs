@@ -48,6 +48,7 @@ fn parse<T: WorkloadSpec + DeserializeOwned>(value: toml::Value, path: &str) -> 
 #[linkme::distributed_slice]
 pub static WORKLOADS: [WorkloadKind];
 
+pub mod block_read;
 pub mod dsa_copy;
 pub mod example;
 pub mod handoff;
@@ -73,7 +74,7 @@ mod tests {
             platform,
             cpus: platform.topology.cpus(),
             copy_engines: Vec::new(),
-            devices: vec![("nic0", queue_cpus)],
+            devices: vec![crate::devices::DeviceShape::rx("nic0", queue_cpus)],
         }
     }
 
@@ -96,6 +97,29 @@ mod tests {
             error,
             format!("workloads.0.app_offset: the application of IRQ CPU 0 would run on CPU {cpus}, out of range")
         );
+    }
+
+    #[test]
+    fn a_workload_consumes_only_the_kind_of_queue_it_reads() {
+        let platform = tiny_platform();
+        let storage = crate::devices::DeviceShape { name: "ssd0", port: "NVMe queue pair", queue_cpus: vec![0] };
+        let with_storage = SystemShape { devices: vec![storage], ..shape(&platform, vec![0]) };
+        let spec = rx_loop::RxLoopSpec { device: "ssd0".into(), ..Default::default() };
+        let error = spec.validate("workloads.0", &with_storage).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "workloads.0.device: device `ssd0` offers NVMe queue pairs, not the RX queues this workload reads"
+        );
+        let spec = l2fwd::L2fwdSpec { device: "ssd0".into(), ..Default::default() };
+        assert_eq!(spec.validate("workloads.0", &with_storage).unwrap_err().to_string(), error);
+        // A NIC's queues are RX queues without its kind saying so.
+        let nic = crate::devices::nic::NicSpec::default();
+        assert_eq!(crate::devices::DeviceShape::of(&nic), crate::devices::DeviceShape::rx("nic0", vec![0]));
+        let none = crate::devices::DeviceShape::rx("dsa0", Vec::new());
+        let without_queues = SystemShape { devices: vec![none], ..shape(&platform, vec![0]) };
+        let spec = rx_loop::RxLoopSpec { device: "dsa0".into(), ..Default::default() };
+        let error = spec.validate("workloads.0", &without_queues).unwrap_err().to_string();
+        assert_eq!(error, "workloads.0.device: device `dsa0` has no RX queues");
     }
 
     #[test]

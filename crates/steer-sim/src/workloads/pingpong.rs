@@ -5,7 +5,7 @@
 //! round-trip latency.
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, MESSAGE};
-use crate::devices::ring::{Completion, RingId};
+use crate::devices::ring::{Completion, RingId, RX_QUEUE};
 use crate::devices::SystemShape;
 use crate::engine::ReportView;
 use crate::error::{ensure, ConfigResult};
@@ -61,7 +61,7 @@ pub static KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind
 impl WorkloadSpec for PingPongSpec {
     fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
         system.check_cpu(path, self.cpu)?;
-        system.check_queue(path, &self.device, self.queue)?;
+        system.check_queue(path, &self.device, RX_QUEUE, self.queue)?;
         let bytes = self.header_bytes as u64 + self.payload_bytes as u64;
         ensure((1..=MAX_MESSAGE_BYTES).contains(&bytes), &format!("{path}.payload_bytes"), || {
             format!("a message has 1 B to 64 KiB, headers included (got {bytes})")

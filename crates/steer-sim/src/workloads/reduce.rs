@@ -5,7 +5,7 @@
 //! message, which injected data may evict (cache pollution).
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, MESSAGE};
-use crate::devices::ring::{Completion, RingId};
+use crate::devices::ring::{Completion, RingId, RX_QUEUE};
 use crate::devices::SystemShape;
 use crate::error::{ensure, ConfigResult, Shown};
 use crate::hierarchy::Level;
@@ -63,7 +63,7 @@ pub static KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind
 impl WorkloadSpec for ReduceSpec {
     fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
         system.check_cpu(path, self.cpu)?;
-        system.check_queue(path, &self.device, self.queue)?;
+        system.check_queue(path, &self.device, RX_QUEUE, self.queue)?;
         ensure((1..=4096).contains(&self.element_bytes), &format!("{path}.element_bytes"), || {
             format!("must be 1 to 4096: an element is a number, not a page (got {})", self.element_bytes)
         })?;
@@ -330,7 +330,7 @@ mod tests {
             platform: &platform,
             cpus: platform.topology.cpus(),
             copy_engines: Vec::new(),
-            devices: vec![("nic0", vec![0])],
+            devices: vec![crate::devices::DeviceShape::rx("nic0", vec![0])],
         };
         let spec = ReduceSpec { reduction_cycles_per_element: -1.0, ..ReduceSpec::default() };
         let error = spec.validate("workloads.0", &shape).unwrap_err().to_string();

@@ -2,7 +2,7 @@
 //! buffer, release the RX buffer (re-posting its descriptor).
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, PACKET};
-use crate::devices::ring::{Completion, RingId};
+use crate::devices::ring::{Completion, RingId, RX_QUEUE};
 use crate::devices::SystemShape;
 use crate::engine::ReportView;
 use crate::error::{ensure, ConfigResult};
@@ -40,7 +40,7 @@ pub static KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind
 impl WorkloadSpec for RxLoopSpec {
     fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
         system.check_cpu(path, self.cpu)?;
-        system.check_queue(path, &self.device, self.queue)?;
+        system.check_queue(path, &self.device, RX_QUEUE, self.queue)?;
         ensure(self.app_buffer_bytes >= 64, &format!("{path}.app_buffer_bytes"), || "must be at least 64".into())?;
         ensure(self.compute_cycles_per_packet >= 0.0, &format!("{path}.compute_cycles_per_packet"), || {
             "must not be negative".into()

@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, STEP};
-use crate::devices::ring::{Completion, Poll, RingId, RxRing};
+use crate::devices::ring::{Completion, Poll, RingId, RxRing, RX_QUEUE};
 use crate::devices::SystemShape;
 use crate::engine::Signal;
 use crate::error::{ensure, ConfigResult};
@@ -107,7 +107,7 @@ pub static KIND: crate::workloads::WorkloadKind = crate::workloads::WorkloadKind
 
 impl WorkloadSpec for TcpRxSpec {
     fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
-        for &irq in system.check_device(path, &self.device)? {
+        for &irq in system.check_device(path, &self.device, RX_QUEUE)? {
             ensure(irq + self.app_offset < system.cpus, &format!("{path}.app_offset"), || {
                 format!("the application of IRQ CPU {irq} would run on CPU {}, out of range", irq + self.app_offset)
             })?;
