@@ -21,6 +21,8 @@ ASSUMED_LINK_GBPS = 100.0
 # An interrupt's name in /proc/interrupts that says which RX queue it serves: i40e's
 # `i40e-enp96s0f0-TxRx-3`, virtio's `virtio2-input.0`, mlx5's `mlx5_comp3`, `eth0-rx-3`.
 RX_IRQ_NAME = re.compile(r"(?:txrx|rx|input|comp)[-._]?(\d+)$", re.IGNORECASE)
+# What --cpus takes: CPUs and ranges, comma-separated (the doctor reads the same lists more leniently).
+CPU_LIST = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
 # The line of a written scenario that says whether the host offers a placement; compare reads it.
 PLACEMENT_LINE = re.compile(r"^# placement (\w+): (offered|hypothetical) \((.*)\)$")
 
@@ -232,6 +234,8 @@ def scenario_text(root: str | Path = "/", cpus: str | None = None, pid: int | No
     """The scenario of the host under ``root``: a ScenarioError (one line) for bad --cpus or
     --pid, or a host without a NIC."""
     host = doctor.Host(root)
+    if cpus is not None and not CPU_LIST.fullmatch(cpus.strip()):
+        raise ScenarioError(f"--cpus {cpus!r}: not a CPU list (e.g. 0-3,8)")
     chosen = doctor.consumer_cpus(host, pid, cpus)
     if pid is not None and chosen is None:
         raise ScenarioError(f"--pid {pid}: no Cpus_allowed_list in /proc/{pid}/status")
@@ -239,7 +243,8 @@ def scenario_text(root: str | Path = "/", cpus: str | None = None, pid: int | No
     if not nics:
         raise ScenarioError(f"{root}: no network device in /sys/class/net: nothing to receive on")
     topology = read_topology(host)
-    consumers = [topology.model_cpu.get(c, c) for c in (chosen or sorted(topology.model_cpu))]
+    # Each CPU once, in the order named: one receive loop a CPU.
+    consumers = list(dict.fromkeys(topology.model_cpu.get(c, c) for c in (chosen or sorted(topology.model_cpu))))
     queues = [(nic, q) for nic in nics for q in nic.queues]
     simulated = list(zip(queues, consumers))
     info = doctor.cpu_info(host)
