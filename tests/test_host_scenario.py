@@ -242,3 +242,32 @@ def test_cpus_and_pid_together_and_a_root_that_is_no_directory_are_refused(tmp_p
     assert usage.value.code == 2 and err.count("\n") == 1 and "not allowed with argument --cpus" in err
     code, _, err = from_host(capsys, "--root", str(tmp_path / "none"))
     assert (code, err) == (2, f"steer: error: --root {tmp_path / 'none'}: not a directory\n")
+
+
+def test_a_virtio_nics_queue_irq_is_found_on_its_pci_function_by_its_name(tmp_path):
+    pci = "sys/devices/pci0000:00/0000:00:03.0"
+    for irq in (37, 38, 39):
+        write(tmp_path, f"{pci}/msi_irqs/{irq}", "msix\n")
+    (tmp_path / pci / "virtio2").mkdir()
+    (tmp_path / "sys/class/net/eth0/queues/rx-0").mkdir(parents=True)
+    (tmp_path / "sys/class/net/eth0/queues/tx-0").mkdir(parents=True)
+    os.symlink("../../../devices/pci0000:00/0000:00:03.0/virtio2", tmp_path / "sys/class/net/eth0/device")
+    write(tmp_path, "sys/class/net/eth0/speed", "-1\n")
+    names = ("virtio2-config", "virtio2-input.0", "virtio2-output.0")
+    write(tmp_path, "proc/interrupts", "".join(f" {37 + i}: 0 PCI-MSIX {n}\n" for i, n in enumerate(names)))
+    write(tmp_path, "proc/irq/38/smp_affinity_list", "1\n")
+    [nic] = host_scenario.read_nics(host_scenario.doctor.Host(tmp_path))
+    assert (nic.name, nic.link_gbps, nic.listed_queues) == ("eth0", None, True)
+    assert nic.queues == [host_scenario.Queue(0, 1, 38)]
+
+
+def test_an_i40e_nic_names_its_rx_vectors_and_says_its_speed(tmp_path):
+    root = turin_tree(tmp_path)
+    names = ("i40e-0000:41:00.0:misc", "i40e-eth1-rx-1", "i40e-eth1-TxRx-0")
+    write(root, "proc/interrupts", "".join(f" {100 + i}: 0 PCI-MSIX {n}\n" for i, n in enumerate(names)))
+    write(root, "sys/bus/pci/devices/0000:41:00.0/msi_irqs/102", "msix\n")
+    write(root, "proc/irq/102/smp_affinity_list", "5-6\n")  # IRQ 101 is on CPUs 9-10
+    write(root, "sys/class/net/eth1/speed", "25000\n")
+    [nic] = host_scenario.read_nics(host_scenario.doctor.Host(root))
+    assert nic.link_gbps == 25.0
+    assert nic.queues == [host_scenario.Queue(0, 5, 102), host_scenario.Queue(1, 9, 101)]

@@ -170,7 +170,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     scen = commands.add_parser(
         "scenario",
-        help="write a scenario of this host: its topology, NICs and RX queues, a receive loop per queue",
+        help="write a scenario of this host (its NICs, their queues' IRQ CPUs) for steer compare",
         description="Writes a scenario of this host (or of a tree steer doctor --capture saved): the host "
         "preset with the host's topology, each NIC's RX queues steered to their IRQs' CPUs, a receive loop per "
         "queue on the consumer's CPUs, and which placements the hardware offers (steer compare prints it).",

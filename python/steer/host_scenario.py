@@ -18,9 +18,9 @@ from steer.output import count
 DEFAULT_OFFERED_GBPS = 10.0
 # Link rate where the interface does not say (virtio reports -1): the rx-default scenario's.
 ASSUMED_LINK_GBPS = 100.0
-# An interrupt's name in /proc/interrupts that says which RX queue it serves: i40e's
-# `i40e-enp96s0f0-TxRx-3`, virtio's `virtio2-input.0`, mlx5's `mlx5_comp3`, `eth0-rx-3`.
-RX_IRQ_NAME = re.compile(r"(?:txrx|rx|input|comp)[-._]?(\d+)$", re.IGNORECASE)
+# An interrupt's name in /proc/interrupts that says which RX queue it serves: i40e names its
+# vectors `i40e-IFACE-TxRx-N` (or `-rx-N`), virtio_net `virtioM-input.N`.
+RX_IRQ_NAME = re.compile(r"(?:rx|input)[-.](\d+)$", re.IGNORECASE)
 # What --cpus takes: CPUs and ranges, comma-separated (the doctor reads the same lists more leniently).
 CPU_LIST = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
 # The line of a written scenario that says whether the host offers a placement; compare reads it.
