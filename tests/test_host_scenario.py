@@ -118,7 +118,7 @@ def test_without_cpus_every_cpu_consumes_one_queue_in_order(tmp_path, capsys):
 def test_queues_beyond_the_cpus_named_are_left_out_and_said(tmp_path, capsys):
     code, out, _ = from_host(capsys, "--root", str(turin_with_irq_names(tmp_path)), "--cpus", "5")
     assert code == 0
-    assert "# 1 queues left out: one receive loop per CPU, 1 CPUs named." in out.splitlines()
+    assert "# 1 queue left out: one receive loop per CPU, 1 CPU named." in out.splitlines()
     assert len(tomllib.loads(out)["devices"][0]["queues"]) == 1
 
 

@@ -267,9 +267,8 @@ def scenario_text(root: str | Path = "/", cpus: str | None = None, pid: int | No
             )
             lines.append(f"#     rx-{q.index}: {irq}")
     if len(queues) > len(consumers):
-        lines.append(
-            f"# {len(queues) - len(consumers)} queues left out: one receive loop per CPU, {len(consumers)} CPUs named."
-        )
+        left = count(len(queues) - len(consumers), "queue")
+        lines.append(f"# {left} left out: one receive loop per CPU, {count(len(consumers), 'CPU')} named.")
     lines += ["#", "# Which placements this host's hardware offers (steer doctor's verdicts; steer compare says it):"]
     lines += placement_comments(verdicts(host))
     lines += [
@@ -315,7 +314,8 @@ def scenario_text(root: str | Path = "/", cpus: str | None = None, pid: int | No
             lines += [
                 "",
                 "[[devices.queues]]",
-                f"consumer_cpu = {steered_cpu(q, topology, cpu)}   # rx-{q.index}'s IRQ CPU",
+                f"consumer_cpu = {steered_cpu(q, topology, cpu)}   # rx-{q.index}'s IRQ CPU"
+                + ("" if q.irq_cpu is not None else " (not told: its consumer's)"),
                 'offered_gbps = "${offered_gbps}"',
             ]
     taken: dict[str, int] = {}
