@@ -87,11 +87,7 @@ def read_nics(host: doctor.Host) -> list[Nic]:
     the CPU each queue's IRQ goes to where /proc/interrupts and /proc/irq say."""
     names = interrupt_names(host)
     nics = []
-    for name in host.listdir("/sys/class/net"):
-        device = host.link(f"/sys/class/net/{name}/device")
-        if device is None:
-            continue
-        driver_link = host.link(f"/sys/class/net/{name}/device/driver")
+    for name, driver in doctor.network_devices(host):
         rx = sorted(int(q[3:]) for q in host.listdir(f"/sys/class/net/{name}/queues") if re.fullmatch(r"rx-\d+", q))
         by_queue = {}
         for irq in nic_irqs(host, name):
@@ -105,7 +101,6 @@ def read_nics(host: doctor.Host) -> list[Nic]:
             cpus = doctor.cpu_lists(affinity) if affinity else []
             queues.append(Queue(index, cpus[0] if cpus else None, irq))
         speed = first_number(host.text(f"/sys/class/net/{name}/speed"))
-        driver = Path(driver_link).name if driver_link else "?"
         nics.append(Nic(name, driver, speed / 1000 if speed and speed > 0 else None, queues, bool(rx)))
     return nics
 
