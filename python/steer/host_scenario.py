@@ -179,7 +179,9 @@ def verdicts(host: doctor.Host) -> dict[str, tuple[bool, str]]:
     else:
         offers["ddio"] = (
             True,
-            ways.evidence if ways and ways.verdict == doctor.OK else "Intel Xeons have DDIO on by default",
+            ways.evidence
+            if ways and ways.verdict == doctor.OK
+            else "MSR 0xc8b not read; DDIO is on by default on Xeon E5 and later servers",
         )
     # SDCI: a Zen 5 CPU, a kernel that enables TPH, a root port that completes it, a NIC that requests it.
     sdci = found.get("cpu/SDCI")
