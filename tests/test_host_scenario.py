@@ -192,8 +192,10 @@ def test_smt_siblings_keep_their_numbers_when_the_host_numbers_them_as_the_model
 
 
 def test_the_offered_load_fits_each_link_over_its_queues():
-    slow = host_scenario.Nic("a", "x", 1.0, [host_scenario.Queue(0, None), host_scenario.Queue(1, None)], True)
-    fast = host_scenario.Nic("b", "x", None, [host_scenario.Queue(0, None)], True)
+    slow = host_scenario.Nic(
+        "a", "x", 1.0, [host_scenario.Queue(0, None, None), host_scenario.Queue(1, None, None)], True
+    )
+    fast = host_scenario.Nic("b", "x", None, [host_scenario.Queue(0, None, None)], True)
     simulated = [((slow, slow.queues[0]), 0), ((slow, slow.queues[1]), 1), ((fast, fast.queues[0]), 2)]
     assert host_scenario.offered_per_queue([slow, fast], simulated) == 0.5
     assert host_scenario.offered_per_queue([fast], simulated[2:]) == host_scenario.DEFAULT_OFFERED_GBPS

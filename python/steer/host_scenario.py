@@ -7,7 +7,7 @@ hypothetical there. Reads files only, as the doctor does."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from steer import doctor
@@ -32,7 +32,7 @@ class Queue:
     index: int
     # First CPU of its IRQ's affinity (where bnxt_en steers its writes), None where not told.
     irq_cpu: int | None
-    irq: int | None = None
+    irq: int | None
 
 
 @dataclass
@@ -53,8 +53,8 @@ class Topology:
     ccx_per_socket: int
     cores_per_ccx: int
     threads_per_core: int
-    model_cpu: dict[int, int] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    model_cpu: dict[int, int]
+    notes: list[str]
 
 
 def first_number(text: str | None) -> int | None:
