@@ -273,3 +273,44 @@ def test_an_i40e_nic_names_its_rx_vectors_and_says_its_speed(tmp_path):
     [nic] = host_scenario.read_nics(host_scenario.doctor.Host(root))
     assert nic.link_gbps == 25.0
     assert nic.queues == [host_scenario.Queue(0, 5, 102), host_scenario.Queue(1, 9, 101)]
+
+
+def topology_of(root: Path) -> tuple:
+    t = host_scenario.read_topology(host_scenario.doctor.Host(root))
+    return (t.sockets, t.ccx_per_socket, t.cores_per_ccx, t.threads_per_core), t.notes
+
+
+def test_a_tree_with_no_l3_listed_is_one_l3_of_every_cpu_with_what_is_assumed_said(tmp_path):
+    write(tmp_path, "sys/devices/system/cpu/possible", "0-3\n")
+    assert topology_of(tmp_path) == (
+        (1, 1, 4, 1),
+        [
+            "4 CPUs in 1 L3 group (each CPU's cache/index3/shared_cpu_list)",
+            "threads per core: assumed: the tree does not say; sockets: assumed: the tree does not say",
+        ],
+    )
+
+
+def test_thread_siblings_give_the_threads_per_core(tmp_path):
+    write(tmp_path, "sys/devices/system/cpu/possible", "0-3\n")
+    write(tmp_path, "sys/devices/system/cpu/cpu0/topology/thread_siblings_list", "0,2\n")
+    shape, notes = topology_of(tmp_path)
+    assert shape == (1, 1, 2, 2) and notes[1].startswith("threads per core: cpu0's thread_siblings_list;")
+
+
+def test_threads_that_do_not_divide_an_l3_and_sockets_that_do_not_divide_the_l3s_are_assumed_away(tmp_path):
+    cpuinfo = "".join(f"processor\t: {c}\nphysical id\t: {c % 2}\nsiblings\t: 4\ncpu cores\t: 2\n\n" for c in range(6))
+    write(tmp_path, "proc/cpuinfo", cpuinfo)
+    for cpu in range(6):  # two L3s of three CPUs: no whole number of 2-thread cores
+        write(
+            tmp_path, f"sys/devices/system/cpu/cpu{cpu}/cache/index3/shared_cpu_list", "0-2\n" if cpu < 3 else "3-5\n"
+        )
+    shape, notes = topology_of(tmp_path)
+    assert shape == (2, 1, 3, 1)
+    assert notes[1] == (
+        "threads per core: assumed: an L3 of 3 CPUs is no whole number of 2-thread cores; "
+        "sockets: /proc/cpuinfo's physical ids"
+    )
+    write(tmp_path, "sys/devices/system/cpu/cpu5/cache/index3/shared_cpu_list", "5\n")  # a third L3
+    shape, notes = topology_of(tmp_path)
+    assert shape == (1, 3, 3, 1) and notes[1].endswith("sockets: assumed: the tree does not say")
