@@ -13,7 +13,6 @@ from pathlib import Path
 from steer import api, output
 from steer._core import ScenarioError, SteerError
 from steer.host_cli import add_commands as add_host_commands
-from steer.host_scenario import compare_line
 from steer.registry_cli import add_commands as add_registry_commands
 from steer.result import FILL_SOURCES
 from steer.workflow_cli import add_commands as add_workflow_commands
@@ -427,6 +426,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(output.table(["metric", *results], compare_rows(results)))
     for note in compare_notes(results):
         print(note)
+    from steer.host_scenario import compare_line
+
     offers = compare_line(args.scenario, {p: PLACEMENT_ALIASES.get(p, p) for p in results})
     if offers:
         print(offers)
