@@ -39,8 +39,17 @@ GIVEN_FILES = {
 
 CALIBRATES_FIRST = "measures this host, after a `steer calibrate --quick` when there is no calibration (a minute)"
 SYNOPSIS = "a synopsis, not a command: its words in capitals and brackets stand for the reader's values"
+READS_NICS = (
+    "reads this host's NICs (a host without one: exit 2); tests/test_host_scenario.py writes and runs"
+    " the scenarios of this host and of each captured tree, and compares one"
+)
 # Commands not run, each with the reason.
 SKIPPED = {
+    "steer scenario --from-host -o here.toml": READS_NICS,
+    "steer scenario --from-host --cpus 1 -o here.toml": READS_NICS,
+    "steer scenario --from-host --pid 1234 -o here.toml": READS_NICS,
+    "steer scenario --from-host --root DIR": SYNOPSIS,
+    "steer compare here.toml": READS_NICS,
     "./scripts/setup.sh && .venv/bin/steer reproduce": "builds and installs the extension (minutes) and runs every"
     " published experiment; CI installs with the same script (.ci/run), and tests/test_reproduce*.py run reproduce",
     "bash .ci/run": "the CI command, which runs this test",

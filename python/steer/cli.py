@@ -433,6 +433,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(output.table(["metric", *results], compare_rows(results)))
     for note in compare_notes(results):
         print(note)
+    from steer.host_scenario import compare_line
+
+    offers = compare_line(args.scenario, {p: PLACEMENT_ALIASES.get(p, p) for p in results})
+    if offers:
+        print(offers)
     for failure in failures:
         print(f"not compared: {failure}")
     return 0

@@ -393,14 +393,21 @@ def l3_of(host: Host, cpu: int) -> list[int]:
     return cpu_lists(text) if text else []
 
 
-def check_nics(host: Host, consumers: list[int] | None) -> list[Check]:
-    checks = []
+def network_devices(host: Host) -> list[tuple[str, str]]:
+    """Each network interface with a device (not a bridge, a tunnel or the loopback) and its
+    driver ("?" where none is bound)."""
+    found = []
     for name in host.listdir("/sys/class/net"):
-        device = host.link(f"/sys/class/net/{name}/device")
-        if device is None:
+        if host.link(f"/sys/class/net/{name}/device") is None:
             continue
         driver_link = host.link(f"/sys/class/net/{name}/device/driver")
-        driver = os.path.basename(driver_link) if driver_link else "?"
+        found.append((name, os.path.basename(driver_link) if driver_link else "?"))
+    return found
+
+
+def check_nics(host: Host, consumers: list[int] | None) -> list[Check]:
+    checks = []
+    for name, driver in network_devices(host):
         version = (host.text(f"/sys/module/{driver}/version") or "").strip()
         rx = [q for q in host.listdir(f"/sys/class/net/{name}/queues") if q.startswith("rx-")]
         irqs = sorted(int(i) for i in host.listdir(f"/sys/class/net/{name}/device/msi_irqs") if i.isdigit())

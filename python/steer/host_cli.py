@@ -119,6 +119,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_scenario(args: argparse.Namespace) -> int:
+    from steer import host_scenario
+
+    if not Path(args.root).is_dir():
+        raise _core.ScenarioError(f"--root {args.root}: not a directory")
+    text = host_scenario.scenario_text(args.root, args.cpus, args.pid)
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    output.write_atomically({Path(args.output): text})
+    print(f"wrote {args.output}")
+    return 0
+
+
 def add_measuring_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpus", metavar="LIST", help="CPUs to measure on (default: all this process may use)")
     p.add_argument("--max-bytes", metavar="SIZE", help="largest working set (e.g. 256MiB; default from the LLC size)")
@@ -153,3 +167,20 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     val.add_argument("--quick", action="store_true", help="shorter timings, fewer repeats (under five minutes)")
     add_measuring_options(val)
     val.set_defaults(handler=cmd_validate)
+
+    scen = commands.add_parser(
+        "scenario",
+        help="write a scenario of this host (its NICs, their queues' IRQ CPUs) for steer compare",
+        description="Writes a scenario of this host (or of a tree steer doctor --capture saved): the host "
+        "preset with the host's topology, each NIC's RX queues steered to their IRQs' CPUs, a receive loop per "
+        "queue on the consumer's CPUs, and which placements the hardware offers (steer compare prints it).",
+    )
+    scen.add_argument("--from-host", action="store_true", required=True, help="read this host (the only source)")
+    scen.add_argument(
+        "-o", "--output", type=output.file_name, metavar="FILE", help="write the scenario to FILE (default stdout)"
+    )
+    consumer = scen.add_mutually_exclusive_group()
+    consumer.add_argument("--cpus", metavar="LIST", help="the consumer's CPUs, one queue each (default: every CPU)")
+    consumer.add_argument("--pid", type=int, help="the consuming application: the CPUs it may run on")
+    scen.add_argument("--root", default="/", metavar="DIR", help="read a captured tree instead of this host")
+    scen.set_defaults(handler=cmd_scenario)
