@@ -47,10 +47,11 @@ params! {
         regions: String = String::new(),
         /// How a packet's trace is chosen.
         choose: TraceChoice = TraceChoice::RoundRobin,
-        /// Each load waits for its data before the next operation (true: as a pointer chase, the
-        /// trace does not say which loads depend on which); false: loads overlap up to the core's
-        /// miss slots and the packet waits for them at its end.
-        dependent_loads: bool = true,
+        /// Each load waits for its data before the next operation, as in a pointer chase (an upper
+        /// bound: a trace does not say which loads depend on which); false: loads overlap up to
+        /// the core's miss slots, as an out-of-order core's independent loads do, and the packet
+        /// waits for them at its end.
+        dependent_loads: bool = false,
     }
 }
 
@@ -397,7 +398,7 @@ mod tests {
 
     /// The replay of `text` with the table at 0x20_0000, on the harness's ring.
     fn program(ring: RingId, text: &str, choose: TraceChoice) -> TraceReplay {
-        let spec = TraceSpec { choose, ..TraceSpec::default() };
+        let spec = TraceSpec { choose, dependent_loads: true, ..TraceSpec::default() };
         let traces = parse_traces(text, &regions()).unwrap();
         TraceReplay::new(spec, ring, 6, vec![None, Some(Addr(0x20_0000))], traces)
     }
