@@ -237,15 +237,7 @@ impl WorkloadSpec for TraceSpec {
 
     fn build(&self, b: &mut Builder) {
         let (regions, traces) = load(self, "").expect("validated");
-        let node = b.platform.node_of_cpu(self.cpu);
-        // A state region keeps its offset in a page, so its accesses split into lines as they did.
-        let bases = regions
-            .iter()
-            .map(|r| match r.kind {
-                RegionKind::Packet => None,
-                RegionKind::State => Some(b.alloc(node, r.bytes + 4096).offset(r.start % 4096)),
-            })
-            .collect();
+        let bases = state_bases(b, b.platform.node_of_cpu(self.cpu), &regions);
         let program = TraceReplay::new(
             self.clone(),
             b.rings_of(&self.device)[self.queue as usize],
@@ -255,6 +247,18 @@ impl WorkloadSpec for TraceSpec {
         );
         b.run_on(self.cpu, Box::new(program));
     }
+}
+
+/// Where each region lives: a state region in memory of its own on `node`, at the offset in a page
+/// it had (so its accesses split into lines as they did); the packet (`None`) in each packet's buffer.
+fn state_bases(b: &mut Builder, node: u32, regions: &[Region]) -> Vec<Option<Addr>> {
+    regions
+        .iter()
+        .map(|r| match r.kind {
+            RegionKind::Packet => None,
+            RegionKind::State => Some(b.alloc(node, r.bytes + 4096).offset(r.start % 4096)),
+        })
+        .collect()
 }
 
 /// Tag of the call that releases the packet at the end of its unit.
@@ -545,6 +549,58 @@ mod tests {
         let fills = &h.shared.get::<Hierarchy>().stats.fills[0];
         assert_eq!(fills[Source::Dram as usize], 1, "only the new buffer's line: {fills:?}");
     }
+
+    #[test]
+    fn a_state_region_gets_memory_of_its_own_at_its_offset_in_a_page() {
+        let platform = tiny_platform();
+        let mut b = Builder::new(&platform, 1);
+        let mut map = regions();
+        map.push(Region { name: "counter".into(), kind: RegionKind::State, start: 0x9fc8, bytes: 8 });
+        // Node 0's memory begins at 1 GiB: the table's two pages (4 KiB at offset 0 in its page,
+        // plus a page for the offset), then the counter's, at 0xfc8 in its first page.
+        let bases = state_bases(&mut b, 0, &map);
+        let gib = 1 << 30;
+        assert_eq!(bases, [None, Some(Addr(gib)), Some(Addr(gib + 2 * 4096 + 0xfc8))]);
+        assert_eq!(b.alloc(0, 0).0, gib + 4 * 4096);
+    }
+
+    /// Runs `scenario` (a TOML text) and returns its result.
+    fn run(scenario: &str) -> serde_json::Value {
+        let source = crate::ScenarioSource { text: scenario, origin: "test.toml", default_name: "test" };
+        crate::run(crate::load(&source, &[]).unwrap(), &mut |_| true).unwrap().value
+    }
+
+    #[test]
+    fn a_scenario_replays_the_traces_for_each_packet_of_its_queue_under_each_placement() {
+        let spec = spec_of("packet 64\nL 1000 8\nC 20\nM 1800 8\n", &format!("{REGIONS}{STATE}"), "scenario");
+        let scenario = |policy: &str| {
+            format!(
+                "platform = \"skylake-sp-6140\"\n[sim]\nwarmup_us = 10.0\nmeasure_us = 50.0\n\
+                 [[devices]]\nname = \"nic0\"\nplacement = {{ policy = \"{policy}\" }}\n\
+                 [[devices.queues]]\npacket_bytes = 64\noffered_gbps = 1.0\nconsumer_cpu = 1\n\
+                 [[workloads]]\nkind = \"trace\"\ncpu = 1\ntraces = [\"{}\"]\nregions = \"{}\"\n",
+                spec.traces[0], spec.regions
+            )
+        };
+        for (policy, source) in [("memory", "dram"), ("l2", "l2")] {
+            let result = run(&scenario(policy));
+            let core = &result["cores"]["1"];
+            assert_eq!(core["role"], "trace");
+            let packets = core["workload"]["packets"].as_u64().unwrap();
+            // 1 Gb/s of 64 B packets for 50 µs: 97 or 98 of them.
+            assert!((97..=98).contains(&packets), "{packets}");
+            // One state line a packet, counted when its unit starts, the packet when it ends: a
+            // unit across either end of the window counts in one of them only.
+            let state_lines = core["workload"]["state_lines"].as_u64().unwrap();
+            assert!((packets - 1..=packets + 1).contains(&state_lines), "{state_lines} for {packets} packets");
+            // Each packet's line comes from where the placement put it, beside its completion
+            // entry (four to a line) and its descriptor's line (four to a line).
+            let fills = core["fill_counts"][source].as_u64().unwrap();
+            assert!(fills >= packets, "{policy}: {fills} fills from {source} for {packets} packets");
+        }
+    }
+
+    const STATE: &str = "[[regions]]\nname = \"count\"\nkind = \"state\"\nstart = 0x1800\nbytes = 8\n";
 
     /// Writes `text` to a file of this test's own and returns its path.
     fn file(name: &str, text: &str) -> String {
