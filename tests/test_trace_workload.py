@@ -228,3 +228,48 @@ def test_the_example_traces_its_handler_with_valgrind(tmp_path):
     assert [line for line in committed.splitlines() if "name" in line or "kind" in line] == [
         line for line in (tmp_path / "regions.toml").read_text().splitlines() if "name" in line or "kind" in line
     ]
+
+
+def test_the_example_runs_in_a_sweep(tmp_path, steer_cli):
+    """A sweep over placement and load runs the trace workload at every point."""
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(
+        f'scenario = "{EXAMPLE / "handler.toml"}"\n'
+        '[set]\n"sim.measure_us" = 200\n'
+        '[grid]\nplacement = ["memory", "l2"]\noffered_gbps = [2.0, 8.0]\n'
+    )
+    done = steer_cli("sweep", str(sweep), "-o", str(tmp_path / "out"), "--quiet", cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    runs = [json.loads(p.read_text()) for p in sorted((tmp_path / "out/runs").glob("*.json"))]
+    assert len(runs) == 4 and all(r["status"] == "ok" for r in runs), [r["status"] for r in runs]
+    assert all(r["result"]["cores"]["1"]["role"] == "trace" for r in runs)
+
+
+@pytest.mark.parametrize(
+    ("regions", "arguments", "message"),
+    [
+        ("[[regions]]\nname = 'b'\nkind = 'heap'\n", [], "regions.toml: regions.0: needs a name and kind"),
+        ("[[regions]]\nname = 'b'\nkind = 'state'\n", [], "regions.0: needs `symbol`, or `start` and `bytes`"),
+        ("[[regions]]\nname = 'b'\nkind = 'state'\nsymbol = 'table'\n", [], "symbol `table` needs --binary"),
+        ("regions = 3\n", [], "regions.toml: no [[regions]]"),
+        ("[[regions\n", [], "regions.toml: invalid TOML"),
+        (REGIONS, ["--function", "handle"], "--function handle: needs --binary to find it in"),
+        (REGIONS, ["--cycles-per-instruction", "-1"], "--cycles-per-instruction must be at least 0"),
+    ],
+)
+def test_a_bad_region_map_or_option_is_one_line_and_exit_2(sample, steer_cli, regions, arguments, message):
+    (sample / "regions.toml").write_text(regions)
+    marker = [] if "--function" in arguments else ["--range", "402000-402010"]
+    done = steer_cli(
+        "trace-import", "run.lackey", *marker, *arguments, "--regions", "regions.toml", "-o", "o", cwd=sample
+    )
+    assert done.returncode == 2
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_the_handler_is_named_by_function_or_range_not_both(sample, steer_cli):
+    done = steer_cli("trace-import", "run.lackey", "--regions", "regions.toml", "-o", "o", cwd=sample)
+    assert done.returncode == 2
+    assert "give the packet handler as --function NAME (with --binary) or --range" in done.stderr
+    done = steer_cli("trace-import", "run.lackey", "--range", "402010-402000", "--regions", "r", "-o", "o", cwd=sample)
+    assert done.returncode == 2 and "expected START-END in hexadecimal, START below END" in done.stderr
