@@ -273,3 +273,21 @@ def test_the_handler_is_named_by_function_or_range_not_both(sample, steer_cli):
     assert "give the packet handler as --function NAME (with --binary) or --range" in done.stderr
     done = steer_cli("trace-import", "run.lackey", "--range", "402010-402000", "--regions", "r", "-o", "o", cwd=sample)
     assert done.returncode == 2 and "expected START-END in hexadecimal, START below END" in done.stderr
+
+
+def test_a_binary_nm_cannot_read_is_one_line_and_exit_2(sample, steer_cli):
+    done = steer_cli(
+        "trace-import",
+        "run.lackey",
+        "--binary",
+        "regions.toml",
+        "--function",
+        "f",
+        "--regions",
+        "regions.toml",
+        "-o",
+        "o",
+        cwd=sample,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("steer: error: --binary: nm regions.toml: ") and "[" not in done.stderr

@@ -87,7 +87,8 @@ def symbols(binary: str) -> dict[str, tuple[int, int]]:
     except FileNotFoundError:
         raise ScenarioError("--binary: `nm` not found (install binutils)") from None
     if listed.returncode != 0:
-        raise ScenarioError(f"--binary: nm {binary}: {listed.stderr.strip().splitlines()[-1:] or ['failed']}")
+        reason = (listed.stderr.strip().splitlines() or ["failed"])[-1]
+        raise ScenarioError(f"--binary: nm {binary}: {reason}")
     found = {}
     for line in listed.stdout.splitlines():
         fields = line.split()
