@@ -140,7 +140,7 @@ fn load(spec: &TraceSpec, path: &str) -> ConfigResult<(Vec<Region>, Vec<PacketTr
     Ok((map.regions, traces))
 }
 
-/// Regions must be named, non-empty and disjoint.
+/// Regions must be non-empty, inside 64-bit addresses and disjoint.
 fn check_regions(regions: &[Region]) -> Result<(), String> {
     if regions.is_empty() {
         return Err("no [[regions]]".into());
@@ -215,7 +215,7 @@ fn parse_op(op: &str, rest: &[&str], regions: &[Region]) -> Result<TraceOp, Stri
         .ok_or_else(|| format!("access size `{bytes}` must be 1 to {MAX_ACCESS_BYTES} bytes"))?;
     let region = regions
         .iter()
-        .position(|r| addr >= r.start && addr - r.start + bytes <= r.bytes)
+        .position(|r| addr >= r.start && bytes <= r.bytes && addr - r.start <= r.bytes - bytes)
         .ok_or_else(|| format!("access of {bytes} B at 0x{addr:x} is outside every mapped region"))?;
     Ok(TraceOp::Access { kind, region, offset: addr - regions[region].start, bytes })
 }
@@ -638,7 +638,11 @@ mod tests {
             error_of(&spec),
             format!("workloads.0.traces: {file}:3: access of 4 B at 0xdead0000 is outside every mapped region")
         );
-        // An access running past its region's end is outside too.
+        // An access running past its region's end is outside too, however far.
+        let spec = spec_of("packet 64\nL ffffffffffffffff 8\n", REGIONS, "far");
+        assert!(error_of(&spec).contains(":2: access of 8 B at 0xffffffffffffffff is outside"), "{}", error_of(&spec));
+        let spec = spec_of("packet 64\nL 17f8 8\n", REGIONS, "last");
+        assert!(load(&spec, "w").is_ok(), "the region's last 8 bytes are inside it");
         let spec = spec_of("packet 64\nL 17fc 8\n", REGIONS, "past");
         assert!(error_of(&spec).contains(":2: access of 8 B at 0x17fc is outside"), "{}", error_of(&spec));
     }
