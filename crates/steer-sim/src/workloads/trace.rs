@@ -680,6 +680,12 @@ mod tests {
         let traces = "packet 64\nL 1000 8\n";
         let overlap = format!("{REGIONS}[[regions]]\nname = \"t\"\nkind = \"state\"\nstart = 0x17ff\nbytes = 8\n");
         assert!(error_of(&spec_of(traces, &overlap, "overlap")).ends_with("regions `buf` and `t` overlap"));
+        let region = |start: u64, bytes: u64| {
+            format!("{REGIONS}[[regions]]\nname = \"t\"\nkind = \"state\"\nstart = {start}\nbytes = {bytes}\n")
+        };
+        assert!(load(&spec_of(traces, &region(0x800, 0x800), "before"), "w").is_ok(), "ends where `buf` starts");
+        assert!(load(&spec_of(traces, &region(0x1800, 8), "after"), "w").is_ok(), "starts where `buf` ends");
+        assert!(error_of(&spec_of(traces, &region(0xff8, 16), "across")).ends_with("regions `buf` and `t` overlap"));
         let empty = REGIONS.replace("2048", "0");
         assert!(error_of(&spec_of(traces, &empty, "zero")).contains("region `buf`: bytes must be at least 1"));
         assert!(error_of(&spec_of(traces, "regions = []\n", "noregions")).ends_with(": no [[regions]]"));
