@@ -700,6 +700,15 @@ mod tests {
     }
 
     #[test]
+    fn it_runs_on_its_cpu_and_consumes_its_queue() {
+        let platform = tiny_platform();
+        let shape =
+            SystemShape { platform: &platform, cpus: 4, copy_engines: Vec::new(), devices: vec![("nic0", vec![0; 3])] };
+        let spec = TraceSpec { cpu: 3, queue: 2, ..TraceSpec::default() };
+        assert_eq!((spec.cpus(&shape), spec.queues(&shape)), (vec![3], vec![("nic0".to_string(), 2)]));
+    }
+
+    #[test]
     fn a_stalled_replay_says_which_queue_it_waits_on() {
         assert_eq!(program(RingId(0), HANDLER, TraceChoice::RoundRobin).waiting_for(), "a packet on nic0 queue 0");
     }
