@@ -448,6 +448,7 @@ mod tests {
         let (_, ops, _) = h.with_cx(ns(10.0), ns(10.0), |cx| ask(&mut p, cx, ns(10.0)));
         assert_eq!((ops[1], ops[3]), (Op::LoadDependent(Line(0x4040)), Op::LoadDependent(Line(0x8001))));
         assert_eq!((p.packet_lines, p.state_lines), (4, 2));
+        assert_eq!(p.handled, 2, "each packet moves the round robin on");
     }
 
     #[test]
