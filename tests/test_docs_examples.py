@@ -57,6 +57,9 @@ SKIPPED = {
     " the same decoder on a real dump",
     "steer sweep examples/rx-placement-sweep.toml -o results/rx --executor ray [--address HOST:PORT]": "a synopsis"
     " ([--address] is optional) that needs Ray, an optional extra; tests/test_sweep.py runs the Ray executor",
+    "steer trace-import run.lackey --binary ./your-program --function handle_packet --regions regions.toml -o traces": (
+        "the reader's own program and its run; tests/test_trace_workload.py imports the example's"
+    ),
     "steer calibrate": "measures this host for about 90 s",
     "steer calibrate --quick": "measures this host (45 s on two busy cores); tests/test_calibrate.py runs calibrate"
     " and validate end to end with tiny working sets",

@@ -15,6 +15,7 @@ from steer._core import ScenarioError, SteerError
 from steer.host_cli import add_commands as add_host_commands
 from steer.registry_cli import add_commands as add_registry_commands
 from steer.result import FILL_SOURCES
+from steer.trace_import import add_commands as add_trace_import_commands
 from steer.workflow_cli import add_commands as add_workflow_commands
 
 
@@ -809,6 +810,7 @@ def parser() -> argparse.ArgumentParser:
     add_host_commands(commands)
     add_workflow_commands(commands, with_set)
     add_registry_commands(commands, with_set)
+    add_trace_import_commands(commands)
     return top
 
 

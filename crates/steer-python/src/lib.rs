@@ -215,6 +215,18 @@ fn replay_trace(
     }
 }
 
+/// Every record of a din or binary trace as (kind, address, bytes), kind 0 read, 1 write, 2
+/// instruction fetch (`steer trace-import` cuts them into per-packet traces).
+#[pyfunction]
+fn trace_records(py: Python<'_>, path: &str) -> PyResult<Vec<(u8, u64, u32)>> {
+    let read = py.allow_threads(|| {
+        steer_trace::TraceReader::open(path)?
+            .map(|record| record.map(|r| (r.kind as u8, r.addr, r.size)))
+            .collect::<Result<Vec<_>, _>>()
+    });
+    read.map_err(|error| ScenarioError::new_err(shortened(&error.to_string())))
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SteerError", m.py().get_type::<SteerError>())?;
@@ -233,6 +245,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(platform_presets, m)?)?;
     m.add_function(wrap_pyfunction!(describe_platform, m)?)?;
     m.add_function(wrap_pyfunction!(replay_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_records, m)?)?;
     probe::register(m)?;
     tph::register(m)?;
     offload::register(m)?;

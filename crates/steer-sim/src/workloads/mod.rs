@@ -61,6 +61,7 @@ pub mod rx_loop;
 pub mod stream;
 pub mod submissions;
 pub mod tcp_rx;
+pub mod trace;
 
 #[cfg(test)]
 mod tests {
