@@ -11,7 +11,7 @@ use std::fs;
 use serde::Deserialize;
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, PACKET};
-use crate::devices::ring::{Completion, RingId};
+use crate::devices::ring::{Completion, RingId, RX_QUEUE};
 use crate::devices::SystemShape;
 use crate::engine::ReportView;
 use crate::error::{ensure, ConfigError, ConfigResult};
@@ -223,7 +223,7 @@ fn parse_op(op: &str, rest: &[&str], regions: &[Region]) -> Result<TraceOp, Stri
 impl WorkloadSpec for TraceSpec {
     fn validate(&self, path: &str, system: &SystemShape) -> ConfigResult<()> {
         system.check_cpu(path, self.cpu)?;
-        system.check_queue(path, &self.device, self.queue)?;
+        system.check_queue(path, &self.device, RX_QUEUE, self.queue)?;
         load(self, path).map(|_| ())
     }
 
@@ -703,8 +703,12 @@ mod tests {
     #[test]
     fn it_runs_on_its_cpu_and_consumes_its_queue() {
         let platform = tiny_platform();
-        let shape =
-            SystemShape { platform: &platform, cpus: 4, copy_engines: Vec::new(), devices: vec![("nic0", vec![0; 3])] };
+        let shape = SystemShape {
+            platform: &platform,
+            cpus: 4,
+            copy_engines: Vec::new(),
+            devices: vec![crate::devices::DeviceShape::rx("nic0", vec![0; 3])],
+        };
         let spec = TraceSpec { cpu: 3, queue: 2, ..TraceSpec::default() };
         assert_eq!((spec.cpus(&shape), spec.queues(&shape)), (vec![3], vec![("nic0".to_string(), 2)]));
     }
