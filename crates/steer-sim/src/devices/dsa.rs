@@ -79,6 +79,10 @@ params! {
         fabric_gbs: f64 = 31.4,
         /// Read buffers (reads in flight): 96 ([V] accel-config on SPR).
         read_buffers: u32 = 96,
+        /// Source lines an engine reads at once when it starts a task; each round trip of them
+        /// doubles the reads it keeps in flight until the fabric port, not the reads, limits the
+        /// task (lines): assumed.
+        first_reads: u32 = 4,
         /// Engine time per task before its data moves (ns): calibrated on 0.05 µs per descriptor
         /// in a batch of 32 (LightDSA; fits/dsa-descriptor.toml).
         descriptor_ns: f64 = 48.0,
@@ -137,15 +141,39 @@ impl DsaSpec {
             + self.page_response_ns
     }
 
+    /// How much longer than a full pipeline (one read latency, then the bytes at the fabric
+    /// port's rate) a task of `bytes` takes because its reads ramp up (ns): round trips of
+    /// `latency_ns` each carry `first_reads` lines, then twice as many, and so on, until the
+    /// reads in flight cover the port's rate over the latency (or all the read buffers); the
+    /// bytes left then stream at the port's rate. A task within the first round trip loses
+    /// nothing.
+    pub fn read_ramp_ns(&self, bytes: u64, line_bytes: u64, latency_ns: f64) -> f64 {
+        let lines = bytes.div_ceil(line_bytes) as f64;
+        let streaming = (self.fabric_gbs * latency_ns / line_bytes as f64).min(self.read_buffers as f64);
+        let (mut window, mut sent, mut trips) = (self.first_reads as f64, 0.0, 0.0);
+        while window < streaming && sent + window < lines {
+            sent += window;
+            window *= 2.0;
+            trips += 1.0;
+        }
+        let rest = if window < streaming {
+            latency_ns
+        } else {
+            latency_ns + (bytes as f64 - sent * line_bytes as f64) / self.fabric_gbs
+        };
+        let pipelined = latency_ns + bytes as f64 / self.fabric_gbs;
+        (trips * latency_ns + rest - pipelined).max(0.0)
+    }
+
     /// Engine time before a task that writes `new_pages` untouched destination pages moves its
-    /// data, and the page faults it served: the fixed cost, plus each such page's fault
-    /// (block-on-fault) or the one translation request that finds the first of them missing
-    /// (partial completion: the task ends there).
+    /// data, and the page faults it served: each such page's fault (block-on-fault) or the one
+    /// translation request that finds the first of them missing (partial completion: the task
+    /// ends there). The front end has processed the descriptor before (`descriptor_ns`).
     fn setup_ns(&self, faults: Faults, new_pages: u64) -> (f64, u64) {
         match faults {
-            Faults::BlockOnFault => (self.descriptor_ns + new_pages as f64 * self.page_fault_ns(), new_pages),
-            Faults::Partial if new_pages > 0 => (self.descriptor_ns + self.ats_ns, 0),
-            Faults::None | Faults::Partial => (self.descriptor_ns, 0),
+            Faults::BlockOnFault => (new_pages as f64 * self.page_fault_ns(), new_pages),
+            Faults::Partial if new_pages > 0 => (self.ats_ns, 0),
+            Faults::None | Faults::Partial => (0.0, 0),
         }
     }
 }
@@ -355,6 +383,9 @@ impl DeviceSpec for DsaSpec {
         ensure((1..=4096).contains(&self.read_buffers), &key("read_buffers"), || {
             format!("must be 1 to 4096 (got {})", self.read_buffers)
         })?;
+        ensure((1..=4096).contains(&self.first_reads), &key("first_reads"), || {
+            format!("must be 1 to 4096 lines (got {})", self.first_reads)
+        })?;
         ensure(self.fabric_gbs > 0.0, &key("fabric_gbs"), || {
             format!("must be positive (got {})", Shown(self.fabric_gbs))
         })?;
@@ -428,7 +459,12 @@ impl DeviceSpec for DsaSpec {
                 llc_read_latency,
                 llc_bytes,
                 line_bytes: platform.line_bytes() as u64,
+                array_latency_ns: platform.llc_read_latency_ns(&nodes[node as usize], socket),
                 engines: vec![EngineState::default(); self.engines as usize],
+                front: Front::Idle,
+                submissions: std::collections::BTreeMap::new(),
+                next_submission: 0,
+                undecoded: None,
                 stats: DsaStats::default(),
                 window_start: Time::ZERO,
                 last_completion: Time::ZERO,
@@ -442,7 +478,7 @@ impl DeviceSpec for DsaSpec {
 enum Phase {
     #[default]
     Idle,
-    /// Preparing the current task until this time.
+    /// Serving the current task's page faults until this time.
     Setup(Time),
     /// The current task's bytes are moving.
     Transfer,
@@ -451,17 +487,47 @@ enum Phase {
 #[derive(Debug, Clone, Default)]
 struct EngineState {
     phase: Phase,
-    work: Option<Work>,
+    task: Option<Task>,
     busy_since: Time,
+    /// What the ramp of the current task's reads adds to its completion (`read_ramp_ns`).
+    ramp: Time,
 }
 
-#[derive(Debug, Clone)]
-struct Work {
-    descriptor: Descriptor,
+/// One task of a submission the device took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Task {
+    submission: u64,
     task: u32,
+}
+
+/// A submission the device took from its work queue, until its completion record.
+#[derive(Debug, Clone)]
+struct Submission {
+    descriptor: Descriptor,
+    /// Its tasks not yet finished by an engine.
+    unfinished: u32,
     copied: u64,
     left: u64,
 }
+
+/// The device's front end, shared by its engines (Intel DSA Architecture Specification, section
+/// 3.1): the batch processing unit reads a batch's array of work descriptors from memory, and
+/// every work descriptor, a batch's or one from the work queue, passes the arbiter to whichever
+/// engine is idle. It works on one descriptor at a time while the engines move data.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Front {
+    #[default]
+    Idle,
+    /// Reading the array of a batch until this time.
+    Fetching(Time),
+    /// Processing a work descriptor until this time.
+    Decoding(Time, Task),
+    /// Holding a processed work descriptor until an engine is idle.
+    Ready(Task),
+}
+
+/// Bytes of one descriptor in a batch's array.
+const DESCRIPTOR_BYTES: u64 = 64;
 
 stats! {
     /// A DSA's counters.
@@ -511,7 +577,16 @@ pub struct Dsa {
     /// Capacity of the LLC ways cache-control writes may use.
     llc_bytes: u64,
     line_bytes: u64,
+    /// Latency of the front end's read of a batch's array, which the submitting core wrote:
+    /// the LLC of the device's node (ns).
+    array_latency_ns: f64,
     engines: Vec<EngineState>,
+    front: Front,
+    /// Submissions taken from the work queue and not yet complete, by the order taken.
+    submissions: std::collections::BTreeMap<u64, Submission>,
+    next_submission: u64,
+    /// The next task of the batch in progress that the front end has not processed.
+    undecoded: Option<Task>,
     stats: DsaStats,
     window_start: Time,
     /// When it last completed a submission.
@@ -519,60 +594,62 @@ pub struct Dsa {
 }
 
 impl Dsa {
-    /// Engine time before a task's data moves (`DsaSpec::setup_ns`).
-    fn setup_time(&mut self, descriptor: &Descriptor, task: u32) -> Time {
-        let (ns, faults) = self.spec.setup_ns(descriptor.faults, descriptor.new_pages(task));
+    /// Starts `task` on engine `e` at `now`: its page faults first (`DsaSpec::setup_ns`).
+    fn begin_task(&mut self, e: usize, task: Task, now: Time) {
+        let descriptor = &self.submissions[&task.submission].descriptor;
+        let (ns, faults) = self.spec.setup_ns(descriptor.faults, descriptor.new_pages(task.task));
         self.stats.page_faults += faults;
-        Time::from_ns(ns)
-    }
-
-    /// Starts `work` (or its next task) on engine `e` at `now`.
-    fn begin_task(&mut self, e: usize, work: Work, now: Time) {
-        let setup = self.setup_time(&work.descriptor, work.task);
         let engine = &mut self.engines[e];
-        engine.phase = Phase::Setup(now + setup);
-        engine.work = Some(work);
+        engine.phase = Phase::Setup(now + Time::from_ns(ns));
+        engine.task = Some(task);
+        engine.busy_since = now;
     }
 
-    /// Engine `e`'s task is done at `now`: the next task of its batch, or the completion record.
+    /// Engine `e`'s task is done at `now`; the last of its submission writes the completion
+    /// record.
     fn end_task(&mut self, cx: &mut Cx, e: usize, now: Time) {
-        let mut work = self.engines[e].work.take().expect("a task in progress");
+        let engine = &mut self.engines[e];
+        let task = engine.task.take().expect("a task in progress");
+        engine.phase = Phase::Idle;
+        self.stats.engine_busy_ns += (now - engine.busy_since.max(self.window_start)).as_ns();
         self.stats.descriptors += 1;
-        work.task += 1;
-        if work.task < work.descriptor.tasks {
-            self.begin_task(e, work, now);
+        let submission = self.submissions.get_mut(&task.submission).expect("a submission in progress");
+        submission.unfinished -= 1;
+        if submission.unfinished > 0 {
             return;
         }
+        let submission = self.submissions.remove(&task.submission).expect("found");
         self.stats.submissions += 1;
         self.last_completion = now;
-        let engine = &mut self.engines[e];
-        self.stats.engine_busy_ns += (now - engine.busy_since.max(self.window_start)).as_ns();
-        engine.phase = Phase::Idle;
-        let visible_at = now + Time::from_ns(self.spec.latency_ns);
-        let submitter = &mut cx.shared.get_mut::<CopyPorts>().completions[work.descriptor.submitter];
+        // The ramp of the last task's reads holds no engine: the engine has issued them.
+        let visible_at = now + Time::from_ns(self.spec.latency_ns) + self.engines[e].ramp;
+        let d = &submission.descriptor;
+        let submitter = &mut cx.shared.get_mut::<CopyPorts>().completions[d.submitter];
         submitter.records.push_back(CompletionRecord {
-            tag: work.descriptor.tag,
-            copied: work.copied,
-            left: work.left,
+            tag: d.tag,
+            copied: submission.copied,
+            left: submission.left,
             visible_at,
         });
         let signal = submitter.signal;
         cx.notify(signal, visible_at);
     }
 
-    /// Engine `e` has prepared its task: move its bytes, or (partial completion at an untouched
-    /// page) leave them to software.
+    /// Engine `e` has served its task's faults: move its bytes, or (partial completion at an
+    /// untouched page) leave them to software.
     fn start_transfer(&mut self, cx: &mut Cx, e: usize, now: Time) {
-        let work = self.engines[e].work.as_mut().expect("a task in progress");
-        let d = &work.descriptor;
-        let bytes = d.bytes_of(work.task);
-        if d.faults == Faults::Partial && d.new_pages(work.task) > 0 {
-            work.left += bytes;
+        let task = self.engines[e].task.expect("a task in progress");
+        let submission = self.submissions.get_mut(&task.submission).expect("a submission in progress");
+        let d = &submission.descriptor;
+        let bytes = d.bytes_of(task.task);
+        if d.faults == Faults::Partial && d.new_pages(task.task) > 0 {
+            submission.left += bytes;
             self.stats.partial_bytes += bytes;
+            self.engines[e].ramp = Time::ZERO;
             self.end_task(cx, e, now);
             return;
         }
-        work.copied += bytes;
+        submission.copied += bytes;
         self.stats.bytes += bytes;
         // A device's writes: into the LLC with cache-control, else to memory, a line at a time.
         let lines = bytes.div_ceil(self.line_bytes);
@@ -589,7 +666,7 @@ impl Dsa {
         route.push((self.fabric, 1.0));
         route.push((self.read_buffers, latencies[src as usize]));
         // The tasks before this one moved `task_bytes` each.
-        let before = work.task as u64 * d.task_bytes;
+        let before = task.task as u64 * d.task_bytes;
         let transfer = Transfer {
             bytes,
             route,
@@ -597,11 +674,57 @@ impl Dsa {
             reads: (!d.src_in_llc).then(|| d.src.skip(before)),
             writes: Some(d.dst.skip(before)),
         };
-        self.engines[e].phase = Phase::Transfer;
+        let engine = &mut self.engines[e];
+        engine.ramp = Time::from_ns(self.spec.read_ramp_ns(bytes, self.line_bytes, latencies[src as usize]));
+        engine.phase = Phase::Transfer;
         let flows = cx.shared.get_mut::<Flows>();
         flows.start(now, transfer, self.owner, e as u64);
         let changed = flows.changed.expect("flows exist");
         cx.notify(changed, now);
+    }
+
+    /// Front-end time to read a batch's array of `tasks` descriptors: one read of the lines the
+    /// submitting core wrote, then the array over the fabric port.
+    fn array_fetch_ns(&self, tasks: u32) -> f64 {
+        self.array_latency_ns + (tasks as u64 * DESCRIPTOR_BYTES) as f64 / self.spec.fabric_gbs
+    }
+
+    /// Moves the front end on at `now` if it can: hand a processed descriptor to an idle engine,
+    /// finish reading an array or processing a descriptor, or start on the next descriptor (of
+    /// the batch in progress, else from the work queue). Returns whether it moved.
+    fn advance_front(&mut self, cx: &mut Cx, now: Time) -> bool {
+        match self.front {
+            Front::Ready(task) => {
+                let Some(e) = self.engines.iter().position(|e| matches!(e.phase, Phase::Idle)) else {
+                    return false;
+                };
+                self.begin_task(e, task, now);
+                self.front = Front::Idle;
+            }
+            Front::Decoding(at, task) if at <= now => self.front = Front::Ready(task),
+            Front::Fetching(at) if at <= now => self.front = Front::Idle,
+            Front::Idle => {
+                if let Some(task) = self.undecoded {
+                    let tasks = self.submissions[&task.submission].descriptor.tasks;
+                    self.undecoded = (task.task + 1 < tasks).then_some(Task { task: task.task + 1, ..task });
+                    self.front = Front::Decoding(now + Time::from_ns(self.spec.descriptor_ns), task);
+                    return true;
+                }
+                let queue = &mut cx.shared.get_mut::<CopyPorts>().devices[self.device].queue;
+                let Some(descriptor) = queue.entries.pop_front() else { return false };
+                let space = queue.space;
+                cx.notify(space, now);
+                let (id, tasks) = (self.next_submission, descriptor.tasks);
+                self.next_submission += 1;
+                self.submissions.insert(id, Submission { descriptor, unfinished: tasks, copied: 0, left: 0 });
+                self.undecoded = Some(Task { submission: id, task: 0 });
+                if tasks > 1 {
+                    self.front = Front::Fetching(now + Time::from_ns(self.array_fetch_ns(tasks)));
+                }
+            }
+            Front::Decoding(..) | Front::Fetching(_) => return false,
+        }
+        true
     }
 }
 
@@ -614,41 +737,28 @@ impl Agent for Dsa {
         for tag in cx.shared.get_mut::<Flows>().take_finished(self.owner) {
             self.end_task(cx, tag as usize, now);
         }
-        let (doorbell, space) = {
-            let queue = &cx.shared.get::<CopyPorts>().devices[self.device].queue;
-            (queue.doorbell, queue.space)
-        };
         loop {
             let mut progressed = false;
             for e in 0..self.engines.len() {
-                match self.engines[e].phase {
-                    Phase::Setup(at) if at <= now => {
-                        self.start_transfer(cx, e, now);
-                        progressed = true;
-                    }
-                    Phase::Idle => {
-                        let Some(descriptor) =
-                            cx.shared.get_mut::<CopyPorts>().devices[self.device].queue.entries.pop_front()
-                        else {
-                            continue;
-                        };
-                        cx.notify(space, now);
-                        self.engines[e].busy_since = now;
-                        self.begin_task(e, Work { descriptor, task: 0, copied: 0, left: 0 }, now);
-                        progressed = true;
-                    }
-                    _ => {}
+                if matches!(self.engines[e].phase, Phase::Setup(at) if at <= now) {
+                    self.start_transfer(cx, e, now);
+                    progressed = true;
                 }
             }
+            progressed |= self.advance_front(cx, now);
             if !progressed {
                 break;
             }
         }
+        let doorbell = cx.shared.get::<CopyPorts>().devices[self.device].queue.doorbell;
         cx.wait_on(doorbell);
         cx.wait_on(self.told);
-        let next =
-            self.engines.iter().filter_map(|e| if let Phase::Setup(at) = e.phase { Some(at) } else { None }).min();
-        match next {
+        let front = match self.front {
+            Front::Fetching(at) | Front::Decoding(at, _) => Some(at),
+            Front::Idle | Front::Ready(_) => None,
+        };
+        let engines = self.engines.iter().filter_map(|e| if let Phase::Setup(at) = e.phase { Some(at) } else { None });
+        match engines.chain(front).min() {
             Some(at) => Step::At(at),
             None => Step::Wait,
         }
@@ -779,6 +889,8 @@ mod tests {
         assert_eq!(reject(DsaSpec { wq_size: 129, ..base() }), "devices.0.wq_size");
         assert_eq!(reject(DsaSpec { max_batch: 1025, ..base() }), "devices.0.max_batch");
         assert_eq!(reject(DsaSpec { read_buffers: 0, ..base() }), "devices.0.read_buffers");
+        assert_eq!(reject(DsaSpec { first_reads: 0, ..base() }), "devices.0.first_reads");
+        assert_eq!(reject(DsaSpec { first_reads: 4097, ..base() }), "devices.0.first_reads");
         assert_eq!(reject(DsaSpec { fabric_gbs: 0.0, ..base() }), "devices.0.fabric_gbs");
         assert_eq!(reject(DsaSpec { latency_ns: -1.0, ..base() }), "devices.0.latency_ns");
         assert_eq!(reject(DsaSpec { fault_wakeup_ns: -1.0, ..base() }), "devices.0.fault_wakeup_ns");
@@ -798,15 +910,55 @@ mod tests {
     #[test]
     fn block_on_fault_serves_every_touched_page_before_the_data_moves() {
         let spec = DsaSpec::default();
-        assert_eq!(spec.setup_ns(Faults::None, 2), (48.0, 0));
-        assert_eq!(spec.setup_ns(Faults::BlockOnFault, 0), (48.0, 0));
-        assert_eq!(spec.setup_ns(Faults::BlockOnFault, 2), (48.0 + 2.0 * 14_500.0, 2));
+        assert_eq!(spec.setup_ns(Faults::None, 2), (0.0, 0));
+        assert_eq!(spec.setup_ns(Faults::BlockOnFault, 0), (0.0, 0));
+        assert_eq!(spec.setup_ns(Faults::BlockOnFault, 2), (2.0 * 14_500.0, 2));
     }
 
     #[test]
     fn a_partial_completion_costs_one_translation_that_finds_no_page() {
-        assert_eq!(DsaSpec::default().setup_ns(Faults::Partial, 256), (48.0 + 1000.0, 0));
-        assert_eq!(DsaSpec::default().setup_ns(Faults::Partial, 0), (48.0, 0));
+        assert_eq!(DsaSpec::default().setup_ns(Faults::Partial, 256), (1000.0, 0));
+        assert_eq!(DsaSpec::default().setup_ns(Faults::Partial, 0), (0.0, 0));
+    }
+
+    /// A port of 32 GB/s and reads of 128 ns: the reads stream once 64 lines are in flight.
+    fn ramp_spec() -> DsaSpec {
+        DsaSpec { fabric_gbs: 32.0, first_reads: 4, read_buffers: 96, ..DsaSpec::default() }
+    }
+
+    #[test]
+    fn a_task_within_its_first_reads_loses_nothing_to_the_ramp() {
+        // 64 B and 256 B: one round trip, as a full pipeline takes (128 ns + 2 or 8 ns).
+        assert_eq!(ramp_spec().read_ramp_ns(64, 64, 128.0), 0.0);
+        assert_eq!(ramp_spec().read_ramp_ns(256, 64, 128.0), 0.0);
+    }
+
+    #[test]
+    fn a_task_inside_the_ramp_takes_a_round_trip_per_doubling_of_its_reads() {
+        // 1 KiB, 16 lines: 4, then 8, then the last 4 in a third round trip: 3 x 128 = 384 ns
+        // against 128 + 1024 / 32 = 160 ns.
+        assert_eq!(ramp_spec().read_ramp_ns(1024, 64, 128.0), 224.0);
+        // 257 B, 5 lines: 4, then 1: two round trips against 128 + 257 / 32.
+        assert_eq!(ramp_spec().read_ramp_ns(257, 64, 128.0), 256.0 - (128.0 + 257.0 / 32.0));
+    }
+
+    #[test]
+    fn past_the_ramp_a_task_streams_and_loses_the_same_whatever_its_size() {
+        // 4 + 8 + 16 + 32 = 60 lines in four round trips; 64 in flight then cover 32 GB/s x 128
+        // ns: the other 4 lines stream (128 + 256 / 32 ns). 648 against 128 + 4096 / 32 = 256.
+        assert_eq!(ramp_spec().read_ramp_ns(4096, 64, 128.0), 392.0);
+        assert_eq!(ramp_spec().read_ramp_ns(65536, 64, 128.0), 392.0);
+        // Starting with the lines that stream, there is no ramp.
+        assert_eq!(DsaSpec { first_reads: 64, ..ramp_spec() }.read_ramp_ns(4096, 64, 128.0), 0.0);
+        assert_eq!(DsaSpec { first_reads: 63, ..ramp_spec() }.read_ramp_ns(4096, 64, 128.0), 128.0 - 63.0 * 2.0);
+    }
+
+    #[test]
+    fn the_ramp_ends_where_the_read_buffers_are_all_in_use() {
+        // 16 buffers: 4 + 8 lines in two round trips, then the other 52 stream: 256 + 128 + 3328
+        // / 32 against 256.
+        let spec = DsaSpec { read_buffers: 16, ..ramp_spec() };
+        assert_eq!(spec.read_ramp_ns(4096, 64, 128.0), 256.0 + 128.0 + 104.0 - 256.0);
     }
 
     #[test]
