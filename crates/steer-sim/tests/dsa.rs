@@ -25,22 +25,30 @@ fn error(overrides: &[&str]) -> String {
     }
 }
 
-/// 64 B at the device's 31.4 GB/s port: 2.0382 ns, rounded up to the picosecond by the flow.
-const TRANSFER_64B_NS: f64 = 2.039;
+/// The engine's time for one task before its data moves (the preset's calibrated `descriptor_ns`).
+const DESCRIPTOR_NS: f64 = 47.0;
+/// Descriptor fetch and the completion record reaching the poller (the preset's `latency_ns`).
+const LATENCY_NS: f64 = 551.0;
+
+/// Bandwidth of the device's port onto the fabric (the preset's calibrated `fabric_gbs`).
+const PORT_GBS: f64 = 31.35;
+
+/// 64 B at the port: 2.0415 ns, rounded up to the picosecond by the flow.
+const TRANSFER_64B_NS: f64 = 2.042;
 
 /// What the ramp of its reads adds to a task of 4 KiB or more from DDR (110 ns): 54 lines in
-/// flight cover 31.4 GB/s over 110 ns; 4 + 8 + 16 + 32 lines take four round trips, against the
+/// flight cover 31.35 GB/s over 110 ns; 4 + 8 + 16 + 32 lines take four round trips, against the
 /// 60 lines' time at the port's rate.
-const RAMP_DDR_NS: f64 = 4.0 * 110.0 - 60.0 * 64.0 / 31.4;
-/// The same from the LLC (70 cycles / 2.1 GHz): 16.35 lines cover the port; 4 + 8 + 16 lines
+const RAMP_DDR_NS: f64 = 4.0 * 110.0 - 60.0 * 64.0 / PORT_GBS;
+/// The same from the LLC (70 cycles / 2.1 GHz): 16.3 lines cover the port; 4 + 8 + 16 lines
 /// take three round trips.
-const RAMP_LLC_NS: f64 = 3.0 * 70.0 / 2.1 - 28.0 * 64.0 / 31.4;
+const RAMP_LLC_NS: f64 = 3.0 * 70.0 / 2.1 - 28.0 * 64.0 / PORT_GBS;
 
 #[test]
 fn one_synchronous_64_byte_copy_takes_the_calibrated_0_75_us() {
     let r = copy(&["transfer_bytes=64", "total_bytes=64"]);
-    // ENQCMD 150 + engine 48 + transfer + completion latency 550.
-    let expected = 150.0 + 48.0 + TRANSFER_64B_NS + 550.0;
+    // ENQCMD 150 + the engine's descriptor time + transfer + completion latency.
+    let expected = 150.0 + DESCRIPTOR_NS + TRANSFER_64B_NS + LATENCY_NS;
     assert!((f(&r["copy"]["latency_us"]) * 1e3 - expected).abs() < 0.01, "{}", r["copy"]);
     assert!((f(&r["copy"]["seconds"]) * 1e9 - expected).abs() < 0.01);
     assert_eq!(r["copy"]["operations"], 1);
@@ -58,26 +66,26 @@ fn one_synchronous_64_byte_copy_takes_the_calibrated_0_75_us() {
 fn a_synchronous_copy_waits_for_the_ramp_of_its_reads() {
     // 256 B fit in the first reads: the fixed times and the bytes at the port's rate only.
     let small = copy(&["transfer_bytes=256", "total_bytes=256"]);
-    let expected = 150.0 + 48.0 + 256.0 / 31.4 + 550.0;
+    let expected = 150.0 + DESCRIPTOR_NS + 256.0 / PORT_GBS + LATENCY_NS;
     assert!((f(&small["copy"]["seconds"]) * 1e9 - expected).abs() < 0.01, "{}", small["copy"]);
     // 2 KiB, 32 lines: 4, 8, 16, then the last 4 in a fourth round trip of 110 ns, against 110 ns
     // and the bytes at the port's rate.
     let r = copy(&["transfer_bytes=2048", "total_bytes=2048"]);
-    let ramp = 4.0 * 110.0 - (110.0 + 2048.0 / 31.4);
-    let expected = 150.0 + 48.0 + 2048.0 / 31.4 + 550.0 + ramp;
+    let ramp = 4.0 * 110.0 - (110.0 + 2048.0 / PORT_GBS);
+    let expected = 150.0 + DESCRIPTOR_NS + 2048.0 / PORT_GBS + LATENCY_NS + ramp;
     assert!((f(&r["copy"]["seconds"]) * 1e9 - expected).abs() < 0.01, "{}", r["copy"]);
     // The ramp holds no engine: a batch of two on two engines pays it once, after its last
-    // task. The front end hands the second on 48 ns after the first, and the port carries
+    // task. The front end hands the second on 47 ns after the first, and the port carries
     // both: they end when it has moved 4 KiB from the first one's start.
     let two = copy(&["transfer_bytes=2048", "total_bytes=4096", "batch=2"]);
-    let expected = 150.0 + array_fetch_ns(2.0) + 48.0 + 4096.0 / 31.4 + 550.0 + ramp;
+    let expected = 150.0 + array_fetch_ns(2.0) + DESCRIPTOR_NS + 4096.0 / PORT_GBS + LATENCY_NS + ramp;
     assert!((f(&two["copy"]["seconds"]) * 1e9 - expected).abs() < 0.01, "{}", two["copy"]);
 }
 
 /// The front end's read of a batch's array of `tasks` descriptors: the LLC's 70 cycles at 2.1
-/// GHz, then 64 B a descriptor over the 31.4 GB/s port.
+/// GHz, then 64 B a descriptor over the 31.35 GB/s port.
 fn array_fetch_ns(tasks: f64) -> f64 {
-    70.0 / 2.1 + tasks * 64.0 / 31.4
+    70.0 / 2.1 + tasks * 64.0 / PORT_GBS
 }
 
 #[test]
@@ -85,7 +93,7 @@ fn a_batch_costs_one_submission_its_array_and_the_front_ends_time_for_each_descr
     let r = copy(&["transfer_bytes=64", "total_bytes=2048", "batch=32"]);
     // The front end processes the 32 in turn; the engines move each 64 B meanwhile, the last
     // after the 32nd.
-    let expected = 150.0 + array_fetch_ns(32.0) + 32.0 * 48.0 + TRANSFER_64B_NS + 550.0;
+    let expected = 150.0 + array_fetch_ns(32.0) + 32.0 * DESCRIPTOR_NS + TRANSFER_64B_NS + LATENCY_NS;
     assert!((f(&r["copy"]["seconds"]) * 1e9 - expected).abs() < 0.01, "{}", r["copy"]);
     assert_eq!((r["copy"]["descriptors"].as_u64(), r["copy"]["operations"].as_u64()), (Some(32), Some(1)));
     assert_eq!(r["devices"]["dsa0"]["wq"]["accepted"], 1);
@@ -98,25 +106,25 @@ fn a_batch_costs_one_submission_its_array_and_the_front_ends_time_for_each_descr
 
 #[test]
 fn one_engine_moves_a_task_while_the_front_end_processes_the_next() {
-    // 2 KiB tasks take 65.2 ns at the port: the engine, not the front end's 48 ns, paces a
+    // 2 KiB tasks take 65.3 ns at the port: the engine, not the front end's 47 ns, paces a
     // batch of four; the ramp of the last task's reads (2 KiB from DDR: four round trips of
     // 110 ns against 110 ns and the bytes) comes before its record.
     let r = copy(&["engines=1", "transfer_bytes=2048", "total_bytes=8192", "batch=4"]);
-    let transfer = 2048.0 / 31.4;
+    let transfer = 2048.0 / PORT_GBS;
     let ramp = 4.0 * 110.0 - (110.0 + transfer);
-    let expected = 150.0 + array_fetch_ns(4.0) + 48.0 + 4.0 * transfer + 550.0 + ramp;
+    let expected = 150.0 + array_fetch_ns(4.0) + DESCRIPTOR_NS + 4.0 * transfer + LATENCY_NS + ramp;
     assert!((f(&r["copy"]["seconds"]) * 1e9 - expected).abs() < 0.01, "{}", r["copy"]);
 }
 
 #[test]
 fn a_batchs_tasks_spread_over_the_engines_and_the_front_end_paces_small_ones() {
-    // 1 KiB tasks (32.6 ns at the port) on four engines: one task per 48 ns of the front end,
-    // each moved by whichever engine is idle; the last ends 48 ns x 8 after the array is read.
+    // 1 KiB tasks (32.6 ns at the port) on four engines: one task per 47 ns of the front end,
+    // each moved by whichever engine is idle; the last ends 47 ns x 8 after the array is read.
     let one = copy(&["engines=1", "transfer_bytes=1024", "total_bytes=8192", "batch=8"]);
     let four = copy(&["engines=4", "transfer_bytes=1024", "total_bytes=8192", "batch=8"]);
     // 1 KiB from DDR: 4 + 8 lines in two round trips, the last 4 in a third.
-    let ramp = 3.0 * 110.0 - (110.0 + 1024.0 / 31.4);
-    let expected = 150.0 + array_fetch_ns(8.0) + 8.0 * 48.0 + 1024.0 / 31.4 + 550.0 + ramp;
+    let ramp = 3.0 * 110.0 - (110.0 + 1024.0 / PORT_GBS);
+    let expected = 150.0 + array_fetch_ns(8.0) + 8.0 * DESCRIPTOR_NS + 1024.0 / PORT_GBS + LATENCY_NS + ramp;
     for r in [&one, &four] {
         assert!((f(&r["copy"]["seconds"]) * 1e9 - expected).abs() < 0.01, "{}", r["copy"]);
     }
@@ -124,7 +132,7 @@ fn a_batchs_tasks_spread_over_the_engines_and_the_front_end_paces_small_ones() {
     assert_eq!((tasks(&one), tasks(&four)), (8, 8));
     // Four engines share the work: each busy a quarter as long as the one.
     let busy = |r: &Value| f(&r["devices"]["dsa0"]["engine_busy_ns"]);
-    assert!((busy(&one) - 8.0 * 1024.0 / 31.4).abs() < 0.01, "{}", busy(&one));
+    assert!((busy(&one) - 8.0 * 1024.0 / PORT_GBS).abs() < 0.01, "{}", busy(&one));
     assert!((busy(&four) - busy(&one)).abs() < 0.01);
     assert!(
         (f(&four["devices"]["dsa0"]["busy_fraction"]) * 4.0 - f(&one["devices"]["dsa0"]["busy_fraction"])).abs() < 1e-9
@@ -144,7 +152,7 @@ fn one_engine_reaches_the_device_ceiling_when_memory_is_not_the_limit() {
     // Node 0's DDR to its HBM: the DDR node (58.8 GB/s) is not the limit; the device port is.
     let one = copy(&["engines=1", "queue_depth=4", "total_bytes=268435456"]);
     let four = copy(&["engines=4", "queue_depth=4", "total_bytes=268435456"]);
-    let ceiling_gibps = 31.4 / 1.073741824;
+    let ceiling_gibps = PORT_GBS / 1.073741824;
     for r in [&one, &four] {
         let gibps = f(&r["copy"]["gibps"]);
         assert!(gibps > 0.97 * ceiling_gibps && gibps <= ceiling_gibps, "{gibps}");
@@ -162,18 +170,18 @@ fn a_copy_within_one_ddr_node_shares_its_bandwidth_between_reads_and_writes() {
 #[test]
 fn a_reused_source_that_fits_is_read_from_the_llc_and_leaves_the_memory_the_writes() {
     // One 1 MiB descriptor within node 0. From memory, the node's 58.8 GB/s carries the reads and
-    // the writes (29.4 GB/s of copy); from the LLC, the writes alone, and the device's 31.4 GB/s
+    // the writes (29.4 GB/s of copy); from the LLC, the writes alone, and the device's 31.35 GB/s
     // port is the limit (its read buffers hold 6144 B over 70 cycles / 2.1 GHz: 184 GB/s).
     let one = ["dst_node=0", "transfer_bytes=1048576", "total_bytes=1048576"];
     let seconds = |more: &[&str]| {
         let r = copy(&[&one[..], more].concat());
         (f(&r["copy"]["seconds"]) * 1e9, r["copy"]["source_in_llc"].as_bool().unwrap())
     };
-    let fixed = 150.0 + 48.0 + 550.0;
+    let fixed = 150.0 + DESCRIPTOR_NS + LATENCY_NS;
     let (ns, in_llc) = seconds(&[]);
     assert!(!in_llc && (ns - (fixed + 1048576.0 / 29.4 + RAMP_DDR_NS)).abs() < 0.05, "{ns}");
     let (ns, in_llc) = seconds(&["buffer_bytes=1048576"]);
-    assert!(in_llc && (ns - (fixed + 1048576.0 / 31.4 + RAMP_LLC_NS)).abs() < 0.05, "{ns}");
+    assert!(in_llc && (ns - (fixed + 1048576.0 / PORT_GBS + RAMP_LLC_NS)).abs() < 0.05, "{ns}");
     // The CPU's copy (rep movsb): 16 misses in flight over an LLC hit (33.3 ns) and the
     // destination line's claim at its home agent (33.3 ns), instead of a DDR round trip.
     let cpu = copy(&[&one[..], &["path=\"software\"", "buffer_bytes=1048576"]].concat());
@@ -221,10 +229,10 @@ fn every_byte_is_copied_once_by_the_devices_or_the_cpu() {
 fn block_on_fault_waits_for_every_destination_page() {
     let r = copy(&["faults=\"block_on_fault\"", "total_bytes=1048576"]);
     assert_eq!(r["devices"]["dsa0"]["page_faults"], 256);
-    // ENQCMD, 48 ns + 256 faults of 14.5 us (two translations of 1 us, a page request of 1 us,
+    // ENQCMD, the descriptor's time + 256 faults of 14.5 us (two translations of 1 us, a page request of 1 us,
     // two wake-ups of 5 us, the page's 0.5 us, a page response of 1 us), 1 MiB at the device's
-    // 31.4 GB/s, the record's latency after the ramp of the reads.
-    let expected = 150.0 + 48.0 + 256.0 * 14_500.0 + 1048576.0 / 31.4 + 550.0 + RAMP_DDR_NS;
+    // PORT_GBS GB/s, the record's latency after the ramp of the reads.
+    let expected = 150.0 + DESCRIPTOR_NS + 256.0 * 14_500.0 + 1048576.0 / PORT_GBS + LATENCY_NS + RAMP_DDR_NS;
     assert!((f(&r["copy"]["seconds"]) * 1e9 - expected).abs() < 0.01, "{}", r["copy"]);
 }
 
@@ -302,20 +310,21 @@ fn impossible_copies_are_refused_naming_the_key() {
 #[test]
 fn busy_fraction_is_engine_time_over_the_time_to_the_last_completion() {
     let r = copy(&["engines=1", "transfer_bytes=64", "total_bytes=64"]);
-    // The engine takes the descriptor after the 150 ns ENQCMD and the front end's 48 ns, and
-    // holds it 2.039 ns.
-    let expected = TRANSFER_64B_NS / (150.0 + 48.0 + TRANSFER_64B_NS);
+    // The engine takes the descriptor after the 150 ns ENQCMD and the front end's 47 ns, and
+    // holds it 2.042 ns.
+    let expected = TRANSFER_64B_NS / (150.0 + DESCRIPTOR_NS + TRANSFER_64B_NS);
     assert!((f(&r["devices"]["dsa0"]["busy_fraction"]) - expected).abs() < 1e-4, "{}", r["devices"]["dsa0"]);
     assert_eq!(f(&r["devices"]["dsa1"]["busy_fraction"]), 0.0);
     // A run cut short while an engine works: one of two engines busy but for 0.75 us per 34.1 us.
     let cut = copy(&["engines=2", "sim.measure_us=1000"]);
     let busy = f(&cut["devices"]["dsa0"]["busy_fraction"]);
-    let expected = 0.5 * (1048576.0 / 31.4) / (150.0 + 48.0 + 1048576.0 / 31.4 + 550.0 + RAMP_DDR_NS);
+    let expected =
+        0.5 * (1048576.0 / PORT_GBS) / (150.0 + DESCRIPTOR_NS + 1048576.0 / PORT_GBS + LATENCY_NS + RAMP_DDR_NS);
     assert!((busy - expected).abs() < 0.005, "{busy} vs {expected}");
-    // Cut 10 us into the first 1 MiB transfer, before any completion: busy since 198 ns.
+    // Cut 10 us into the first 1 MiB transfer, before any completion: busy since 197 ns.
     let first = copy(&["engines=1", "transfer_bytes=1048576", "total_bytes=1048576", "sim.measure_us=10"]);
     let busy = f(&first["devices"]["dsa0"]["busy_fraction"]);
-    assert!((busy - (10_000.0 - 198.0) / 10_000.0).abs() < 1e-6, "{busy}");
+    assert!((busy - (10_000.0 - 150.0 - DESCRIPTOR_NS) / 10_000.0).abs() < 1e-6, "{busy}");
     // After a 5 us warm-up the same transfer fills the 5 us window: busy throughout it.
     let warm =
         copy(&["engines=1", "transfer_bytes=1048576", "total_bytes=1048576", "sim.warmup_us=5", "sim.measure_us=5"]);
@@ -424,10 +433,10 @@ fn the_copy_policy_is_documented_as_a_name_or_a_list_of_nodes() {
 fn a_partial_completion_is_finished_by_the_cpu_after_faulting_the_pages_in() {
     let r = copy(&["faults=\"partial\"", "total_bytes=1048576"]);
     // The device gives up at the first page, after one translation request (1 us): its record
-    // is seen at 150 + 48 + 1000 + 550 ns; then 256 pages at 500 ns and 1 MiB on the CPU by rep
+    // is seen after the ENQCMD, the descriptor's time, 1000 ns and the record's latency; then 256 pages at 500 ns and 1 MiB on the CPU by rep
     // movsb, 16 x 64 B per 110 ns DDR read and 33.3 ns claim of the HBM line.
     let cpu_gbs = 16.0 * 64.0 / (110.0 + 70.0 / 2.1);
-    let expected = 1748.0 + 256.0 * 500.0 + 1048576.0 / cpu_gbs;
+    let expected = 150.0 + DESCRIPTOR_NS + 1000.0 + LATENCY_NS + 256.0 * 500.0 + 1048576.0 / cpu_gbs;
     assert!((f(&r["copy"]["seconds"]) * 1e9 - expected).abs() < 0.01, "{}", r["copy"]);
     assert_eq!(r["copy"]["software_bytes"], 1048576);
     assert!((f(&r["copy"]["cpu_copy_us"]) * 1e3 - 1048576.0 / cpu_gbs).abs() < 0.01);
@@ -462,7 +471,7 @@ fn a_copy_thread_cannot_share_its_cpu_with_another_workload() {
 #[test]
 fn a_dsa_reading_another_socket_is_held_by_its_read_buffers() {
     // The DSA of node 0 reads node 15 (HBM of socket 1, 130 + 70 ns): 96 x 64 B / 200 ns =
-    // 30.72 GB/s, below its 31.4 GB/s port.
+    // 30.72 GB/s, below its 31.35 GB/s port.
     let r = copy(&["copy_policy=[0]", "src_node=15", "dst_node=8", "queue_depth=4", "total_bytes=268435456"]);
     let gbs = f(&r["copy"]["gibps"]) * 1.073741824;
     assert!(gbs <= 30.72 && gbs > 0.99 * 30.72, "{gbs}");

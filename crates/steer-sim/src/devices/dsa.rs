@@ -76,7 +76,7 @@ params! {
         max_batch: u32 = 1024,
         /// Bandwidth of the device's port onto the fabric (GB/s): calibrated on the 29.2 GiB/s
         /// large-copy ceiling (LightDSA; fits/dsa-port.toml).
-        fabric_gbs: f64 = 31.4,
+        fabric_gbs: f64 = 31.35,
         /// Read buffers (reads in flight): 96 ([V] accel-config on SPR).
         read_buffers: u32 = 96,
         /// Source lines an engine reads at once when it starts a task; each round trip of them
@@ -85,11 +85,11 @@ params! {
         first_reads: u32 = 4,
         /// Engine time per task before its data moves (ns): calibrated on 0.05 µs per descriptor
         /// in a batch of 32 (LightDSA; fits/dsa-descriptor.toml).
-        descriptor_ns: f64 = 48.0,
+        descriptor_ns: f64 = 47.0,
         /// Latency of one submission that holds no engine: descriptor fetch and the completion
         /// record reaching the poller (ns): calibrated on 0.75 µs for one synchronous 64 B copy
         /// (LightDSA; fits/dsa-descriptor.toml).
-        latency_ns: f64 = 550.0,
+        latency_ns: f64 = 551.0,
         /// Core time of one ENQCMD (non-posted: it waits for accept or retry) (ns): assumed.
         enqcmd_ns: f64 = 150.0,
         /// Core time of one MOVDIR64B (posted) (ns): assumed.
