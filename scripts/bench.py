@@ -10,13 +10,18 @@
     includes reading the trace file and building its caches; pycachesim's excludes building its
     input list and its caches. Each time is the best of ``--repeat`` replays (as ``timeit``
     advises: the others only add the host's noise), each from empty caches.
+    Last, the same addresses as loads on the default platform as shipped (turin-9655, with its
+    L1D and L2 stream prefetchers), by ``steer trace`` as a process of its own (interpreter
+    start-up included, as a user runs it) and by ``steer.trace`` in process, against
+    pycachesim's bulk ``load()``.
 (b) Scenarios: every built-in scenario as built in, each run in a process of its own; prints the
     simulated line operations (cache-hierarchy accesses by cores and devices) per host second, the
-    ratio of host time to simulated time, and the process's peak resident memory.
+    ratio of host time to simulated time, and the process's peak resident memory (and which
+    scenario's is the largest).
 
 The first line names the machine (CPU model, CPUs, whether it has AVX-512).
 
-    python scripts/bench.py [--accesses N] [--pattern mixed|streaming] [--repeat N] [--skip-scenario]
+    python scripts/bench.py [--accesses N] [--pattern mixed|streaming|reads] [--repeat N] [--skip-scenario]
 """
 
 from __future__ import annotations
@@ -71,9 +76,29 @@ def generate_streaming(count: int, seed: int = 1) -> list[tuple[bool, int]]:
     return [(rng.random() < 0.3, 0x1000_0000 + i * 8 % (64 << 20)) for i in range(count)]
 
 
+def generate_reads(count: int, seed: int = 1) -> list[tuple[bool, int]]:
+    """(is_write, address) pairs, every one a read: 60% a sequential 8-byte stream through 64 MiB,
+    30% random in 8 MiB, 10% in a hot 256 KiB."""
+    rng = random.Random(seed)
+    stream = 0
+    accesses = []
+    for _ in range(count):
+        pick = rng.random()
+        if pick < 0.6:
+            stream = (stream + 8) % (64 << 20)
+            addr = 0x1000_0000 + stream
+        elif pick < 0.9:
+            addr = 0x4000_0000 + (rng.randrange(8 << 20) & ~7)
+        else:
+            addr = 0x8000_0000 + (rng.randrange(256 << 10) & ~7)
+        accesses.append((False, addr))
+    return accesses
+
+
 PATTERNS = {
     "mixed": (generate, "50% hot 256 KiB, 30% streaming, 20% random over 1 GiB; 30% writes"),
     "streaming": (generate_streaming, "8-byte sweep through 64 MiB; 30% writes"),
+    "reads": (generate_reads, "60% streaming through 64 MiB, 30% random in 8 MiB, 10% hot 256 KiB; reads only"),
 }
 
 
@@ -154,6 +179,43 @@ def compare(accesses: list[tuple[bool, int]], steer_files: list[str], pycachesim
         print(f"\ncounts agree with pycachesim at every level and in memory: {'yes' if agree else 'NO'}")
 
 
+def whole_process(path: Path) -> float:
+    """Seconds of ``steer trace PATH`` run as its own process on the default platform (its
+    prefetchers and level relations as shipped), interpreter start-up and reading the file included."""
+    command = [sys.executable, "-m", "steer", "trace", str(path), "--json"]
+    _, seconds = timed(subprocess.run, command, check=True, capture_output=True)
+    return seconds
+
+
+def compare_default_platform(accesses: list[tuple[bool, int]], repeat: int) -> None:
+    """Replays the accesses on the default platform as shipped, whole process and in process, from
+    din text and from the binary format, against pycachesim's bulk ``load()`` of the same addresses
+    (which models no prefetcher: the counts differ, only the speeds compare)."""
+    loads = [(False, addr) for _, addr in accesses]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="steer-bench-") as directory:
+        din, binary = write_traces(Path(directory), loads)
+        for name, path in (("din text", din), ("binary", binary)):
+            rows.append([f"steer trace, {name}, whole process", min(whole_process(path) for _ in range(repeat))])
+            in_process = partial(timed, steer.trace, str(path))
+            rows.append([f"steer.trace, {name}, in process", best_of(repeat, in_process)[1]])
+    try:
+        rows.append(["pycachesim bulk load() (in memory)", best_of(repeat, partial(pycachesim_replay, loads))[1]])
+    except ImportError:
+        print("pycachesim is not installed: `pip install pycachesim` to compare", file=sys.stderr)
+    reference = rows[-1][1] if rows[-1][0].startswith("pycachesim") else None
+    printed = [
+        [
+            name,
+            f"{seconds:.3f}",
+            f"{len(loads) / seconds / 1e6:.2f} M",
+            f"{reference / seconds:.2f}x" if reference else "-",
+        ]
+        for name, seconds in rows
+    ]
+    print(table(["replay", "seconds", "accesses/s", "speed vs pycachesim"], printed))
+
+
 def bench_trace(count: int, pattern: str, repeat: int) -> None:
     generator, description = PATTERNS[pattern]
     accesses, generate_s = timed(generator, count)
@@ -161,9 +223,13 @@ def bench_trace(count: int, pattern: str, repeat: int) -> None:
         f"\n(a) trace replay: {count:,} accesses ({pattern}: {description}), turin-9655 geometry, "
         f"non-inclusive LRU (trace generated in {generate_s:.1f} s); best of {repeat}\n"
     )
-    compare(accesses, ["text", "binary"], "loadstore", repeat)
+    bulk = "loadstore" if any(write for write, _ in accesses) else "bulk load()"
+    compare(accesses, ["text", "binary"], bulk, repeat)
     print("\nthe same addresses, every access a load:\n")
     compare([(False, addr) for _, addr in accesses], ["binary"], "bulk load()", repeat)
+    print("\nthe same addresses as loads on the default platform (turin-9655 as shipped: L1D and L2 stream")
+    print("prefetchers; pycachesim has none, so only the speeds compare):\n")
+    compare_default_platform(accesses, repeat)
 
 
 # One scenario's run in a process of its own: its `sim` figures and the process's peak resident set.
@@ -211,6 +277,8 @@ def bench_scenarios(repeat: int) -> None:
         "peak MiB",
     ]
     print(table(header, rows))
+    largest = max(rows, key=lambda row: float(row[6]))
+    print(f"\nlargest peak resident memory: {largest[0]}, {largest[6]} MiB")
 
 
 def machine() -> str:

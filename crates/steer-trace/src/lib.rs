@@ -479,19 +479,27 @@ type DinParsed = Result<DinCounts, (usize, String)>;
 fn parse_din_text(text: &[u8], mut each: impl FnMut(TraceRecord)) -> DinParsed {
     let mut counts = DinCounts::default();
     let mut offset = 0;
-    for line in text.split_inclusive(|&byte| byte == b'\n') {
+    while offset < text.len() {
+        let rest = &text[offset..];
         // Most lines are plain; the general parser takes the rest and explains errors.
-        match parse_plain_din_line(line.strip_suffix(b"\n").unwrap_or(line)) {
-            Some(record) => each(record),
-            None => match parse_din_line(line) {
-                Ok(DinLine::Access(record)) => each(record),
-                Ok(DinLine::Skipped) => counts.skipped += 1,
-                Ok(DinLine::Empty) => {}
-                Err(message) => return Err((offset, message)),
-            },
-        }
+        let length = match parse_plain_din_prefix(rest) {
+            Some((record, length)) => {
+                each(record);
+                length
+            }
+            None => {
+                let line = &rest[..rest.iter().position(|&byte| byte == b'\n').map_or(rest.len(), |at| at + 1)];
+                match parse_din_line(line) {
+                    Ok(DinLine::Access(record)) => each(record),
+                    Ok(DinLine::Skipped) => counts.skipped += 1,
+                    Ok(DinLine::Empty) => {}
+                    Err(message) => return Err((offset, message)),
+                }
+                line.len()
+            }
+        };
         counts.lines += 1;
-        offset += line.len();
+        offset += length;
     }
     Ok(counts)
 }
@@ -520,36 +528,85 @@ fn split_lines(text: &[u8], parts: usize) -> Vec<(usize, &[u8])> {
 /// space or tab, a hexadecimal address of at most 16 digits, optionally one space or tab and a
 /// decimal size of at most 10 digits, optionally `\r`. Its record is the one `parse_din_line`
 /// returns; any other line (comments, blank lines, other labels, errors) is `None`, left to it.
+#[cfg(test)]
 fn parse_plain_din_line(line: &[u8]) -> Option<TraceRecord> {
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let [label, b' ' | b'\t', fields @ ..] = line else { return None };
-    let kind = match label {
+    parse_plain_din_prefix(line).filter(|&(_, length)| length == line.len()).map(|(record, _)| record)
+}
+
+/// The value of each byte as a hexadecimal digit, `NOT_HEX` for the others.
+const HEX_DIGITS: [u8; 256] = {
+    let mut table = [NOT_HEX; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        table[byte] = match byte as u8 {
+            digit @ b'0'..=b'9' => digit - b'0',
+            letter @ b'a'..=b'f' => letter - b'a' + 10,
+            letter @ b'A'..=b'F' => letter - b'A' + 10,
+            _ => NOT_HEX,
+        };
+        byte += 1;
+    }
+    table
+};
+const NOT_HEX: u8 = 0xFF;
+
+/// The plain din line (see `parse_plain_din_line`) that `text` starts with, and its length with
+/// its `\n` (the whole of `text` if it has none), read in one pass: this runs once per line of a
+/// din trace, and splitting the text into lines first, then each line into fields, read every
+/// byte three times.
+#[inline(always)]
+fn parse_plain_din_prefix(text: &[u8]) -> Option<(TraceRecord, usize)> {
+    let kind = match text.first()? {
         b'0' => AccessKind::Read,
         b'1' => AccessKind::Write,
         b'2' => AccessKind::InstructionFetch,
         _ => return None,
     };
-    let (addr_text, size_text) = match fields.iter().position(|&b| b == b' ' || b == b'\t') {
-        Some(gap) => (&fields[..gap], Some(&fields[gap + 1..])),
-        None => (fields, None),
-    };
-    let digits = addr_text.strip_prefix(b"0x").or_else(|| addr_text.strip_prefix(b"0X")).unwrap_or(addr_text);
-    if !(1..=16).contains(&digits.len()) {
+    let [b' ' | b'\t', ..] = text.get(1..)? else { return None };
+    let mut at = 2;
+    if text.get(at) == Some(&b'0') && matches!(text.get(at + 1), Some(b'x' | b'X')) {
+        at += 2;
+    }
+    let digits_from = at;
+    let mut addr = 0u64;
+    while let Some(&digit) = text.get(at) {
+        let nibble = HEX_DIGITS[digit as usize];
+        if nibble == NOT_HEX {
+            break;
+        }
+        addr = addr << 4 | nibble as u64;
+        at += 1;
+    }
+    if !(1..=16).contains(&(at - digits_from)) {
         return None;
     }
-    let addr = digits.iter().try_fold(0u64, |value, &digit| Some(value << 4 | (digit as char).to_digit(16)? as u64))?;
-    let size = match size_text {
-        None => 1,
-        Some(text) if (1..=10).contains(&text.len()) => {
-            let size = text
-                .iter()
-                .try_fold(0u64, |value, &digit| digit.is_ascii_digit().then(|| value * 10 + (digit - b'0') as u64))?;
-            u32::try_from(size).ok().filter(|&size| size > 0 && size <= MAX_RECORD_BYTES)?
+    let mut size = 1;
+    if let Some(b' ' | b'\t') = text.get(at) {
+        at += 1;
+        let digits_from = at;
+        let mut value = 0u64;
+        while let Some(&digit) = text.get(at).filter(|digit| digit.is_ascii_digit()) {
+            value = value * 10 + (digit - b'0') as u64;
+            at += 1;
+            if at - digits_from > 10 {
+                return None;
+            }
         }
+        if at == digits_from {
+            return None;
+        }
+        size = u32::try_from(value).ok().filter(|&size| size > 0 && size <= MAX_RECORD_BYTES)?;
+    }
+    if text.get(at) == Some(&b'\r') {
+        at += 1;
+    }
+    match text.get(at) {
+        None => {}
+        Some(b'\n') => at += 1,
         Some(_) => return None,
-    };
+    }
     addr.checked_add(size as u64 - 1)?;
-    Some(TraceRecord { kind, addr, size })
+    Some((TraceRecord { kind, addr, size }, at))
 }
 
 /// Hexadecimal with or without `0x`; digits only (`from_str_radix` would also take a sign).
@@ -1142,8 +1199,15 @@ mod tests {
     /// The fast parser takes every plain line, as the general one reads it, and leaves the rest.
     #[test]
     fn plain_din_lines_take_the_fast_path() {
-        let plain: &[&[u8]] =
-            &[b"0 1f", b"1\t0x20 8", b"2 0XFF\t4\r", b"0 ffffffffffffffc0 64", b"1 0 65536", b"0 DEADbeef 0000000001"];
+        let plain: &[&[u8]] = &[
+            b"0 1f",
+            b"1\t0x20 8",
+            b"2 0XFF\t4\r",
+            b"0 ffffffffffffffc0 64",
+            b"1 0 65536",
+            b"0 DEADbeef 0000000001",
+            b"0 1f\r",
+        ];
         for &line in plain {
             let Ok(DinLine::Access(general)) = parse_din_line(line) else { panic!("{line:?} is not an access") };
             assert_eq!(parse_plain_din_line(line), Some(general), "{line:?}");
@@ -1163,6 +1227,10 @@ mod tests {
             b"0 1f 10000000000",
             b"0 1f 18446744073709551624",
             b"0 ffffffffffffffff 2",
+            b"0 1f ",
+            b"0 1g 8",
+            b"0 1f\r 8",
+            b"0 1f\r\r",
         ];
         for &line in others {
             assert_eq!(parse_plain_din_line(line), None, "{line:?}");

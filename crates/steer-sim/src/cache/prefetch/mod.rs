@@ -5,8 +5,6 @@
 
 use std::ops::Range;
 
-use rustc_hash::FxHashMap;
-
 use crate::error::{ensure, ConfigResult};
 use crate::params::{params, Name, Registry};
 use crate::units::Line;
@@ -67,22 +65,53 @@ const REGIONS: usize = 64;
 
 /// A prefetcher's state per region, for a few regions at once; the table restarts when full (a
 /// small hardware table forgets too).
+///
+/// It restarts every `REGIONS` new regions where accesses scatter, so restarting costs nothing
+/// per region: the states are kept in the order their regions came, found through an
+/// open-addressed array of `SLOTS` slots (half of them used at most, so a lookup mostly reads one)
+/// whose slots of an earlier `generation` count as empty.
 struct RegionTable<T> {
-    entries: FxHashMap<u64, T>,
+    slots: Box<[RegionSlot; SLOTS]>,
+    generation: u64,
+    states: Vec<T>,
+}
+
+/// Slots of a `RegionTable`: twice the regions it holds.
+const SLOTS: usize = 2 * REGIONS;
+
+#[derive(Clone, Copy, Default)]
+struct RegionSlot {
+    region: u64,
+    /// The table's generation when the slot was filled: an older one is an empty slot.
+    generation: u64,
+    /// Where the region's state is in `RegionTable::states`.
+    state: usize,
 }
 
 impl<T> RegionTable<T> {
     fn new() -> RegionTable<T> {
-        RegionTable { entries: FxHashMap::default() }
+        RegionTable { slots: Box::new([RegionSlot::default(); SLOTS]), generation: 1, states: Vec::new() }
     }
 
     /// The state of `line`'s region, started by `start` if the region is new.
     fn entry(&mut self, line: Line, start: impl FnOnce() -> T) -> &mut T {
         let region = line.0 / REGION_LINES;
-        if self.entries.len() >= REGIONS && !self.entries.contains_key(&region) {
-            self.entries.clear();
+        let home = (region.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SLOTS.trailing_zeros())) as usize;
+        let mut at = home;
+        while self.slots[at].generation == self.generation {
+            if self.slots[at].region == region {
+                return &mut self.states[self.slots[at].state];
+            }
+            at = (at + 1) % SLOTS;
         }
-        self.entries.entry(region).or_insert_with(start)
+        if self.states.len() >= REGIONS {
+            self.generation += 1;
+            self.states.clear();
+            at = home;
+        }
+        self.slots[at] = RegionSlot { region, generation: self.generation, state: self.states.len() };
+        self.states.push(start());
+        self.states.last_mut().expect("just pushed")
     }
 }
 
@@ -225,6 +254,26 @@ mod tests {
         assert!(pair("none").any() && !PrefetcherSpec::default().any());
     }
 
+    /// Random regions, near and far: the table finds what a map of the regions held since the
+    /// last restart holds, and restarts when a new region finds it full.
+    #[test]
+    fn region_table_holds_what_a_map_restarted_when_full_holds() {
+        let mut table = RegionTable::new();
+        let mut plain = rustc_hash::FxHashMap::default();
+        let mut rng = crate::units::Rng::new(3);
+        for step in 0..50_000u64 {
+            let region = if rng.next_u64().is_multiple_of(2) { rng.next_u64() % 90 } else { rng.next_u64() >> 8 };
+            let line = Line(region * REGION_LINES + rng.next_u64() % REGION_LINES);
+            if plain.len() >= REGIONS && !plain.contains_key(&region) {
+                plain.clear();
+            }
+            let expected = *plain.entry(region).or_insert(step);
+            let state = table.entry(line, || step);
+            assert_eq!(*state, expected, "step {step}");
+            assert_eq!(table.states.len(), plain.len());
+        }
+    }
+
     #[test]
     fn stream_needs_two_consecutive_lines_to_start() {
         assert!(run(stream(2, 4).as_mut(), &[0, 3, 6, 9]).is_empty());
@@ -233,5 +282,9 @@ mod tests {
         let mut many: Vec<u64> = (0..65).map(|r| r * 64).collect();
         many.push(1);
         assert!(run(stream(2, 4).as_mut(), &many).is_empty());
+        // 64 regions it holds: 0's start is kept, and 1 goes on from it.
+        let mut kept: Vec<u64> = (0..64).map(|r| r * 64).collect();
+        kept.push(1);
+        assert_eq!(run(stream(2, 4).as_mut(), &kept), vec![2, 3]);
     }
 }
