@@ -38,10 +38,18 @@ impl Hierarchy {
     /// Drops `core` from the line's holders once neither of its private caches has the line
     /// (without a directory there is nothing to update, so the caches are not even asked).
     pub(super) fn dir_forget_if_gone(&mut self, core: u32, line: Line) {
-        let (l1, l2) = (&self.l1[core as usize], &self.l2[core as usize]);
-        if self.directory.is_some() && !l1.contains(line) && !l2.contains(line) {
+        if self.directory.is_some() && !self.in_private_caches(core, line) {
             self.dir_remove(line, core);
         }
+    }
+
+    /// Whether `core`'s L1D or L2 holds `line`. An inclusive L2 holds every line of the L1D
+    /// (`check_invariants`), so then the L2 alone is searched: half the set searches of the
+    /// probes and prefetches that ask.
+    #[inline]
+    pub(super) fn in_private_caches(&self, core: u32, line: Line) -> bool {
+        self.l2[core as usize].contains(line)
+            || (self.l2_relation != Relation::Inclusive && self.l1[core as usize].contains(line))
     }
 
     pub(super) fn holders(&self, line: Line) -> Holders {
@@ -90,8 +98,7 @@ impl Hierarchy {
     pub(super) fn probe_holders(&self, line: Line, skip_core: Option<u32>, skip_ccx: Option<u32>) -> Holders {
         let mut holders = Holders::default();
         for &core in &self.filled_cores {
-            let (l1, l2) = (&self.l1[core as usize], &self.l2[core as usize]);
-            if Some(core) != skip_core && (l1.contains(line) || l2.contains(line)) {
+            if Some(core) != skip_core && self.in_private_caches(core, line) {
                 holders.add(core);
             }
         }

@@ -84,10 +84,15 @@ impl Hierarchy {
         let core = self.core_of_cpu[cpu as usize];
         let by = Requester::Cpu(cpu);
         self.stats.line_ops += 1;
-        let in_l1 = self.l1[core as usize].contains(line);
-        let in_l2 = self.l2[core as usize].contains(line);
+        // The L2 is searched only for an L2 prefetch: an L1D prefetch of a line in the L2 goes on
+        // to take it from there.
+        let present = match level {
+            Level::L1 => self.l1[core as usize].contains(line),
+            Level::L2 => self.in_private_caches(core, line),
+            Level::L3 => false,
+        };
         let (latency, source) = match level {
-            Level::L1 | Level::L2 if in_l1 || (level == Level::L2 && in_l2) => return None,
+            Level::L1 | Level::L2 if present => return None,
             // The L1D's prefetch asks the L2 as its demand miss would: it waits for a line the
             // L2's prefetcher is still fetching, and trains that prefetcher.
             Level::L1 => {
