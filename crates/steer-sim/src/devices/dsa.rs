@@ -87,9 +87,9 @@ params! {
         /// in a batch of 32 (LightDSA; fits/dsa-descriptor.toml).
         descriptor_ns: f64 = 47.0,
         /// Latency of one submission that holds no engine: descriptor fetch and the completion
-        /// record reaching the poller (ns): calibrated on 0.75 µs for one synchronous 64 B copy
-        /// (LightDSA; fits/dsa-descriptor.toml).
-        latency_ns: f64 = 551.0,
+        /// record's write into the LLC, before the poller reads it from there (ns): calibrated on
+        /// 0.75 µs for one synchronous 64 B copy (LightDSA; fits/dsa-descriptor.toml).
+        latency_ns: f64 = 518.0,
         /// Core time of one ENQCMD (non-posted: it waits for accept or retry) (ns): assumed.
         enqcmd_ns: f64 = 150.0,
         /// Core time of one MOVDIR64B (posted) (ns): assumed.

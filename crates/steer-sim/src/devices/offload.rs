@@ -112,7 +112,10 @@ impl Offload {
             next_tag: 0,
             finished,
         }));
-        b.add_agent(Box::new(Poller { offload: offload.clone(), told }), Some(Time::ZERO));
+        let memory = b.platform.memory_nodes();
+        let home = &memory[source.node as usize];
+        let record_read = Time::from_ns(b.platform.llc_read_latency_ns(home, home.socket));
+        b.add_agent(Box::new(Poller { offload: offload.clone(), told, record_read }), Some(Time::ZERO));
         offload
     }
 
@@ -216,10 +219,13 @@ impl Drop for Reservation {
     }
 }
 
-/// Reaps completion records and finishes their jobs.
+/// Reaps completion records and finishes their jobs: it sees a record once it has read it from
+/// the LLC, where the device's write of it allocated (as `dsa_copy`'s threads do).
 struct Poller {
     offload: Rc<RefCell<Offload>>,
     told: Signal,
+    /// Its read of a record from the LLC of the source's socket.
+    record_read: Time,
 }
 
 impl Agent for Poller {
@@ -231,12 +237,12 @@ impl Agent for Poller {
         let mut offload = self.offload.borrow_mut();
         let records = &mut cx.shared.get_mut::<CopyPorts>().completions[offload.records];
         let mut finished = false;
-        while let Some(record) = records.take_visible(now) {
+        while let Some(record) = records.take_visible(now.saturating_sub(self.record_read)) {
             let job = offload.in_flight.remove(&record.tag).expect("a record of a job in flight");
             job.finish(true);
             finished = true;
         }
-        let next = records.records.iter().map(|r| r.visible_at).min();
+        let next = records.records.iter().map(|r| r.visible_at + self.record_read).min();
         if finished {
             cx.notify(offload.finished, now);
         }
