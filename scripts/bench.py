@@ -164,19 +164,24 @@ def compare(accesses: list[tuple[bool, int]], steer_files: list[str], pycachesim
     except ImportError:
         agree = None
         print("pycachesim is not installed: `pip install pycachesim` to compare", file=sys.stderr)
-    reference = rows[-1][1] if agree is not None else None
+    print_speeds(rows, len(accesses), rows[-1][1] if agree is not None else None)
+    if agree is not None:
+        print(f"\ncounts agree with pycachesim at every level and in memory: {'yes' if agree else 'NO'}")
+
+
+def print_speeds(rows: list[list], accesses: int, reference: float | None) -> None:
+    """A table of replays (name, seconds): their rate, and their speed against ``reference``
+    seconds (pycachesim's) where there is one."""
     printed = [
         [
             name,
             f"{seconds:.3f}",
-            f"{len(accesses) / seconds / 1e6:.2f} M",
+            f"{accesses / seconds / 1e6:.2f} M",
             f"{reference / seconds:.2f}x" if reference else "-",
         ]
         for name, seconds in rows
     ]
     print(table(["replay", "seconds", "accesses/s", "speed vs pycachesim"], printed))
-    if agree is not None:
-        print(f"\ncounts agree with pycachesim at every level and in memory: {'yes' if agree else 'NO'}")
 
 
 def whole_process(path: Path) -> float:
@@ -203,17 +208,7 @@ def compare_default_platform(accesses: list[tuple[bool, int]], repeat: int) -> N
         rows.append(["pycachesim bulk load() (in memory)", best_of(repeat, partial(pycachesim_replay, loads))[1]])
     except ImportError:
         print("pycachesim is not installed: `pip install pycachesim` to compare", file=sys.stderr)
-    reference = rows[-1][1] if rows[-1][0].startswith("pycachesim") else None
-    printed = [
-        [
-            name,
-            f"{seconds:.3f}",
-            f"{len(loads) / seconds / 1e6:.2f} M",
-            f"{reference / seconds:.2f}x" if reference else "-",
-        ]
-        for name, seconds in rows
-    ]
-    print(table(["replay", "seconds", "accesses/s", "speed vs pycachesim"], printed))
+    print_speeds(rows, len(loads), rows[-1][1] if rows[-1][0].startswith("pycachesim") else None)
 
 
 def bench_trace(count: int, pattern: str, repeat: int) -> None:
