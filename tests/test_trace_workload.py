@@ -194,14 +194,11 @@ def test_the_example_is_deterministic(monkeypatch):
     assert json.dumps(runs[0], sort_keys=True) == json.dumps(runs[1], sort_keys=True)
 
 
-def test_the_example_compares_as_its_mechanisms_say(monkeypatch):
+def compares_as_its_mechanisms_say(scenario: Path) -> None:
     """Under memory the core reads every packet line from DRAM; DDIO and SDCI put them in the L3
     and the core's L2, so the packet costs fewer cycles there, SDCI fewest; the flow table stays in
     the core's caches under every placement."""
-    monkeypatch.chdir(ROOT)
-    results = {
-        p: api.run("examples/packet-handler/handler.toml", [f'placement="{p}"']) for p in ("memory", "ddio", "l2")
-    }
+    results = {p: api.run(str(scenario), [f'placement="{p}"']) for p in ("memory", "ddio", "l2")}
     core = {p: r["cores"]["1"] for p, r in results.items()}
     cycles = {p: c["workload"]["cycles_per_packet"] for p, c in core.items()}
     assert cycles["memory"] > cycles["ddio"] > cycles["l2"]
@@ -209,6 +206,10 @@ def test_the_example_compares_as_its_mechanisms_say(monkeypatch):
     read_per_rx = {p: results[p]["dram"]["read_gbps"] * 8 / rx[p] for p in results}
     assert read_per_rx["memory"] > 0.9 and read_per_rx["ddio"] < 0.1 and read_per_rx["l2"] < 0.1
     assert core["l2"]["fill_counts"]["l2"] > core["l2"]["fill_counts"]["dram"] * 10
+
+
+def test_the_example_compares_as_its_mechanisms_say():
+    compares_as_its_mechanisms_say(EXAMPLE / "handler.toml")
 
 
 def test_the_example_compares_the_same_from_any_directory(tmp_path, steer_cli):
@@ -234,29 +235,32 @@ def test_a_missing_trace_file_is_one_line_naming_it_and_its_key(tmp_path, steer_
     assert line in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
-def test_the_example_traces_its_handler_with_valgrind(tmp_path):
-    """trace.sh builds handler.c, traces it and cuts 64 packets, each of the 1500 B the traces replay.
-    CI must run it: scripts/setup.sh installs Valgrind there; elsewhere a machine without it skips."""
+def test_the_example_traces_its_handler_with_valgrind_and_compares_it(tmp_path):
+    """trace.sh builds handler.c, traces it and cuts 64 packets, each of the 1500 B the traces replay;
+    the scenario beside those traces compares as the committed ones do. CI must run it:
+    scripts/setup.sh installs Valgrind there; elsewhere a machine without it skips."""
     if shutil.which("valgrind") is None:
         if os.environ.get("CI") == "true":
             pytest.fail("valgrind is missing in CI: scripts/setup.sh installs it (apt-get install valgrind)")
         pytest.skip("valgrind not installed (apt-get install valgrind)")
     steer = Path(sys.executable).parent / "steer"
     done = subprocess.run(
-        ["bash", str(EXAMPLE / "trace.sh"), str(tmp_path)],
+        ["bash", str(EXAMPLE / "trace.sh"), str(tmp_path / "traces")],
         capture_output=True,
         text=True,
         timeout=300,
         env={**os.environ, "STEER": str(steer)},
     )
     assert done.returncode == 0, done.stderr
-    traces = (tmp_path / "traces.ptrace").read_text()
+    traces = (tmp_path / "traces/traces.ptrace").read_text()
     assert traces.count("\npacket 1500\n") == 64
     assert done.stdout.splitlines()[-1].startswith("64 per-packet traces")
     committed = (EXAMPLE / "traces/regions.toml").read_text()
     assert [line for line in committed.splitlines() if "name" in line or "kind" in line] == [
-        line for line in (tmp_path / "regions.toml").read_text().splitlines() if "name" in line or "kind" in line
+        line for line in (tmp_path / "traces/regions.toml").read_text().splitlines() if "name" in line or "kind" in line
     ]
+    shutil.copy(EXAMPLE / "handler.toml", tmp_path / "handler.toml")
+    compares_as_its_mechanisms_say(tmp_path / "handler.toml")
 
 
 def test_the_example_runs_in_a_sweep(tmp_path, steer_cli):
