@@ -479,6 +479,16 @@ mod tests {
     }
 
     #[test]
+    fn an_access_ending_on_a_line_s_last_byte_touches_that_line_only() {
+        let (mut h, ring) = ring_harness(4, 4, Recycle::Fifo);
+        let mut p = program(ring, "packet 64\nL 1038 8\n", TraceChoice::RoundRobin);
+        deliver(&mut h, ring, 64, ns(0.0), ns(0.0));
+        let (_, ops, _) = h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(0.0)));
+        assert_eq!(ops[1..3], [Op::LoadDependent(Line(0x4000)), Op::Drain]);
+        assert_eq!(p.packet_lines, 1);
+    }
+
+    #[test]
     fn without_dependent_loads_the_loads_overlap_until_the_drain() {
         let (mut h, ring) = ring_harness(4, 4, Recycle::Fifo);
         let mut p = program(ring, HANDLER, TraceChoice::RoundRobin);
