@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv at the repository root, installs the pinned tools, and builds steer into it.
+# Creates .venv at the repository root, installs the pinned tools (and Valgrind where it can), and builds
+# steer into it.
 #
 # The extension is built with profile-guided optimisation (docs/speed.md): an instrumented build
 # runs scripts/pgo_train.py, and the build installed is optimised with the counts that run left.
@@ -12,6 +13,15 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 export VIRTUAL_ENV="$PWD/.venv"
+# The traced example (examples/packet-handler/trace.sh, run by the tests) runs its C handler under
+# Valgrind's lackey: Debian's package, installed where this can (root with apt-get).
+if ! command -v valgrind >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null
+  else
+    echo "setup: valgrind not found (apt-get install valgrind); the traced example keeps its committed traces" >&2
+  fi
+fi
 extension=python/steer/_core.abi3.so
 
 if [ "${STEER_PGO:-1}" = 0 ]; then

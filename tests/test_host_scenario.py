@@ -314,3 +314,54 @@ def test_threads_that_do_not_divide_an_l3_and_sockets_that_do_not_divide_the_l3s
     write(tmp_path, "sys/devices/system/cpu/cpu5/cache/index3/shared_cpu_list", "5\n")  # a third L3
     shape, notes = topology_of(tmp_path)
     assert shape == (1, 3, 3, 1) and notes[1].endswith("sockets: assumed: the tree does not say")
+
+
+def sdci_verdict(root: Path) -> tuple[bool, str]:
+    return host_scenario.verdicts(host_scenario.doctor.Host(root))["l2"]
+
+
+def turin_with_tph_on(root: Path) -> Path:
+    """The Turin tree with TPH enabled in the kernel: what SDCI then needs is PCI's."""
+    turin_with_irq_names(root)
+    write(root, "proc/cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/sda1\n")
+    return root
+
+
+def test_sdci_is_hypothetical_without_a_root_port_that_completes_tph(tmp_path):
+    root = turin_with_tph_on(tmp_path)
+    (root / "sys/bus/pci/devices/0000:40:01.1/config").unlink()
+    assert sdci_verdict(root) == (False, "no root port says it completes TPH")
+
+
+def test_sdci_is_hypothetical_without_a_device_that_enabled_tph_as_a_requester(tmp_path):
+    root = turin_with_tph_on(tmp_path)
+    (root / "sys/bus/pci/devices/0000:41:00.0/config").unlink()
+    assert sdci_verdict(root) == (False, "no device has TPH enabled as a requester")
+
+
+def test_config_spaces_read_without_root_say_why_sdci_is_not_known_to_be_offered(tmp_path):
+    root = turin_with_tph_on(tmp_path)
+    spaces = sorted((root / "sys/bus/pci/devices").glob("*/config"))
+    for config in spaces:
+        config.write_bytes(config.read_bytes()[:64])
+    offered, why = sdci_verdict(root)
+    assert not offered
+    assert why == (
+        f"no root port says it completes TPH (only the first 64 bytes of {len(spaces)} devices are readable (not root))"
+    )
+
+
+def test_a_nic_without_msi_irqs_has_queues_whose_irq_cpu_is_not_told(tmp_path):
+    root = turin_with_irq_names(tmp_path)
+    for irq in (root / "sys/bus/pci/devices/0000:41:00.0/msi_irqs").iterdir():
+        irq.unlink()
+    [nic] = host_scenario.read_nics(host_scenario.doctor.Host(root))
+    assert nic.queues == [host_scenario.Queue(0, None, None), host_scenario.Queue(1, None, None)]
+
+
+def test_a_nic_none_of_whose_queues_has_a_cpu_is_not_written(tmp_path, capsys):
+    root = real_host("xeon-silver-4108", tmp_path / "host")
+    code, out, _ = from_host(capsys, "--root", str(root), "--cpus", "0")
+    scenario = tomllib.loads(out)
+    assert code == 0 and [d["name"] for d in scenario["devices"]] == ["enp96s0f0"]
+    assert [(w["device"], w["queue"]) for w in scenario["workloads"]] == [("enp96s0f0", 0)]

@@ -7,7 +7,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-$here/traces}"
-steer="${STEER:-steer}"
+# steer on PATH, else the repository's own install (scripts/setup.sh).
+steer="${STEER:-$(command -v steer || echo "$here/../../.venv/bin/steer")}"
 if ! command -v valgrind >/dev/null; then
   echo "trace.sh: valgrind not found (Debian/Ubuntu: apt-get install valgrind); keeping the committed $here/traces" >&2
   exit 0

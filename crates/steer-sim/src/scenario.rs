@@ -8,6 +8,7 @@
 
 use std::fmt;
 use std::ops::Range;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -357,10 +358,23 @@ fn locate(doc: &toml_edit::ImDocument<String>, path: &str) -> Option<Range<usize
 /// A scenario file's text and how to name it in messages.
 pub struct ScenarioSource<'a> {
     pub text: &'a str,
-    /// Shown in error messages (a path, or `builtin:NAME`).
+    /// Shown in error messages (a path, or `builtin:NAME`). When it is the path of a file, the
+    /// files the scenario names are found from that file's directory.
     pub origin: &'a str,
     /// Default scenario name when the file does not set one.
     pub default_name: &'a str,
+}
+
+impl ScenarioSource<'_> {
+    /// Where the relative paths of the scenario start: its file's directory, else (a built-in
+    /// scenario, a text from a pipe) the directory steer runs in.
+    fn directory(&self) -> PathBuf {
+        let path = Path::new(self.origin);
+        match path.parent() {
+            Some(dir) if path.is_file() => dir.to_path_buf(),
+            _ => PathBuf::new(),
+        }
+    }
 }
 
 /// Loads, resolves and validates a scenario. The error is one line, of a readable length.
@@ -382,7 +396,13 @@ fn load_located(source: &ScenarioSource, overrides: &[String]) -> Result<Scenari
         .map_err(|e| format!("{}: invalid TOML: {}", source.origin, toml_message(e.message())))?;
     let mut overridden = Vec::new();
     let result = resolve(&mut tree, overrides, &mut overridden, source.default_name);
-    let scenario = result.and_then(|scenario| scenario.validate().map(|_| scenario));
+    let scenario = result.and_then(|mut scenario| {
+        let dir = source.directory();
+        for workload in &mut scenario.workloads {
+            Arc::get_mut(&mut workload.spec).expect("a workload just read has one owner").resolve_paths(&dir);
+        }
+        scenario.validate().map(|_| scenario)
+    });
     scenario.map_err(|error| {
         let from_override = overridden.iter().find(|(path, _)| {
             error.path == *path

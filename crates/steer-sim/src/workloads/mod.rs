@@ -2,6 +2,7 @@
 //! file with its parameters (`params!`), its program(s) and a `KIND` static registering it in
 //! `WORKLOADS`, plus its `mod` line here; `example.rs` is a commented template.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
@@ -24,6 +25,10 @@ pub trait WorkloadSpec: SpecBase {
     }
     /// Adds its programs to the system being built (`Builder::run_on`).
     fn build(&self, builder: &mut Builder);
+    /// Makes the paths of the files it reads absolute, a relative one taken from `dir` (the
+    /// scenario file's directory), so a scenario runs the same from any directory and its resolved
+    /// form from anywhere. Kinds that read no file keep the default.
+    fn resolve_paths(&mut self, _dir: &Path) {}
 }
 
 /// A registered workload kind.

@@ -7,6 +7,7 @@
 //! `docs/your-code.md` describes both files.
 
 use std::fs;
+use std::path::{self, Path};
 
 use serde::Deserialize;
 
@@ -14,7 +15,7 @@ use crate::cpu::{Next, Program, ProgramCx, UnitKind, PACKET};
 use crate::devices::ring::{Completion, RingId, RX_QUEUE};
 use crate::devices::SystemShape;
 use crate::engine::ReportView;
-use crate::error::{ensure, ConfigError, ConfigResult};
+use crate::error::{ensure, io_reason, ConfigError, ConfigResult};
 use crate::params::{choice, params};
 use crate::stats::{stat, Report};
 use crate::system::Builder;
@@ -41,9 +42,11 @@ params! {
         device: String = "nic0".to_string(),
         /// RX queue index on that NIC.
         queue: u32 = 0,
-        /// Per-packet trace files (paths from the directory steer runs in), their traces in order.
+        /// Per-packet trace files, their traces in order (a relative path is from the scenario
+        /// file's directory).
         traces: Vec<String> = Vec::new(),
-        /// The region map: which address ranges of the traces are the packet and which the state.
+        /// The region map: which address ranges of the traces are the packet and which the state
+        /// (a relative path is from the scenario file's directory).
         regions: String = String::new(),
         /// How a packet's trace is chosen.
         choose: TraceChoice = TraceChoice::RoundRobin,
@@ -122,7 +125,7 @@ fn load(spec: &TraceSpec, path: &str) -> ConfigResult<(Vec<Region>, Vec<PacketTr
     let regions_key = format!("{path}.regions");
     ensure(!spec.regions.is_empty(), &regions_key, || "names no region map (a TOML file of [[regions]])".into())?;
     let text = fs::read_to_string(&spec.regions)
-        .map_err(|e| ConfigError::new(&regions_key, format!("{}: cannot read: {e}", spec.regions)))?;
+        .map_err(|e| ConfigError::new(&regions_key, format!("{}: cannot read: {}", spec.regions, io_reason(&e))))?;
     let map: RegionMap = toml::from_str(&text)
         .map_err(|e| ConfigError::new(&regions_key, format!("{}: {}", spec.regions, e.message())))?;
     check_regions(&map.regions)
@@ -131,8 +134,8 @@ fn load(spec: &TraceSpec, path: &str) -> ConfigResult<(Vec<Region>, Vec<PacketTr
     ensure(!spec.traces.is_empty(), &traces_key, || "names no trace file".into())?;
     let mut traces = Vec::new();
     for file in &spec.traces {
-        let text =
-            fs::read_to_string(file).map_err(|e| ConfigError::new(&traces_key, format!("{file}: cannot read: {e}")))?;
+        let text = fs::read_to_string(file)
+            .map_err(|e| ConfigError::new(&traces_key, format!("{file}: cannot read: {}", io_reason(&e))))?;
         let parsed = parse_traces(&text, &map.regions)
             .map_err(|(line, message)| ConfigError::new(&traces_key, format!("{file}:{line}: {message}")))?;
         traces.extend(parsed);
@@ -235,6 +238,12 @@ impl WorkloadSpec for TraceSpec {
         vec![(self.device.clone(), self.queue)]
     }
 
+    fn resolve_paths(&mut self, dir: &Path) {
+        for file in self.traces.iter_mut().chain([&mut self.regions]) {
+            *file = absolute_from(dir, file);
+        }
+    }
+
     fn build(&self, b: &mut Builder) {
         let (regions, traces) = load(self, "").expect("validated");
         let bases = state_bases(b, b.platform.node_of_cpu(self.cpu), &regions);
@@ -247,6 +256,15 @@ impl WorkloadSpec for TraceSpec {
         );
         b.run_on(self.cpu, Box::new(program));
     }
+}
+
+/// `file` as an absolute path, a relative one taken from `dir`; an empty one (no file named) as it is.
+fn absolute_from(dir: &Path, file: &str) -> String {
+    if file.is_empty() {
+        return String::new();
+    }
+    let joined = dir.join(file);
+    path::absolute(&joined).unwrap_or(joined).to_string_lossy().into_owned()
 }
 
 /// Where each region lives: a state region in memory of its own on `node`, at the offset in a page
@@ -458,6 +476,16 @@ mod tests {
         deliver(&mut h, ring, 64, ns(0.0), ns(0.0));
         let (_, ops, _) = h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(0.0)));
         assert_eq!(ops[1..3], [Op::LoadDependent(Line(0x4000)), Op::LoadDependent(Line(0x4001))]);
+    }
+
+    #[test]
+    fn an_access_ending_on_a_line_s_last_byte_touches_that_line_only() {
+        let (mut h, ring) = ring_harness(4, 4, Recycle::Fifo);
+        let mut p = program(ring, "packet 64\nL 1038 8\n", TraceChoice::RoundRobin);
+        deliver(&mut h, ring, 64, ns(0.0), ns(0.0));
+        let (_, ops, _) = h.with_cx(ns(0.0), ns(0.0), |cx| ask(&mut p, cx, ns(0.0)));
+        assert_eq!(ops[1..3], [Op::LoadDependent(Line(0x4000)), Op::Drain]);
+        assert_eq!(p.packet_lines, 1);
     }
 
     #[test]
@@ -698,6 +726,82 @@ mod tests {
         assert_eq!(error_of(&unset), "workloads.0.regions: names no region map (a TOML file of [[regions]])");
         let no_traces = TraceSpec { traces: Vec::new(), ..spec_of(traces, REGIONS, "notraces") };
         assert_eq!(error_of(&no_traces), "workloads.0.traces: names no trace file");
+    }
+
+    #[test]
+    fn a_relative_path_is_taken_from_the_directory_given_an_absolute_or_empty_one_kept() {
+        let mut spec = TraceSpec {
+            traces: vec!["t/a.ptrace".into(), "/data/b.ptrace".into()],
+            regions: "r.toml".into(),
+            ..TraceSpec::default()
+        };
+        spec.resolve_paths(Path::new("/scenarios/mine"));
+        assert_eq!(spec.traces, ["/scenarios/mine/t/a.ptrace", "/data/b.ptrace"]);
+        assert_eq!(spec.regions, "/scenarios/mine/r.toml");
+        let mut unset = TraceSpec::default();
+        unset.resolve_paths(Path::new("/scenarios"));
+        assert_eq!(unset.regions, "", "no region map named: still none");
+        let mut here = TraceSpec { regions: "r.toml".into(), ..TraceSpec::default() };
+        here.resolve_paths(Path::new(""));
+        assert_eq!(Path::new(&here.regions), std::env::current_dir().unwrap().join("r.toml"));
+    }
+
+    /// A scenario file in a directory of this test's own, naming its traces relative to itself.
+    fn scenario_dir(name: &str, traces: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("steer-trace-{}-{name}", std::process::id()));
+        fs::create_dir_all(dir.join("traces")).unwrap();
+        fs::write(dir.join("traces/regions.toml"), REGIONS).unwrap();
+        fs::write(dir.join("traces/one.ptrace"), "packet 64\nL 1000 8\n").unwrap();
+        let scenario = format!(
+            "[[devices]]\nname = \"nic0\"\n[[devices.queues]]\nconsumer_cpu = 1\n\
+             [[workloads]]\nkind = \"trace\"\ncpu = 1\ntraces = [\"{traces}\"]\nregions = \"traces/regions.toml\"\n"
+        );
+        fs::write(dir.join("s.toml"), scenario).unwrap();
+        dir
+    }
+
+    fn load_file(path: &Path) -> Result<crate::Scenario, crate::Error> {
+        let text = fs::read_to_string(path).unwrap();
+        let origin = path.display().to_string();
+        crate::load(&crate::ScenarioSource { text: &text, origin: &origin, default_name: "s" }, &[])
+    }
+
+    #[test]
+    fn a_scenario_file_s_trace_paths_are_from_its_own_directory() {
+        let dir = scenario_dir("relative", "traces/one.ptrace");
+        let scenario = load_file(&dir.join("s.toml")).unwrap();
+        let resolved = scenario.to_toml();
+        let file = dir.join("traces/one.ptrace").display().to_string();
+        assert!(resolved.contains(&format!("traces = [\"{file}\"]")), "{resolved}");
+        let regions = dir.join("traces/regions.toml").display().to_string();
+        assert!(resolved.contains(&format!("regions = \"{regions}\"")), "{resolved}");
+    }
+
+    #[test]
+    fn a_scenario_from_no_file_takes_its_paths_from_the_directory_steer_runs_in() {
+        // A pipe's path (`steer run <(...)`) or a built-in's name is no file to start from.
+        let text = fs::read_to_string(scenario_dir("piped", "traces/one.ptrace").join("s.toml")).unwrap();
+        let source = crate::ScenarioSource { text: &text, origin: "/dev/fd/63", default_name: "s" };
+        let Err(error) = crate::load(&source, &[]) else { panic!("no traces/ here") };
+        let message = error.to_string();
+        let cwd = std::env::current_dir().unwrap();
+        assert!(
+            message.contains(&format!(": {}: cannot read", cwd.join("traces/regions.toml").display())),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_missing_trace_file_is_one_line_naming_the_key_and_the_file() {
+        let dir = scenario_dir("missing", "traces/gone.ptrace");
+        let origin = dir.join("s.toml").display().to_string();
+        let Err(error) = load_file(&dir.join("s.toml")) else { panic!("refused") };
+        let message = error.to_string();
+        let file = dir.join("traces/gone.ptrace").display().to_string();
+        assert_eq!(
+            message,
+            format!("{origin}:8:1: workloads.0.traces: {file}: cannot read: No such file or directory")
+        );
     }
 
     #[test]
