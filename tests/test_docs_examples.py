@@ -53,7 +53,6 @@ SKIPPED = {
     "./scripts/setup.sh && .venv/bin/steer reproduce": "builds and installs the extension (minutes) and runs every"
     " published experiment; CI installs with the same script (.ci/run), and tests/test_reproduce*.py run reproduce",
     "bash .ci/run": "the CI command, which runs this test",
-    ". .venv/bin/activate": "needs the Quick start's install; this test puts the installed steer on PATH as it does",
     "sudo lspci -vvxxxx | steer tph - --json": "needs root and this host's PCI devices; `steer tph nic.lspci` runs"
     " the same decoder on a real dump",
     "steer sweep examples/rx-placement-sweep.toml -o results/rx --executor ray [--address HOST:PORT]": "a synopsis"
