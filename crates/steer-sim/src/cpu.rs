@@ -9,8 +9,8 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
-use crate::devices::ring::Rings;
-use crate::devices::ring::{Completion, Poll, RingId, RxRing};
+use crate::devices::queues::{CompletionQueue, QueueId, Queues};
+use crate::devices::ring::{Completion, RingId};
 use crate::engine::{Agent, Cx, Facility, ReportView, Shared, Signal, Step};
 use crate::hierarchy::{Hierarchy, Level, Source};
 use crate::platform::{CoreSpec, PlatformSpec};
@@ -294,22 +294,29 @@ impl ProgramCx<'_, '_> {
         self.cx.shared
     }
 
-    /// An RX queue's host side.
-    pub fn ring(&mut self, id: RingId) -> &mut RxRing {
-        &mut self.cx.shared.get_mut::<Rings>()[id.0 as usize]
+    /// A device queue's host side (an RX ring, an NVMe queue pair).
+    pub fn device_queue<I: QueueId>(&mut self, id: I) -> &mut I::Queue {
+        &mut self.cx.shared.get_mut::<Queues<I::Queue>>()[id.index()]
     }
 
-    /// Takes the next completion of `ring` that has been visible for `delay` (the time the
+    /// Takes the next completion of a queue that has been visible for `delay` (the time the
     /// program takes to notice one); else what `next` answers: come back when one will be, or
     /// sleep until the device signals one.
-    pub fn take_completion(&mut self, id: RingId, delay: Time) -> Result<Completion, Next> {
+    pub fn take_completion<I: QueueId>(
+        &mut self,
+        id: I,
+        delay: Time,
+    ) -> Result<<I::Queue as CompletionQueue>::Completion, Next>
+    where
+        I::Queue: CompletionQueue,
+    {
         let now = self.now;
-        let ring = self.ring(id);
-        match ring.poll(now.saturating_sub(delay)) {
-            Poll::Ready(_) => Ok(ring.take().expect("a ready completion")),
-            Poll::NotYet(ready) => Err(Next::At(ready + delay)),
-            Poll::Empty => {
-                let ready = ring.ready;
+        let queue = self.device_queue(id);
+        match queue.first_visible() {
+            Some(visible) if visible <= now.saturating_sub(delay) => Ok(queue.take_first()),
+            Some(visible) => Err(Next::At(visible + delay)),
+            None => {
+                let ready = queue.ready();
                 self.wait_on(ready);
                 Err(Next::Wait)
             }
@@ -328,7 +335,7 @@ impl ProgramCx<'_, '_> {
 
     /// Hands a consumed packet to the device for transmission and rings its doorbell.
     pub fn post_tx(&mut self, ring: RingId, completion: &Completion) {
-        let ring = &mut self.cx.shared.get_mut::<Rings>()[ring.0 as usize];
+        let ring = self.device_queue(ring);
         ring.post_tx(completion);
         let doorbell = ring.doorbell;
         self.notify(doorbell);
