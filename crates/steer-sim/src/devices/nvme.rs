@@ -22,7 +22,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use crate::devices::dma::DmaKind;
 use crate::devices::pcie::{PcieLink, PcieSpec};
 use crate::devices::placement::{self, DmaWrite, PlacementPolicy, PlacementSpec};
-use crate::devices::queues::{CompletionQueue, Queue, QueueHost, QueueId, Queues};
+use crate::devices::queues::{queue_id, CompletionQueue, Queue, QueueHost, Queues};
 use crate::devices::tph::{NicTph, NicTphSpec, StMap};
 use crate::devices::DeviceSpec;
 use crate::engine::{Agent, Cx, ReportView, Signal, Step};
@@ -250,19 +250,10 @@ impl DeviceSpec for NvmeSpec {
     }
 }
 
-/// A queue pair's index among the shared ones.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PairId(pub u32);
-
-impl QueueId for PairId {
-    type Queue = QueuePair;
-    fn new(index: u32) -> Self {
-        PairId(index)
-    }
-    fn index(self) -> usize {
-        self.0 as usize
-    }
-}
+queue_id!(
+    /// A queue pair's index among the shared ones.
+    pub struct PairId for QueuePair
+);
 
 /// The host side of every NVMe queue pair, shared by the devices and the programs that submit to
 /// them.

@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 
-use crate::devices::queues::{CompletionQueue, Queue, QueueId, Queues};
+use crate::devices::queues::{queue_id, CompletionQueue, Queue, Queues};
 use crate::engine::Signal;
 use crate::params::choice;
 use crate::stats::{stats, Distribution};
@@ -39,19 +39,10 @@ impl CompletionQueue for RxRing {
     }
 }
 
-/// An RX queue's index among the shared rings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct RingId(pub u32);
-
-impl QueueId for RingId {
-    type Queue = RxRing;
-    fn new(index: u32) -> Self {
-        RingId(index)
-    }
-    fn index(self) -> usize {
-        self.0 as usize
-    }
-}
+queue_id!(
+    /// An RX queue's index among the shared rings.
+    pub struct RingId for RxRing
+);
 
 choice! {
     /// Which free buffer refills an RX descriptor.
