@@ -777,9 +777,10 @@ fn fractions(out: &mut Report, counts: &[u64; 6], skip_l1: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::devices::ring::Recycle;
     use crate::engine::Harness;
     use crate::engine::Shared;
-    use crate::testing::{ns, tiny_platform};
+    use crate::testing::{deliver, ns, ring_harness, tiny_platform, READY};
 
     #[test]
     fn a_copy_holds_a_miss_slot_per_line_for_the_source_and_one_for_the_destination() {
@@ -798,6 +799,26 @@ mod tests {
         assert_eq!(copy_stream_gbs(&core, 64, 10.0, 10.0), 64.0);
         let slow_stores = CoreSpec { store_issue_cycles_per_line: 3.0, ..core };
         assert_eq!(copy_stream_gbs(&slow_stores, 64, 10.0, 10.0), 128.0 / 3.0);
+    }
+
+    /// What a program taking a completion of `ring` that has been visible for `delay` finds at `now`.
+    fn take_at(h: &mut Harness, ring: RingId, now: Time, delay: Time) -> Result<Completion, Next> {
+        h.with_cx(now, now, |cx| {
+            let (mut ops, mut units, mut busy) = (Ops::default(), 0, Time::ZERO);
+            ProgramCx { cx, now, ops: &mut ops, units: &mut units, busy: &mut busy }.take_completion(ring, delay)
+        })
+    }
+
+    #[test]
+    fn a_completion_is_taken_once_it_has_been_visible_for_the_delay_and_else_waited_for() {
+        let (mut h, ring) = ring_harness(4, 4, Recycle::Fifo);
+        let packet = deliver(&mut h, ring, 64, ns(0.0), ns(100.0));
+        let delay = ns(30.0);
+        assert_eq!(take_at(&mut h, ring, ns(129.0), delay), Err(Next::At(ns(130.0))), "visible at 100, noticed at 130");
+        assert!(h.waits().is_empty(), "a program coming back at a time sleeps on no signal");
+        assert_eq!(take_at(&mut h, ring, ns(130.0), delay), Ok(packet));
+        assert_eq!(take_at(&mut h, ring, ns(130.0), delay), Err(Next::Wait), "none left");
+        assert_eq!(h.waits(), [READY]);
     }
 
     /// A program that plays back units of operations, recording when each of its calls happens.

@@ -698,6 +698,7 @@ mod tests {
         assert_eq!(step_at(&mut h, &mut device, ns(1100.0)), Step::At(ns(2100.0)));
         let ready = pair(&mut h).ready;
         assert_eq!(h.notified(), [(ready, ns(1100.0))]);
+        assert_eq!(pair(&mut h).ready(), ready, "the signal a program waiting for a completion sleeps on");
         assert_eq!(pair(&mut h).first_visible(), Some(ns(1100.0)));
         let read = pair(&mut h).done[0];
         assert_eq!((read.buffer, read.submitted, read.seen), (0, Time::ZERO, ns(1100.0)));

@@ -562,6 +562,25 @@ mod tests {
     }
 
     #[test]
+    fn as_a_completion_queue_a_ring_shows_when_its_first_completion_is_visible_and_takes_them_in_order() {
+        let mut r = ring(2, 2, Recycle::Fifo);
+        r.ready = Signal(4);
+        assert_eq!((r.first_visible(), CompletionQueue::ready(&r)), (None, Signal(4)));
+        write_packets(&mut r, 2);
+        assert_eq!(r.first_visible(), Some(Time::from_ns(10.0)));
+        assert_eq!([r.take_first().buffer, r.take_first().buffer], [0, 1]);
+        assert_eq!(r.first_visible(), None);
+    }
+
+    #[test]
+    fn the_registrys_statistics_reset_resets_a_rings_keeping_its_bytes_in_flight() {
+        let mut r = ring(2, 2, Recycle::Fifo);
+        write_packets(&mut r, 1);
+        Queue::reset_stats(&mut r);
+        assert_eq!((r.stats.arrived_packets, r.stats.in_flight_bytes_start), (0, 64));
+    }
+
+    #[test]
     fn a_transmitted_packet_is_counted_timed_and_recycled() {
         let mut r = ring(1, 1, Recycle::Fifo);
         let buffer = r.accept(64, true).unwrap();
