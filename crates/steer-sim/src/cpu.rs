@@ -9,8 +9,8 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
-use crate::devices::ring::Rings;
-use crate::devices::ring::{Completion, Poll, RingId, RxRing};
+use crate::devices::queues::{CompletionQueue, QueueId, Queues};
+use crate::devices::ring::{Completion, RingId};
 use crate::engine::{Agent, Cx, Facility, ReportView, Shared, Signal, Step};
 use crate::hierarchy::{Hierarchy, Level, Source};
 use crate::platform::{CoreSpec, PlatformSpec};
@@ -294,22 +294,29 @@ impl ProgramCx<'_, '_> {
         self.cx.shared
     }
 
-    /// An RX queue's host side.
-    pub fn ring(&mut self, id: RingId) -> &mut RxRing {
-        &mut self.cx.shared.get_mut::<Rings>()[id.0 as usize]
+    /// A device queue's host side (an RX ring, an NVMe queue pair).
+    pub fn device_queue<I: QueueId>(&mut self, id: I) -> &mut I::Queue {
+        &mut self.cx.shared.get_mut::<Queues<I::Queue>>()[id.index()]
     }
 
-    /// Takes the next completion of `ring` that has been visible for `delay` (the time the
+    /// Takes the next completion of a queue that has been visible for `delay` (the time the
     /// program takes to notice one); else what `next` answers: come back when one will be, or
     /// sleep until the device signals one.
-    pub fn take_completion(&mut self, id: RingId, delay: Time) -> Result<Completion, Next> {
+    pub fn take_completion<I: QueueId>(
+        &mut self,
+        id: I,
+        delay: Time,
+    ) -> Result<<I::Queue as CompletionQueue>::Completion, Next>
+    where
+        I::Queue: CompletionQueue,
+    {
         let now = self.now;
-        let ring = self.ring(id);
-        match ring.poll(now.saturating_sub(delay)) {
-            Poll::Ready(_) => Ok(ring.take().expect("a ready completion")),
-            Poll::NotYet(ready) => Err(Next::At(ready + delay)),
-            Poll::Empty => {
-                let ready = ring.ready;
+        let queue = self.device_queue(id);
+        match queue.first_visible() {
+            Some(visible) if visible <= now.saturating_sub(delay) => Ok(queue.take_first()),
+            Some(visible) => Err(Next::At(visible + delay)),
+            None => {
+                let ready = queue.ready();
                 self.wait_on(ready);
                 Err(Next::Wait)
             }
@@ -328,7 +335,7 @@ impl ProgramCx<'_, '_> {
 
     /// Hands a consumed packet to the device for transmission and rings its doorbell.
     pub fn post_tx(&mut self, ring: RingId, completion: &Completion) {
-        let ring = &mut self.cx.shared.get_mut::<Rings>()[ring.0 as usize];
+        let ring = self.device_queue(ring);
         ring.post_tx(completion);
         let doorbell = ring.doorbell;
         self.notify(doorbell);
@@ -770,9 +777,10 @@ fn fractions(out: &mut Report, counts: &[u64; 6], skip_l1: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::devices::ring::Recycle;
     use crate::engine::Harness;
     use crate::engine::Shared;
-    use crate::testing::{ns, tiny_platform};
+    use crate::testing::{deliver, ns, ring_harness, tiny_platform, READY};
 
     #[test]
     fn a_copy_holds_a_miss_slot_per_line_for_the_source_and_one_for_the_destination() {
@@ -791,6 +799,26 @@ mod tests {
         assert_eq!(copy_stream_gbs(&core, 64, 10.0, 10.0), 64.0);
         let slow_stores = CoreSpec { store_issue_cycles_per_line: 3.0, ..core };
         assert_eq!(copy_stream_gbs(&slow_stores, 64, 10.0, 10.0), 128.0 / 3.0);
+    }
+
+    /// What a program taking a completion of `ring` that has been visible for `delay` finds at `now`.
+    fn take_at(h: &mut Harness, ring: RingId, now: Time, delay: Time) -> Result<Completion, Next> {
+        h.with_cx(now, now, |cx| {
+            let (mut ops, mut units, mut busy) = (Ops::default(), 0, Time::ZERO);
+            ProgramCx { cx, now, ops: &mut ops, units: &mut units, busy: &mut busy }.take_completion(ring, delay)
+        })
+    }
+
+    #[test]
+    fn a_completion_is_taken_once_it_has_been_visible_for_the_delay_and_else_waited_for() {
+        let (mut h, ring) = ring_harness(4, 4, Recycle::Fifo);
+        let packet = deliver(&mut h, ring, 64, ns(0.0), ns(100.0));
+        let delay = ns(30.0);
+        assert_eq!(take_at(&mut h, ring, ns(129.0), delay), Err(Next::At(ns(130.0))), "visible at 100, noticed at 130");
+        assert!(h.waits().is_empty(), "a program coming back at a time sleeps on no signal");
+        assert_eq!(take_at(&mut h, ring, ns(130.0), delay), Ok(packet));
+        assert_eq!(take_at(&mut h, ring, ns(130.0), delay), Err(Next::Wait), "none left");
+        assert_eq!(h.waits(), [READY]);
     }
 
     /// A program that plays back units of operations, recording when each of its calls happens.

@@ -1,8 +1,8 @@
-//! Devices: what moves data into and out of host memory (`nic`, `dsa`), how copies are split
-//! among copy engines (`copy_policy`), the ports they share with
-//! programs (`ring`), where their writes land (`placement`) and PCIe TPH (`tph`). A device kind is
-//! one file with its parameters, its agent and a `KIND` static registering it in `DEVICES`, plus
-//! its `mod` line here.
+//! Devices: what moves data into and out of host memory (`nic`, `nvme`, `dsa`), how copies are
+//! split among copy engines (`copy_policy`), the ports they share with programs (`ring`; every
+//! kind's queues kept alike by `queues`), where their writes land (`placement`) and PCIe TPH
+//! (`tph`). A device kind is one file with its parameters, its agent and a `KIND` static
+//! registering it in `DEVICES`, plus its `mod` line here.
 
 use std::sync::Arc;
 
@@ -20,6 +20,7 @@ pub mod dma;
 pub mod offload;
 pub mod pcie;
 pub mod placement;
+pub mod queues;
 pub mod ring;
 pub mod tph;
 

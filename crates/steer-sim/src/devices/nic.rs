@@ -10,6 +10,7 @@
 use crate::devices::dma::DmaKind;
 use crate::devices::pcie::{PcieLink, PcieSpec};
 use crate::devices::placement::{self, DmaWrite, PlacementPolicy, PlacementSpec};
+use crate::devices::queues::QueueHost;
 use crate::devices::ring::Rings;
 use crate::devices::ring::{Completion, Recycle, RingId, RingMemory, RingShape, RingSignals, RxRing};
 use crate::devices::tph::{NicTph, NicTphSpec, StMap};
@@ -119,6 +120,9 @@ const MAX_TX_READ_REQUESTS: u32 = 1 << 14;
 pub static KIND: crate::devices::DeviceKind =
     crate::devices::DeviceKind::of::<NicSpec>("nic", "a NIC with RX queues, TX engines, DMA placement and PCIe TPH");
 
+/// How checks name the device and its queues.
+const HOST: QueueHost = QueueHost { device: "a NIC", queue: "queue" };
+
 impl NicSpec {
     /// The queues, one per RSS queue (`count` expanded).
     pub fn expanded_queues(&self) -> Vec<QueueSpec> {
@@ -158,7 +162,6 @@ impl DeviceSpec for NicSpec {
 
     fn validate(&self, path: &str, platform: &PlatformSpec) -> ConfigResult<()> {
         let cpus = platform.topology.cpus();
-        let nodes = platform.memory.nodes(&platform.topology);
         let key = |k: &str| format!("{path}.{k}");
         ensure(self.link_gbps > 0.0, &key("link_gbps"), || {
             format!("must be positive (got {})", Shown(self.link_gbps))
@@ -170,16 +173,7 @@ impl DeviceSpec for NicSpec {
         ensure(self.tx_read_requests <= MAX_TX_READ_REQUESTS, &key("tx_read_requests"), || {
             format!("PCIe's 14-bit tags allow at most {MAX_TX_READ_REQUESTS} (got {})", self.tx_read_requests)
         })?;
-        ensure(self.numa_node < nodes, &key("numa_node"), || {
-            format!("node {} does not exist (the platform has {nodes})", self.numa_node)
-        })?;
-        ensure(!self.queues.is_empty(), &key("queues"), || "a NIC needs at least one queue".into())?;
-        if let Some(cpu) = self.placement.cpu {
-            ensure(cpu < cpus, &key("placement.cpu"), || format!("CPU {cpu} out of range (the platform has {cpus})"))?;
-        }
-        let policy = placement::find(&self.placement, &key("placement"))?;
-        (policy.check)(platform).map_err(|m| crate::error::ConfigError::new(key("placement.policy"), m))?;
-        self.pcie.validate(&key("pcie"))?;
+        HOST.check_device(path, platform, self.numa_node, self.queues.len(), &self.placement, &self.pcie)?;
         let mut total = 0.0;
         for (i, q) in self.queues.iter().enumerate() {
             let qkey = |k: &str| format!("{path}.queues.{i}.{k}");
@@ -207,18 +201,7 @@ impl DeviceSpec for NicSpec {
             ensure(q.tx_entries <= MAX_TX_ENTRIES, &qkey("tx_entries"), || {
                 format!("must be at most {MAX_TX_ENTRIES} (got {})", q.tx_entries)
             })?;
-            ensure(q.count >= 1, &qkey("count"), || "must be at least 1".into())?;
-            ensure(q.consumer_cpu < cpus, &qkey("consumer_cpu"), || {
-                format!("CPU {} out of range (the platform has {cpus})", q.consumer_cpu)
-            })?;
-            // The queues `count` expands into are consumed by the CPUs from `consumer_cpu` up.
-            let last_cpu = q.consumer_cpu as u64 + q.count as u64 - 1;
-            ensure(last_cpu < cpus as u64, &qkey("count"), || {
-                format!(
-                    "{} queues from consumer_cpu {} need CPUs up to {last_cpu}, out of range (the platform has {cpus})",
-                    q.count, q.consumer_cpu
-                )
-            })?;
+            HOST.check_entry(&format!("{path}.queues.{i}"), q.consumer_cpu, q.count, cpus)?;
             ensure(
                 q.buffer_stride_bytes == 0 || q.buffer_stride_bytes >= q.buffer_bytes,
                 &qkey("buffer_stride_bytes"),
@@ -265,7 +248,7 @@ impl DeviceSpec for NicSpec {
                 tx_entries: q.tx_entries,
             };
             let signals = RingSignals { ready: b.signal(), doorbell, sent: b.signal() };
-            let ring = b.add_ring(&self.name, RxRing::new(format!("{} queue {i}", self.name), shape, memory, signals));
+            let ring = b.add_queue(&self.name, RxRing::new(format!("{} queue {i}", self.name), shape, memory, signals));
             let mut rng = Rng::new(stream_seed(b.seed, i as u64 + 1));
             let interarrival_ns = q.packet_bytes as f64 * 8.0 / q.offered_gbps;
             // Each open queue starts at a deterministic, seed-dependent phase.
@@ -304,7 +287,7 @@ impl DeviceSpec for NicSpec {
             doorbell,
             spec: self.clone(),
         };
-        let start = nic.next_event(b.rings()).unwrap_or(Time::ZERO);
+        let start = nic.next_event(b.queues::<RxRing>()).unwrap_or(Time::ZERO);
         b.add_agent(Box::new(nic), Some(start));
     }
 }

@@ -22,10 +22,11 @@ use std::collections::{BinaryHeap, VecDeque};
 use crate::devices::dma::DmaKind;
 use crate::devices::pcie::{PcieLink, PcieSpec};
 use crate::devices::placement::{self, DmaWrite, PlacementPolicy, PlacementSpec};
+use crate::devices::queues::{queue_id, CompletionQueue, Queue, QueueHost, Queues};
 use crate::devices::tph::{NicTph, NicTphSpec, StMap};
 use crate::devices::DeviceSpec;
-use crate::engine::{Agent, Cx, Facility, ReportView, Signal, Step};
-use crate::error::{ensure, ConfigError, ConfigResult, Shown};
+use crate::engine::{Agent, Cx, ReportView, Signal, Step};
+use crate::error::{ensure, ConfigResult, Shown};
 use crate::hierarchy::Hierarchy;
 use crate::params::{choice, params};
 use crate::platform::PlatformSpec;
@@ -117,6 +118,9 @@ pub static KIND: crate::devices::DeviceKind = crate::devices::DeviceKind::of::<N
     "an NVMe SSD: block reads through submission and completion queues, DMA placement and PCIe TPH",
 );
 
+/// How checks name the device and its queues.
+const HOST: QueueHost = QueueHost { device: "an NVMe device", queue: "queue pair" };
+
 impl NvmeSpec {
     /// The queue pairs, one per entry of `count` (expanded).
     pub fn expanded_queues(&self) -> Vec<NvmeQueueSpec> {
@@ -149,7 +153,6 @@ impl DeviceSpec for NvmeSpec {
 
     fn validate(&self, path: &str, platform: &PlatformSpec) -> ConfigResult<()> {
         let cpus = platform.topology.cpus();
-        let nodes = platform.memory.nodes(&platform.topology);
         let key = |k: &str| format!("{path}.{k}");
         ensure(
             self.block_bytes >= SECTOR_BYTES
@@ -188,16 +191,7 @@ impl DeviceSpec for NvmeSpec {
                 )
             },
         )?;
-        ensure(self.numa_node < nodes, &key("numa_node"), || {
-            format!("node {} does not exist (the platform has {nodes})", self.numa_node)
-        })?;
-        ensure(!self.queues.is_empty(), &key("queues"), || "an NVMe device needs at least one queue pair".into())?;
-        if let Some(cpu) = self.placement.cpu {
-            ensure(cpu < cpus, &key("placement.cpu"), || format!("CPU {cpu} out of range (the platform has {cpus})"))?;
-        }
-        let policy = placement::find(&self.placement, &key("placement"))?;
-        (policy.check)(platform).map_err(|m| ConfigError::new(key("placement.policy"), m))?;
-        self.pcie.validate(&key("pcie"))?;
+        HOST.check_device(path, platform, self.numa_node, self.queues.len(), &self.placement, &self.pcie)?;
         for (i, q) in self.queues.iter().enumerate() {
             let qkey = |k: &str| format!("{path}.queues.{i}.{k}");
             ensure((1..MAX_QUEUE_ENTRIES).contains(&q.depth), &qkey("depth"), || {
@@ -207,11 +201,7 @@ impl DeviceSpec for NvmeSpec {
                     q.depth
                 )
             })?;
-            ensure(q.count >= 1, &qkey("count"), || "must be at least 1".into())?;
-            let last_cpu = q.consumer_cpu as u64 + q.count as u64 - 1;
-            ensure(last_cpu < cpus as u64, &qkey("consumer_cpu"), || {
-                format!("queue pairs from CPU {} to {last_cpu}: out of range (the platform has {cpus})", q.consumer_cpu)
-            })?;
+            HOST.check_entry(&format!("{path}.queues.{i}"), q.consumer_cpu, q.count, cpus)?;
         }
         ensure(self.tph.affinity_changes.is_empty(), &key("tph.affinity_changes"), || {
             "IRQ affinity changes are modelled for the NIC only".into()
@@ -233,7 +223,7 @@ impl DeviceSpec for NvmeSpec {
             };
             let signals = PairSignals { ready: b.signal(), doorbell };
             let pair = QueuePair::new(format!("{} queue {i}", self.name), q, self.block_bytes, memory, signals);
-            pairs.push((b.facility::<QueuePairs>().add(&self.name, pair), q.completions));
+            pairs.push((b.add_queue(&self.name, pair), q.completions));
         }
         let platform = b.platform;
         let st_map = StMap::new(&platform.tph, &platform.topology);
@@ -260,55 +250,36 @@ impl DeviceSpec for NvmeSpec {
     }
 }
 
-/// A queue pair's index among the shared ones.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PairId(pub u32);
+queue_id!(
+    /// A queue pair's index among the shared ones.
+    pub struct PairId for QueuePair
+);
 
 /// The host side of every NVMe queue pair, shared by the devices and the programs that submit to
-/// them (indexed by `PairId`), with each device's pairs by device name.
-#[derive(Debug, Default)]
-pub struct QueuePairs {
-    pairs: Vec<QueuePair>,
-    of_device: Vec<(String, Vec<PairId>)>,
-}
+/// them.
+pub type QueuePairs = Queues<QueuePair>;
 
-impl Facility for QueuePairs {
-    fn reset_stats(&mut self, _now: Time) {
-        for pair in &mut self.pairs {
-            pair.stats = PairStats { in_flight_bytes_start: pair.in_flight_bytes, ..PairStats::default() };
-            pair.latency.clear();
-        }
+impl Queue for QueuePair {
+    type Id = PairId;
+    fn reset_stats(&mut self) {
+        self.stats = PairStats { in_flight_bytes_start: self.in_flight_bytes, ..PairStats::default() };
+        self.latency.clear();
     }
 }
 
-impl std::ops::Deref for QueuePairs {
-    type Target = [QueuePair];
-    fn deref(&self) -> &[QueuePair] {
-        &self.pairs
+/// The host consumes a pair's completions in order: the entries are read one after the other.
+impl CompletionQueue for QueuePair {
+    type Completion = BlockRead;
+    /// When the host sees the first completion written: when it is written (polled), or its
+    /// interrupt is handled.
+    fn first_visible(&self) -> Option<Time> {
+        self.done.front().map(|read| read.seen)
     }
-}
-
-impl std::ops::DerefMut for QueuePairs {
-    fn deref_mut(&mut self) -> &mut [QueuePair] {
-        &mut self.pairs
+    fn take_first(&mut self) -> BlockRead {
+        self.consume()
     }
-}
-
-impl QueuePairs {
-    /// Adds a queue pair of device `device`.
-    pub fn add(&mut self, device: &str, pair: QueuePair) -> PairId {
-        let id = PairId(self.pairs.len() as u32);
-        self.pairs.push(pair);
-        match self.of_device.iter_mut().find(|(name, _)| name == device) {
-            Some((_, pairs)) => pairs.push(id),
-            None => self.of_device.push((device.to_string(), vec![id])),
-        }
-        id
-    }
-
-    /// The queue pairs of device `device` (validation has checked that it exists).
-    pub fn of(&self, device: &str) -> &[PairId] {
-        self.of_device.iter().find(|(name, _)| name == device).map_or(&[], |(_, pairs)| pairs.as_slice())
+    fn ready(&self) -> Signal {
+        self.ready
     }
 }
 
@@ -443,17 +414,7 @@ impl QueuePair {
         self.submitted += 1;
     }
 
-    /// The first completion the host has seen by `now`; else when it will see one, if any is
-    /// written. A completion is seen in order: the entries are read one after the other.
-    pub fn poll(&self, now: Time) -> Result<BlockRead, Option<Time>> {
-        match self.done.front() {
-            Some(read) if read.seen <= now => Ok(*read),
-            Some(read) => Err(Some(read.seen)),
-            None => Err(None),
-        }
-    }
-
-    /// The host has consumed the first completion (the one `poll` found): its buffer is free for
+    /// The host has consumed the first completion (the first visible): its buffer is free for
     /// the next read.
     pub fn consume(&mut self) -> BlockRead {
         let read = self.done.pop_front().expect("a completion the host has seen");
@@ -490,14 +451,6 @@ impl QueuePair {
         self.in_flight_bytes += self.block_bytes as u64;
         self.stats.completed_reads += 1;
         self.stats.read_bytes += self.block_bytes as u64;
-    }
-}
-
-/// The queue pairs as workload kinds build with them.
-impl Builder<'_> {
-    /// The queue pairs of device `device` (validation has checked that it exists).
-    pub fn queue_pairs_of(&self, device: &str) -> &[PairId] {
-        self.try_facility::<QueuePairs>().map_or(&[], |pairs| pairs.of(device))
     }
 }
 
@@ -741,11 +694,13 @@ mod tests {
         // the controller has room: data at 1100 and 2100 ns.
         assert_eq!(step_at(&mut h, &mut device, Time::ZERO), Step::At(ns(1100.0)));
         assert_eq!(h.shared.get::<Hierarchy>().stats.devices[0].reads, 2, "two entries fetched");
-        assert_eq!(pair(&mut h).poll(ns(1100.0)), Err(None), "nothing written before its time");
+        assert_eq!(pair(&mut h).first_visible(), None, "nothing written before its time");
         assert_eq!(step_at(&mut h, &mut device, ns(1100.0)), Step::At(ns(2100.0)));
         let ready = pair(&mut h).ready;
         assert_eq!(h.notified(), [(ready, ns(1100.0))]);
-        let read = pair(&mut h).poll(ns(1100.0)).unwrap();
+        assert_eq!(pair(&mut h).ready(), ready, "the signal a program waiting for a completion sleeps on");
+        assert_eq!(pair(&mut h).first_visible(), Some(ns(1100.0)));
+        let read = pair(&mut h).done[0];
         assert_eq!((read.buffer, read.submitted, read.seen), (0, Time::ZERO, ns(1100.0)));
         assert_eq!(read.entry, pair(&mut h).memory.completion_queue, "the first completion entry");
         // 8 whole lines of block and a 16 B completion entry, all to memory.
@@ -779,8 +734,7 @@ mod tests {
         step_at(&mut h, &mut device, ns(1100.0));
         let ready = pair(&mut h).ready;
         assert_eq!(h.notified(), [(ready, ns(1600.0))]);
-        assert_eq!(pair(&mut h).poll(ns(1599.0)), Err(Some(ns(1600.0))));
-        assert_eq!(pair(&mut h).poll(ns(1600.0)).unwrap().seen, ns(1600.0));
+        assert_eq!(pair(&mut h).first_visible(), Some(ns(1600.0)));
     }
 
     #[test]
@@ -890,13 +844,13 @@ mod tests {
     fn workloads_find_a_devices_queue_pairs_by_its_name() {
         let platform = tiny_platform();
         let mut b = Builder::new(&platform, 1);
-        assert_eq!(b.queue_pairs_of("nvme0"), [], "none before a device is built");
+        assert_eq!(b.queues_of::<QueuePair>("nvme0"), [], "none before a device is built");
         let two = NvmeQueueSpec { count: 2, consumer_cpu: 0, ..NvmeQueueSpec::default() };
         NvmeSpec { queues: vec![two], ..spec() }.build(&mut b);
         NvmeSpec { name: "nvme1".into(), ..spec() }.build(&mut b);
-        assert_eq!(b.queue_pairs_of("nvme0"), [PairId(0), PairId(1)]);
-        assert_eq!(b.queue_pairs_of("nvme1"), [PairId(2)]);
-        assert_eq!(b.queue_pairs_of("nic0"), []);
+        assert_eq!(b.queues_of::<QueuePair>("nvme0"), [PairId(0), PairId(1)]);
+        assert_eq!(b.queues_of::<QueuePair>("nvme1"), [PairId(2)]);
+        assert_eq!(b.queues_of::<QueuePair>("nic0"), []);
         assert_eq!(b.facility::<QueuePairs>()[1].name, "nvme0 queue 1");
     }
 
@@ -981,7 +935,8 @@ mod tests {
             (queue(NvmeQueueSpec { depth: 0, ..spec().queues[0].clone() }), "devices.0.queues.0.depth: must be 1 to 65535 (a queue of at most 65536 entries keeps one empty; got 0)"),
             (queue(NvmeQueueSpec { depth: 65_536, ..spec().queues[0].clone() }), "devices.0.queues.0.depth: must be 1 to 65535 (a queue of at most 65536 entries keeps one empty; got 65536)"),
             (queue(NvmeQueueSpec { count: 0, ..spec().queues[0].clone() }), "devices.0.queues.0.count: must be at least 1"),
-            (queue(NvmeQueueSpec { count: 2, ..spec().queues[0].clone() }), "devices.0.queues.0.consumer_cpu: queue pairs from CPU 1 to 2: out of range (the platform has 2)"),
+            (queue(NvmeQueueSpec { count: 2, ..spec().queues[0].clone() }), "devices.0.queues.0.count: 2 queue pairs from consumer_cpu 1 need CPUs up to 2, out of range (the platform has 2)"),
+            (queue(NvmeQueueSpec { consumer_cpu: 2, ..spec().queues[0].clone() }), "devices.0.queues.0.consumer_cpu: CPU 2 out of range (the platform has 2)"),
         ];
         for (bad, expected) in cases {
             assert_eq!(error(bad), expected);

@@ -7,86 +7,42 @@
 
 use std::collections::VecDeque;
 
-use crate::engine::{Facility, Signal};
+use crate::devices::queues::{queue_id, CompletionQueue, Queue, Queues};
+use crate::engine::Signal;
 use crate::params::choice;
 use crate::stats::{stats, Distribution};
-use crate::system::Builder;
 use crate::units::{Addr, Time};
 
 /// What a device's queues are when they are RX rings of this file (`DeviceSpec::queue_port`).
 pub const RX_QUEUE: &str = "RX queue";
 
-/// The host side of every RX queue, shared by devices and the programs that consume them
-/// (indexed by `RingId`), with each device's queues by device name.
-#[derive(Debug, Default)]
-pub struct Rings {
-    rings: Vec<RxRing>,
-    of_device: Vec<(String, Vec<RingId>)>,
-}
+/// The host side of every RX queue, shared by devices and the programs that consume them.
+pub type Rings = Queues<RxRing>;
 
-impl Facility for Rings {
-    fn reset_stats(&mut self, _now: Time) {
-        for ring in &mut self.rings {
-            ring.reset_stats();
-        }
+impl Queue for RxRing {
+    type Id = RingId;
+    fn reset_stats(&mut self) {
+        RxRing::reset_stats(self);
     }
 }
 
-impl std::ops::Deref for Rings {
-    type Target = [RxRing];
-    fn deref(&self) -> &[RxRing] {
-        &self.rings
+impl CompletionQueue for RxRing {
+    type Completion = Completion;
+    fn first_visible(&self) -> Option<Time> {
+        self.completions.front().map(|c| c.ready)
+    }
+    fn take_first(&mut self) -> Completion {
+        self.take().expect("a ready completion")
+    }
+    fn ready(&self) -> Signal {
+        self.ready
     }
 }
 
-impl std::ops::DerefMut for Rings {
-    fn deref_mut(&mut self) -> &mut [RxRing] {
-        &mut self.rings
-    }
-}
-
-impl Rings {
-    /// Adds an RX queue of device `device`.
-    pub fn add(&mut self, device: &str, ring: RxRing) -> RingId {
-        let id = RingId(self.rings.len() as u32);
-        self.rings.push(ring);
-        match self.of_device.iter_mut().find(|(name, _)| name == device) {
-            Some((_, rings)) => rings.push(id),
-            None => self.of_device.push((device.to_string(), vec![id])),
-        }
-        id
-    }
-
-    /// The RX queues of device `device` (validation has checked that it exists).
-    pub fn of(&self, device: &str) -> &[RingId] {
-        self.of_device.iter().find(|(name, _)| name == device).map(|(_, rings)| rings.as_slice()).unwrap_or(&[])
-    }
-}
-
-/// The rings as device and workload kinds build them.
-impl Builder<'_> {
-    /// Adds an RX queue of device `device`.
-    pub fn add_ring(&mut self, device: &str, ring: RxRing) -> RingId {
-        self.facility::<Rings>().add(device, ring)
-    }
-
-    /// The RX queues of device `device` (validation has checked that it exists).
-    pub fn rings_of(&self, device: &str) -> &[RingId] {
-        self.try_facility::<Rings>().map_or(&[], |rings| rings.of(device))
-    }
-
-    pub fn ring(&self, id: RingId) -> &RxRing {
-        &self.rings()[id.0 as usize]
-    }
-
-    pub fn rings(&self) -> &[RxRing] {
-        self.try_facility::<Rings>().map_or(&[], |rings| rings)
-    }
-}
-
-/// An RX queue's index among the shared rings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct RingId(pub u32);
+queue_id!(
+    /// An RX queue's index among the shared rings.
+    pub struct RingId for RxRing
+);
 
 choice! {
     /// Which free buffer refills an RX descriptor.
@@ -471,21 +427,6 @@ mod tests {
         RxRing::new("q".into(), shape, memory, RingSignals { ready: Signal(0), doorbell: Signal(1), sent: Signal(2) })
     }
 
-    #[test]
-    fn a_devices_rings_are_its_own_in_the_order_added() {
-        let platform = crate::testing::tiny_platform();
-        let mut b = Builder::new(&platform, 1);
-        assert!(b.rings_of("nic0").is_empty() && b.rings().is_empty());
-        let first = b.add_ring("nic0", ring(4, 4, Recycle::Fifo));
-        let other = b.add_ring("nic1", ring(8, 8, Recycle::Fifo));
-        let second = b.add_ring("nic0", ring(2, 2, Recycle::Fifo));
-        assert_eq!(b.rings_of("nic0"), &[RingId(0), RingId(2)]);
-        assert_eq!((first, other, second), (RingId(0), RingId(1), RingId(2)));
-        assert_eq!(b.ring(other).shape.entries, 8);
-        assert!(b.rings_of("nic2").is_empty());
-        assert_eq!(b.rings().len(), 3);
-    }
-
     fn completion(ring: &RxRing, buffer: u32, bytes: u32) -> Completion {
         Completion {
             buffer,
@@ -618,6 +559,25 @@ mod tests {
         assert_eq!(r.next_completion_entry(), Addr(0x9000));
         assert_eq!(r.poll(Time::MAX), Poll::Empty);
         assert_eq!(r.accept(64, true), Some(0));
+    }
+
+    #[test]
+    fn as_a_completion_queue_a_ring_shows_when_its_first_completion_is_visible_and_takes_them_in_order() {
+        let mut r = ring(2, 2, Recycle::Fifo);
+        r.ready = Signal(4);
+        assert_eq!((r.first_visible(), CompletionQueue::ready(&r)), (None, Signal(4)));
+        write_packets(&mut r, 2);
+        assert_eq!(r.first_visible(), Some(Time::from_ns(10.0)));
+        assert_eq!([r.take_first().buffer, r.take_first().buffer], [0, 1]);
+        assert_eq!(r.first_visible(), None);
+    }
+
+    #[test]
+    fn the_registrys_statistics_reset_resets_a_rings_keeping_its_bytes_in_flight() {
+        let mut r = ring(2, 2, Recycle::Fifo);
+        write_packets(&mut r, 1);
+        Queue::reset_stats(&mut r);
+        assert_eq!((r.stats.arrived_packets, r.stats.in_flight_bytes_start), (0, 64));
     }
 
     #[test]

@@ -6,14 +6,14 @@
 //! over the record lines, each read depending on the one before).
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, BLOCK};
-use crate::devices::nvme::{PairId, QueuePairs, QUEUE_PAIR};
+use crate::devices::nvme::{PairId, QueuePair, QUEUE_PAIR};
 use crate::devices::SystemShape;
 use crate::engine::ReportView;
 use crate::error::{ensure, ConfigResult, Shown};
 use crate::params::{choice, params};
 use crate::stats::{stat, Report};
 use crate::system::Builder;
-use crate::units::{stream_seed, Line, Rng};
+use crate::units::{stream_seed, Line, Rng, Time};
 use crate::workloads::WorkloadSpec;
 
 choice! {
@@ -69,8 +69,8 @@ impl WorkloadSpec for BlockReadSpec {
     }
 
     fn build(&self, b: &mut Builder) {
-        let pair = b.queue_pairs_of(&self.device)[self.queue as usize];
-        let cpu = b.facility::<QueuePairs>()[pair.0 as usize].consumer_cpu;
+        let pair = b.queues_of::<QueuePair>(&self.device)[self.queue as usize];
+        let cpu = b.queue(pair).consumer_cpu;
         let reader = BlockReader {
             spec: self.clone(),
             pair,
@@ -132,26 +132,21 @@ impl Program for BlockReader {
     }
 
     fn next(&mut self, cx: &mut ProgramCx) -> Next {
-        let now = cx.now();
         let bits = self.line_bits;
-        let pair = &mut cx.shared().get_mut::<QueuePairs>()[self.pair.0 as usize];
         if !self.started {
             // The first reads: their commands written into the submission queue, one doorbell.
+            let pair = cx.device_queue(self.pair);
             let entries: Vec<Line> = (0..pair.depth as u64).map(|k| pair.submission_entry(k).line(bits)).collect();
             entries.into_iter().for_each(|line| cx.store(line));
             cx.call(SUBMIT_ALL);
             self.started = true;
             return Next::Unit;
         }
-        let read = match pair.poll(now) {
-            Ok(_) => pair.consume(),
-            Err(Some(seen)) => return Next::At(seen),
-            Err(None) => {
-                let ready = pair.ready;
-                cx.wait_on(ready);
-                return Next::Wait;
-            }
+        let read = match cx.take_completion(self.pair, Time::ZERO) {
+            Ok(read) => read,
+            Err(next) => return next,
         };
+        let pair = cx.device_queue(self.pair);
         let first = pair.buffer_addr(read.buffer).line(bits).0;
         let lines = (pair.block_bytes >> bits) as u64;
         let next_entry = pair.submission_entry(0).line(bits);
@@ -185,7 +180,7 @@ impl Program for BlockReader {
 
     fn on_call(&mut self, tag: u32, cx: &mut ProgramCx) {
         let now = cx.now();
-        let pair = &mut cx.shared().get_mut::<QueuePairs>()[self.pair.0 as usize];
+        let pair = cx.device_queue(self.pair);
         if tag == SUBMIT_ALL {
             (0..pair.depth).for_each(|buffer| pair.submit(buffer, now));
         } else {
@@ -215,7 +210,7 @@ impl Program for BlockReader {
 mod tests {
     use super::*;
     use crate::cpu::{ask, reach_call, Op};
-    use crate::devices::nvme::{NvmeQueueSpec, NvmeSpec, PairMemory, PairSignals, PairStats, QueuePair};
+    use crate::devices::nvme::{NvmeQueueSpec, NvmeSpec, PairMemory, PairSignals, PairStats, QueuePairs};
     use crate::devices::placement::PlacementSpec;
     use crate::devices::DeviceSpec;
     use crate::engine::{Harness, Shared, Signal};

@@ -13,7 +13,7 @@
 //! 5. its own statistics, declared with `stat!` next to the code, put in `report`.
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, PACKET};
-use crate::devices::ring::{Completion, RingId, RX_QUEUE};
+use crate::devices::ring::{Completion, RingId, RxRing, RX_QUEUE};
 use crate::devices::SystemShape;
 use crate::engine::ReportView;
 use crate::error::{ensure, ConfigResult};
@@ -65,7 +65,7 @@ impl WorkloadSpec for ExampleSpec {
     fn build(&self, b: &mut Builder) {
         let program = Example {
             spec: self.clone(),
-            ring: b.rings_of(&self.device)[self.queue as usize],
+            ring: b.queues_of::<RxRing>(&self.device)[self.queue as usize],
             line_bits: b.platform.line_bits(),
             taken: None,
             lines_read: 0,
@@ -100,7 +100,7 @@ impl Program for Example {
             Ok(completion) => completion,
             Err(next) => return next,
         };
-        let ring = cx.ring(self.ring);
+        let ring = cx.device_queue(self.ring);
         let first = ring.buffer_addr(completion.buffer).line(self.line_bits).0;
         let packet_lines = (completion.bytes as u64).div_ceil(1 << self.line_bits);
         let lines = packet_lines.min(self.spec.lines as u64);
@@ -119,7 +119,7 @@ impl Program for Example {
 
     fn on_call(&mut self, _tag: u32, cx: &mut ProgramCx) {
         let completion = self.taken.take().expect("a packet is being read");
-        cx.ring(self.ring).release(&completion);
+        cx.device_queue(self.ring).release(&completion);
         cx.count(1);
     }
 

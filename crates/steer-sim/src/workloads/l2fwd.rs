@@ -3,7 +3,7 @@
 //! transmission. The NIC DMA-reads the whole packet and returns the buffer to the mempool.
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, PACKET};
-use crate::devices::ring::{Completion, Poll, RingId, RX_QUEUE};
+use crate::devices::ring::{Completion, Poll, RingId, RxRing, RX_QUEUE};
 use crate::devices::SystemShape;
 use crate::error::{ensure, ConfigResult};
 use crate::params::params;
@@ -53,8 +53,8 @@ impl WorkloadSpec for L2fwdSpec {
     }
 
     fn build(&self, b: &mut Builder) {
-        for ring in b.rings_of(&self.device).to_vec() {
-            let cpu = b.ring(ring).shape.consumer_cpu;
+        for ring in b.queues_of::<RxRing>(&self.device).to_vec() {
+            let cpu = b.queue(ring).shape.consumer_cpu;
             let program = L2fwd { spec: self.clone(), ring, line_bits: b.platform.line_bits(), burst: Vec::new() };
             b.run_on(cpu, Box::new(program));
         }
@@ -85,7 +85,7 @@ impl Program for L2fwd {
     fn next(&mut self, cx: &mut ProgramCx) -> Next {
         let now = cx.now();
         let bits = self.line_bits;
-        let ring = cx.ring(self.ring);
+        let ring = cx.device_queue(self.ring);
         let room = ring.tx_room();
         if room == 0 {
             let sent = ring.sent;

@@ -5,7 +5,7 @@
 //! round-trip latency.
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, MESSAGE};
-use crate::devices::ring::{Completion, RingId, RX_QUEUE};
+use crate::devices::ring::{Completion, RingId, RxRing, RX_QUEUE};
 use crate::devices::SystemShape;
 use crate::engine::ReportView;
 use crate::error::{ensure, ConfigResult};
@@ -84,7 +84,7 @@ impl WorkloadSpec for PingPongSpec {
         let bytes = self.header_bytes + self.payload_bytes;
         let app_buffer = b.alloc(node, bytes as u64).line(line_bits);
         let program = PingPong {
-            ring: b.rings_of(&self.device)[self.queue as usize],
+            ring: b.queues_of::<RxRing>(&self.device)[self.queue as usize],
             line_bits,
             app_buffer,
             started: false,
@@ -118,7 +118,7 @@ impl PingPong {
     /// Asks the NIC for the peer's message arriving at `at`.
     fn expect_message(&self, cx: &mut ProgramCx, at: Time) {
         let bytes = self.message_bytes();
-        let ring = cx.ring(self.ring);
+        let ring = cx.device_queue(self.ring);
         ring.request_arrival(at, bytes);
         let doorbell = ring.doorbell;
         cx.notify(doorbell);
@@ -145,7 +145,7 @@ impl Program for PingPong {
             Ok(completion) => completion,
             Err(next) => return next,
         };
-        let ring = cx.ring(self.ring);
+        let ring = cx.device_queue(self.ring);
         let buffer = ring.buffer_addr(completion.buffer).line(self.line_bits).0;
         let descriptor = ring.next_descriptor_addr().line(self.line_bits);
         let lines = (self.message_bytes() as u64).div_ceil(1 << self.line_bits);
@@ -176,7 +176,7 @@ impl Program for PingPong {
     /// The reply is sent: the peer answers one round trip later.
     fn on_call(&mut self, _tag: u32, cx: &mut ProgramCx) {
         let completion = self.taken.take().expect("a message is being answered");
-        cx.ring(self.ring).release(&completion);
+        cx.device_queue(self.ring).release(&completion);
         let sent = cx.now();
         let host = sent - completion.arrival;
         let one_way = Time::from_ns(self.spec.one_way_ns);

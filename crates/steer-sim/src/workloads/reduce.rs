@@ -5,7 +5,7 @@
 //! message, which injected data may evict (cache pollution).
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, MESSAGE};
-use crate::devices::ring::{Completion, RingId, RX_QUEUE};
+use crate::devices::ring::{Completion, RingId, RxRing, RX_QUEUE};
 use crate::devices::SystemShape;
 use crate::error::{ensure, ConfigResult, Shown};
 use crate::hierarchy::Level;
@@ -97,7 +97,7 @@ impl WorkloadSpec for ReduceSpec {
         let node = b.platform.node_of_cpu(self.cpu);
         let working_set = b.alloc(node, self.working_set_bytes.max(1)).line(line_bits);
         let program = Reduce {
-            ring: b.rings_of(&self.device)[self.queue as usize],
+            ring: b.queues_of::<RxRing>(&self.device)[self.queue as usize],
             window: self.lookahead_lines(&b.platform.core, line_bits),
             line_bits,
             working_set,
@@ -175,7 +175,7 @@ impl Program for Reduce {
             Ok(completion) => completion,
             Err(next) => return next,
         };
-        let ring = cx.ring(self.ring);
+        let ring = cx.device_queue(self.ring);
         let buffer = ring.buffer_addr(completion.buffer);
         let descriptor = ring.next_descriptor_addr().line(self.line_bits);
         cx.load_dependent(completion.entry.line(self.line_bits));
@@ -198,7 +198,7 @@ impl Program for Reduce {
 
     fn on_call(&mut self, _tag: u32, cx: &mut ProgramCx) {
         let completion = self.taken.take().expect("a message is being reduced");
-        cx.ring(self.ring).release(&completion);
+        cx.device_queue(self.ring).release(&completion);
         cx.count(1);
     }
 

@@ -2,7 +2,7 @@
 //! buffer, release the RX buffer (re-posting its descriptor).
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, PACKET};
-use crate::devices::ring::{Completion, RingId, RX_QUEUE};
+use crate::devices::ring::{Completion, RingId, RxRing, RX_QUEUE};
 use crate::devices::SystemShape;
 use crate::engine::ReportView;
 use crate::error::{ensure, ConfigResult};
@@ -60,7 +60,7 @@ impl WorkloadSpec for RxLoopSpec {
         let node = b.platform.node_of_cpu(self.cpu);
         let app_buffer = b.alloc(node, self.app_buffer_bytes).line(line_bits);
         let program = RxLoop {
-            ring: b.rings_of(&self.device)[self.queue as usize],
+            ring: b.queues_of::<RxRing>(&self.device)[self.queue as usize],
             app_buffer,
             app_lines: (self.app_buffer_bytes >> line_bits).max(1),
             app_cursor: 0,
@@ -104,7 +104,7 @@ impl Program for RxLoop {
             Ok(completion) => completion,
             Err(next) => return next,
         };
-        let ring = cx.ring(self.ring);
+        let ring = cx.device_queue(self.ring);
         let buffer = ring.buffer_addr(completion.buffer);
         let descriptor = ring.next_descriptor_addr().line(self.line_bits);
         // The completion entry says where the packet is: everything after depends on it.
@@ -129,7 +129,7 @@ impl Program for RxLoop {
 
     fn on_call(&mut self, _tag: u32, cx: &mut ProgramCx) {
         let completion = self.taken.take().expect("a packet is being processed");
-        cx.ring(self.ring).release(&completion);
+        cx.device_queue(self.ring).release(&completion);
         self.bytes += completion.bytes as u64;
         cx.count(1);
     }

@@ -151,8 +151,8 @@ impl WorkloadSpec for TcpRxSpec {
 
     fn build(&self, b: &mut Builder) {
         let line_bits = b.platform.line_bits();
-        for ring_id in b.rings_of(&self.device).to_vec() {
-            let ring = b.ring(ring_id);
+        for ring_id in b.queues_of::<RxRing>(&self.device).to_vec() {
+            let ring = b.queue(ring_id);
             let irq_cpu = ring.shape.consumer_cpu;
             let app_cpu = irq_cpu + self.app_offset;
             let pool = ring.pool_buffers() as u64;
@@ -416,7 +416,7 @@ impl Program for Napi {
         let now = cx.now();
         if !self.in_poll {
             let deferred = !self.socket.borrow().deferred.is_empty();
-            let ring = cx.ring(self.ring);
+            let ring = cx.device_queue(self.ring);
             match ring.poll(now) {
                 Poll::Ready(_) => {}
                 _ if deferred => {}
@@ -438,7 +438,7 @@ impl Program for Napi {
         if self.taken == self.spec.napi_budget {
             return self.end_poll(cx);
         }
-        let ring: &mut RxRing = cx.ring(self.ring);
+        let ring: &mut RxRing = cx.device_queue(self.ring);
         let Poll::Ready(_) = ring.poll(now) else { return self.end_poll(cx) };
         let completion = ring.take().expect("a ready completion");
         let descriptor = ring.next_descriptor_addr().line(self.line_bits);
@@ -455,7 +455,7 @@ impl Program for Napi {
             FREE_DEFERRED => {
                 let mut socket = self.socket.borrow_mut();
                 for page in std::mem::take(&mut self.freeing) {
-                    cx.ring(self.ring).recycle(page.completion.buffer);
+                    cx.device_queue(self.ring).recycle(page.completion.buffer);
                     if page.last {
                         socket.free_skbs.push(page.metadata);
                     }
@@ -463,7 +463,7 @@ impl Program for Napi {
             }
             _ => {
                 let page = self.pending.take().expect("a page is being processed");
-                let ring = cx.ring(self.ring);
+                let ring = cx.device_queue(self.ring);
                 ring.finish(&page.completion);
                 ring.refill();
                 self.open_aggregation.push(page);
@@ -556,7 +556,7 @@ impl Program for Recv {
         match page {
             Some(page) if self.copied < self.spec.app_buffer_bytes => {
                 self.socket.borrow_mut().queue.pop_front();
-                let buffer = cx.ring(self.ring).buffer_addr(page.completion.buffer);
+                let buffer = cx.device_queue(self.ring).buffer_addr(page.completion.buffer);
                 self.copy_page(cx, page, buffer);
                 Next::Unit
             }

@@ -12,7 +12,7 @@ use std::path::{self, Path};
 use serde::Deserialize;
 
 use crate::cpu::{Next, Program, ProgramCx, UnitKind, PACKET};
-use crate::devices::ring::{Completion, RingId, RX_QUEUE};
+use crate::devices::ring::{Completion, RingId, RxRing, RX_QUEUE};
 use crate::devices::SystemShape;
 use crate::engine::ReportView;
 use crate::error::{ensure, io_reason, ConfigError, ConfigResult};
@@ -249,7 +249,7 @@ impl WorkloadSpec for TraceSpec {
         let bases = state_bases(b, b.platform.node_of_cpu(self.cpu), &regions);
         let program = TraceReplay::new(
             self.clone(),
-            b.rings_of(&self.device)[self.queue as usize],
+            b.queues_of::<RxRing>(&self.device)[self.queue as usize],
             b.platform.line_bits(),
             bases,
             traces,
@@ -337,7 +337,7 @@ impl Program for TraceReplay {
             Err(next) => return next,
         };
         let bits = self.line_bits;
-        let ring = cx.ring(self.ring);
+        let ring = cx.device_queue(self.ring);
         let buffer = ring.buffer_addr(completion.buffer);
         let descriptor = ring.next_descriptor_addr().line(bits);
         // The completion entry says where the packet is: everything after depends on it.
@@ -379,7 +379,7 @@ impl Program for TraceReplay {
 
     fn on_call(&mut self, _tag: u32, cx: &mut ProgramCx) {
         let completion = self.taken.take().expect("a packet is being handled");
-        cx.ring(self.ring).release(&completion);
+        cx.device_queue(self.ring).release(&completion);
         cx.count(1);
     }
 
