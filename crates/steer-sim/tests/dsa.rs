@@ -452,6 +452,21 @@ fn the_copy_policy_is_documented_as_a_name_or_a_list_of_nodes() {
 }
 
 #[test]
+fn the_cpu_finishes_each_partial_completion_where_it_faulted() {
+    // 1 KiB pieces, four a page: the first of each page leaves its bytes to the CPU, which
+    // faults that page in and copies them; the other three find the page mapped. Each page costs
+    // the same, the second's fault at its own page included.
+    let page = |total: &str| {
+        let r = copy(&["faults=\"partial\"", "engines=1", "transfer_bytes=1024", total]);
+        (f(&r["copy"]["seconds"]) * 1e9, r["copy"]["software_bytes"].as_u64())
+    };
+    let (one, one_left) = page("total_bytes=4096");
+    let (two, two_left) = page("total_bytes=8192");
+    assert_eq!((one_left, two_left), (Some(1024), Some(2048)));
+    assert!((two - 2.0 * one).abs() < 0.01, "{two} against twice {one}");
+}
+
+#[test]
 fn a_partial_completion_is_finished_by_the_cpu_after_faulting_the_pages_in() {
     let r = copy(&["faults=\"partial\"", "total_bytes=1048576"]);
     // The device gives up at the first page, after one translation request (1 us): its record
