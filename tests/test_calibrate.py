@@ -170,7 +170,34 @@ def test_the_streamer_runs_as_far_ahead_as_the_measured_sequential_read_needs(ve
     # The candidate whose simulated read is nearest the measured one.
     assert distance(simulated[8]) == 8
     assert distance(0.1) == 1
-    assert distance(1000.0) == max(simulated, key=simulated.get)
+    fastest = max(simulated, key=simulated.get)
+    assert distance(simulated[fastest] * 1.1) == fastest
+
+
+def test_a_stream_no_page_confines_crosses_pages_only_where_the_read_within_them_falls_short():
+    values = host_fit(made_up())
+    amd = calibrate.STREAMERS["AuthenticAMD"]
+    within = {d: calibrate.sequential_read_gbs(values, amd, d, 512 * MIB) for d in amd.distances}
+    across = {d: calibrate.sequential_read_gbs(values, amd, d, 512 * MIB, crossing=True) for d in amd.distances}
+    # Within pages the streamer stops at each page's end and starts again: running on reads faster.
+    assert across[32] > within[32] * 1.2
+    best = max(within.values())
+
+    def fitted(vendor: str, gbs: float) -> dict[str, calibrate.Value]:
+        return {v.key: v for v in calibrate.fit_streamer(read_at(gbs), values, vendor)}
+
+    # Within 15% of the best read within pages: the stream stays in its pages.
+    assert "l2.prefetcher.cross_pages" not in fitted("AuthenticAMD", best * 1.1)
+    # Beyond it, it crosses them, at the distance whose read across pages is nearest.
+    wanted = across[48] * 1.01
+    crossing = fitted("AuthenticAMD", wanted)
+    assert crossing["l2.prefetcher.cross_pages"].value is True
+    assert crossing["l2.prefetcher.distance"].value == 48
+    how = crossing["l2.prefetcher.cross_pages"].source
+    assert how.startswith("calibrated on box at 2026-11-25 10:00 UTC: within 4 KiB pages the model's streamer reads")
+    assert "AMD" in how and "across pages" in crossing["l2.prefetcher.distance"].source
+    # Intel's manual keeps its streamer within the page, however fast the measured read.
+    assert "l2.prefetcher.cross_pages" not in fitted("GenuineIntel", wanted)
 
 
 def test_a_vendor_without_a_described_streamer_gets_none_fitted():

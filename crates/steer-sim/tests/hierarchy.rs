@@ -455,6 +455,7 @@ fn next_line() -> steer_sim::cache::prefetch::PrefetcherSpec {
         degree: 1,
         distance: 1,
         pair_line: false,
+        cross_pages: false,
     }
 }
 

@@ -21,7 +21,7 @@ fn platform(l1_prefetcher: PrefetcherSpec) -> PlatformSpec {
 }
 
 fn stride(degree: u32, distance: u32) -> PrefetcherSpec {
-    PrefetcherSpec { kind: "stride".into(), degree, distance, pair_line: false }
+    PrefetcherSpec { kind: "stride".into(), degree, distance, pair_line: false, cross_pages: false }
 }
 
 /// Walks lines 0, 3, 6, ..., 18 with `gap` between accesses; returns the sources.
@@ -86,6 +86,7 @@ fn unused_prefetches_are_counted_useless_when_evicted() {
         degree: 1,
         distance: 1,
         pair_line: false,
+        cross_pages: false,
     }));
     // Each miss on an even line prefetches the odd line after it; only even lines are used.
     // L1 (16 sets x 4 ways) overflows after 64 lines, evicting the unused odd ones.
@@ -166,7 +167,8 @@ fn a_software_prefetch_into_the_l1d_holds_a_miss_slot_and_one_into_the_l2_does_n
 fn two_cores_with_an_l2_stream() -> PlatformSpec {
     let mut platform = platform(PrefetcherSpec::default());
     platform.topology.cores_per_ccx = 2;
-    platform.l2.prefetcher = PrefetcherSpec { kind: "stream".into(), degree: 2, distance: 4, pair_line: false };
+    platform.l2.prefetcher =
+        PrefetcherSpec { kind: "stream".into(), degree: 2, distance: 4, pair_line: false, cross_pages: false };
     platform.validate("platform").unwrap();
     platform
 }
@@ -252,7 +254,8 @@ fn an_l1_prefetch_using_a_line_the_l2_prefetched_keeps_the_l2_prefetcher_going()
     // a line it prefetched. L1 prefetches of 0 (a miss: 1 follows) and of 1 (the first use of
     // prefetched 1: 2 follows) drive it as the L1D's own misses would.
     let mut spec = platform(PrefetcherSpec::default());
-    spec.l2.prefetcher = PrefetcherSpec { kind: "next_line".into(), degree: 1, distance: 1, pair_line: false };
+    spec.l2.prefetcher =
+        PrefetcherSpec { kind: "next_line".into(), degree: 1, distance: 1, pair_line: false, cross_pages: false };
     let mut h = Hierarchy::new(&spec);
     h.prefetch(0, Line(0), Level::L1, Time::from_us(1.0));
     h.prefetch(0, Line(1), Level::L1, Time::from_us(2.0));

@@ -42,6 +42,9 @@ params! {
         /// On every demand miss, also fetch the other line of its aligned pair (Intel's adjacent-line
         /// or spatial prefetcher, beside the level's own).
         pair_line: bool = false,
+        /// A stream's head runs on past the end of its 4 KiB region into the next, and the stream
+        /// carries on there (stream); otherwise it stops at the region's end.
+        cross_pages: bool = false,
     }
 }
 
@@ -93,25 +96,38 @@ impl<T> RegionTable<T> {
         RegionTable { slots: Box::new([RegionSlot::default(); SLOTS]), generation: 1, states: Vec::new() }
     }
 
-    /// The state of `line`'s region, started by `start` if the region is new.
-    fn entry(&mut self, line: Line, start: impl FnOnce() -> T) -> &mut T {
-        let region = line.0 / REGION_LINES;
-        let home = (region.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SLOTS.trailing_zeros())) as usize;
-        let mut at = home;
+    /// Where `region`'s state is (`Ok`, its index in `states`), or the empty slot it would take.
+    fn find(&self, region: u64) -> Result<usize, usize> {
+        let mut at = (region.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SLOTS.trailing_zeros())) as usize;
         while self.slots[at].generation == self.generation {
             if self.slots[at].region == region {
-                return &mut self.states[self.slots[at].state];
+                return Ok(self.slots[at].state);
             }
             at = (at + 1) % SLOTS;
         }
+        Err(at)
+    }
+
+    /// The state of `line`'s region, started by `start` if the region is new.
+    fn entry(&mut self, line: Line, start: impl FnOnce() -> T) -> &mut T {
+        let region = line.0 / REGION_LINES;
+        let at = match self.find(region) {
+            Ok(state) => return &mut self.states[state],
+            Err(at) => at,
+        };
         if self.states.len() >= REGIONS {
             self.generation += 1;
             self.states.clear();
-            at = home;
+            return self.entry(line, start);
         }
         self.slots[at] = RegionSlot { region, generation: self.generation, state: self.states.len() };
         self.states.push(start());
         self.states.last_mut().expect("just pushed")
+    }
+
+    /// The state of `line`'s region, if the table holds it.
+    fn get(&self, line: Line) -> Option<&T> {
+        self.find(line.0 / REGION_LINES).ok().map(|state| &self.states[state])
     }
 }
 
@@ -230,6 +246,31 @@ mod tests {
     fn stream_stays_within_the_4_kib_region() {
         assert_eq!(run(stream(2, 4).as_mut(), &[66, 65, 64]), vec![64]);
         assert_eq!(run(stream(2, 4).as_mut(), &[60, 61, 62, 63]), vec![62, 63]);
+    }
+
+    fn crossing(degree: u32, distance: u32) -> Box<dyn Prefetcher> {
+        let spec =
+            PrefetcherSpec { kind: Name::new("stream"), degree, distance, cross_pages: true, ..Default::default() };
+        spec.build().unwrap()
+    }
+
+    #[test]
+    fn a_stream_crossing_pages_runs_past_its_region_and_carries_on_in_the_next() {
+        // 60, 61 start it; by 63 its head is 4 beyond, at 67, in the next region; 64, there, carries
+        // the stream on (no two lines needed to start it again) and fetches 68.
+        assert_eq!(run(crossing(2, 4).as_mut(), &[60, 61, 62, 63, 64]), vec![62, 63, 64, 65, 66, 67, 68]);
+        // Down across the boundary at 64, the same way.
+        assert_eq!(run(crossing(2, 4).as_mut(), &[67, 66, 65, 64, 63]), vec![65, 64, 63, 62, 61, 60, 59]);
+        // Nothing below line 0.
+        assert_eq!(run(crossing(2, 4).as_mut(), &[3, 2, 1, 0]), vec![1, 0]);
+    }
+
+    #[test]
+    fn a_stream_carries_on_only_where_its_head_already_ran() {
+        // 10, 11 go up but their head (13) is far behind 70: 70 starts nothing.
+        assert_eq!(run(crossing(1, 1).as_mut(), &[10, 11, 70]), vec![12]);
+        // Up from region 1 into region 2 (lines 128 on), as from region 0 into 1.
+        assert_eq!(run(crossing(1, 1).as_mut(), &[126, 127, 128]), vec![128, 129]);
     }
 
     #[test]
