@@ -49,6 +49,9 @@ class Probes:
     def probe_producer_consumer_ns(self, *args):
         return self.answer("producer_consumer", *args)
 
+    def probe_peer_read_ns(self, *args):
+        return self.answer("peer_read", *args)
+
     def probe_allowed_cpus(self):
         return self.cpus
 
@@ -412,12 +415,42 @@ def command(monkeypatch, tmp_path, capsys):
         return [row([10.0], 11.0, "a"), row([10.0], 20.0, "b")]
 
     monkeypatch.setattr(validate, "validate", made_up)
+    monkeypatch.setattr(validate, "peer_moved", lambda repeats, min_ms, cpus: None)
 
     def run(*args: str) -> str:
         assert cli.main(["validate", "--quiet", *args]) == 0
         return capsys.readouterr().out
 
     return SimpleNamespace(calibration=calibration, asked=asked, run=run)
+
+
+@pytest.mark.parametrize(
+    ("shared", "calibrated", "warned"),
+    [(True, 2.0, False), (True, 1.4, False), (True, 1.3, True), (True, 3.0, False), (True, 3.1, True), (False, 1.3, True)],
+)
+def test_a_core_to_core_read_that_moved_since_the_calibration_is_warned_of(
+    monkeypatch, probes, shared, calibrated, warned
+):
+    # The probe answers 1, 2, 3 ns: a median of 2; the calibration holds the read less its issue.
+    key = "fabric.peer_l2_latency_ns" if shared else "fabric.remote_cache_latency_ns"
+    platform = {"core.issue_cycles_per_line": 2.0, "core.freq_ghz": 4.0, key: calibrated - 0.5}
+    monkeypatch.setattr(validate, "platform_values", lambda name: platform)
+    monkeypatch.setattr(validate, "share_l3", lambda a, b: (a, b) == (4, 6) and shared)
+    found = validate.peer_moved(3, 2.0)
+    assert probes.calls == [
+        ("peer_read", 4, 6, 2_000_000),
+        ("peer_read", 4, 6, 2_000_000),
+        ("peer_read", 4, 6, 2_000_000),
+    ]
+    assert (found is not None) == warned, found
+    if warned:
+        assert found.startswith(f"{key}: cpu 4 reads lines cpu 6 just wrote in 2.0 ns now (1-3, n=3), {calibrated:.1f} ns")
+
+
+def test_one_cpu_has_no_core_to_core_read_to_check(monkeypatch, probes):
+    monkeypatch.setattr(validate, "platform_values", lambda name: pytest.fail("read the calibration"))
+    assert validate.peer_moved(3, 2.0, [5]) is None
+    assert probes.calls == []
 
 
 def test_the_command_times_five_repeats_of_30_ms_or_three_of_10_ms_quick(command):
@@ -427,6 +460,14 @@ def test_the_command_times_five_repeats_of_30_ms_or_three_of_10_ms_quick(command
     assert command.asked == [(5, 30.0, None, None), (3, 10.0, None, None), (3, 2.0, [0], MIB)]
     assert out.splitlines()[1].split() == ["loop", "a", "ns", "10", "10-10", "11", "+10%", "yes"]
     assert out.splitlines()[-1] == f"1 of 2 within 15% of the measured median (calibration: {command.calibration})"
+
+
+def test_the_command_warns_of_a_core_to_core_read_that_moved_and_still_gives_its_rows(command, monkeypatch, capsys):
+    monkeypatch.setattr(validate, "peer_moved", lambda repeats, min_ms, cpus: "fabric.x: moved")
+    assert cli.main(["validate", "--quiet", "--quick"]) == 0
+    out, err = capsys.readouterr()
+    assert "1 of 2 within 15%" in out
+    assert err == "steer: warning: fabric.x: moved\n"
 
 
 def test_the_command_writes_json_and_a_plot_or_json_alone_to_stdout(command, tmp_path):

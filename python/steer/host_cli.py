@@ -99,8 +99,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     progress = output.Progress("validate", args.quiet)
     try:
         rows = validate.validate(settings["repeats"], args.min_ms or settings["min_ms"], progress, cpus, largest)
+        moved = validate.peer_moved(settings["repeats"], args.min_ms or settings["min_ms"], cpus)
     finally:
         progress.close()
+    if moved:
+        print(f"steer: warning: {moved}", file=sys.stderr)
     host = socket.gethostname()
     files: dict[Path, str | bytes] = {}
     if args.plot:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from steer import _core, api
 from steer._core import ScenarioError
-from steer.calibrate import Figure, platform_values
+from steer.calibrate import NOISY_SPREAD, Figure, platform_values, share_l3
 from steer.output import GIB, KIB, MIB, fmt_bytes
 
 # Within this relative error a simulated figure agrees with the measured one.
@@ -252,6 +252,29 @@ def validate(
         if progress:
             progress((i + 1) * (repeats + 1) / steps)
     return rows
+
+
+def peer_moved(repeats: int, min_ms: float, cpus: list[int] | None = None) -> str | None:
+    """The core-to-core read timed again, after the cross-core cases, against the one the
+    calibration holds: a warning if they differ by more than NOISY_SPREAD. A hypervisor may have
+    placed the two vCPUs elsewhere (another core's sibling, another CCX) since the calibration, and
+    then the cross-core rows compare the model with a transfer that no longer holds."""
+    cpus = cpus or _core.probe_allowed_cpus()
+    if len(cpus) < 2:
+        return None
+    a, b = cpus[:2]
+    platform = platform_values("host")
+    key = "fabric.peer_l2_latency_ns" if share_l3(a, b) else "fabric.remote_cache_latency_ns"
+    issue_ns = float(platform["core.issue_cycles_per_line"]) / float(platform["core.freq_ghz"])
+    calibrated = float(platform[key]) + issue_ns
+    now = Figure.of([_core.probe_peer_read_ns(a, b, int(min_ms * 1e6)) for _ in range(repeats)])
+    if max(now.median, calibrated) <= NOISY_SPREAD * min(now.median, calibrated):
+        return None
+    return (
+        f"{key}: cpu {a} reads lines cpu {b} just wrote in {now.median:.1f} ns now ({now.spread()}), "
+        f"{calibrated:.1f} ns as calibrated: the CPUs are not where they were (a hypervisor moves vCPUs) or the "
+        "machine is busy, so the cross-core rows compare with a transfer that no longer holds; calibrate again"
+    )
 
 
 def table_rows(rows: list[Row]) -> list[list[str]]:
