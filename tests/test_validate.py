@@ -426,7 +426,14 @@ def command(monkeypatch, tmp_path, capsys):
 
 @pytest.mark.parametrize(
     ("shared", "calibrated", "warned"),
-    [(True, 2.0, False), (True, 1.4, False), (True, 1.3, True), (True, 3.0, False), (True, 3.1, True), (False, 1.3, True)],
+    [
+        (True, 2.0, False),
+        (True, 1.4, False),
+        (True, 1.3, True),
+        (True, 3.0, False),
+        (True, 3.1, True),
+        (False, 1.3, True),
+    ],
 )
 def test_a_core_to_core_read_that_moved_since_the_calibration_is_warned_of(
     monkeypatch, probes, shared, calibrated, warned
@@ -444,7 +451,9 @@ def test_a_core_to_core_read_that_moved_since_the_calibration_is_warned_of(
     ]
     assert (found is not None) == warned, found
     if warned:
-        assert found.startswith(f"{key}: cpu 4 reads lines cpu 6 just wrote in 2.0 ns now (1-3, n=3), {calibrated:.1f} ns")
+        assert found.startswith(
+            f"{key}: cpu 4 reads lines cpu 6 just wrote in 2.0 ns now (1-3, n=3), {calibrated:.1f} ns"
+        )
 
 
 def test_one_cpu_has_no_core_to_core_read_to_check(monkeypatch, probes):
