@@ -418,7 +418,7 @@ STREAMERS = {
         f"assumed: the L2 stream prefetcher fetches sequential lines ahead, up or down ({AMD_GUIDE})",
         "assumed: the Zen 5 presets' degree (AMD publishes none; fitted there on seed 000's fill rows)",
         "AMD publishes no limit; the Zen 5 presets run 32 ahead",
-        crossing=f"the guide confines its L2 stream prefetcher to no page ({AMD_GUIDE})",
+        crossing=f"the guide names no page limit for its L2 stream prefetcher ({AMD_GUIDE})",
     ),
 }
 
