@@ -269,6 +269,9 @@ mod tests {
     fn a_stream_carries_on_only_where_its_head_already_ran() {
         // 10, 11 go up but their head (13) is far behind 70: 70 starts nothing.
         assert_eq!(run(crossing(1, 1).as_mut(), &[10, 11, 70]), vec![12]);
+        // 61, 62 fetch 63 and stop there (one ahead); 64 is the head's next line, not yet fetched:
+        // the stream has not run past it, and 64 starts nothing.
+        assert_eq!(run(crossing(1, 1).as_mut(), &[61, 62, 64]), vec![63]);
         // Up from region 1 into region 2 (lines 128 on), as from region 0 into 1.
         assert_eq!(run(crossing(1, 1).as_mut(), &[126, 127, 128]), vec![128, 129]);
     }
