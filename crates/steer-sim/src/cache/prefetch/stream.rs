@@ -72,12 +72,10 @@ fn along(direction: i64, from: i64, line: i64) -> i64 {
 impl Prefetcher for Stream {
     fn on_access(&mut self, trigger: Trigger, out: &mut Vec<Line>) {
         let line = trigger.line.0 as i64;
-        if self.cross_pages && self.table.get(trigger.line).is_none() {
-            if let Some(carried) = self.carried_into(line) {
-                self.table.entry(trigger.line, || carried);
-            }
-        }
-        let entry = self.table.entry(trigger.line, || Region { furthest: line, direction: 0, head: line });
+        let carried =
+            if self.cross_pages && self.table.get(trigger.line).is_none() { self.carried_into(line) } else { None };
+        let entry =
+            self.table.entry(trigger.line, || carried.unwrap_or(Region { furthest: line, direction: 0, head: line }));
         let delta = line - entry.furthest;
         if entry.direction == 0 {
             if delta.abs() == 1 {
